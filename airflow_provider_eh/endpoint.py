@@ -1,0 +1,139 @@
+"""How to reach one Event Hub, and the package's one factory of SDK clients.
+
+``EventHubsEndpoint`` is plain data with no Airflow import: hooks build it from a connection, the
+publishing engine and the consumer side take it, and it pickles to Spark executors, which build
+their own clients from it. Secrets are kept out of ``repr``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
+    from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumerClient
+    from azure.eventhub.aio import EventHubProducerClient as AsyncProducerClient
+
+
+def parse_connection_string(conn_str: str) -> dict[str, str]:
+    """Split ``Key=Value;...`` into a dict with lower-cased keys; values keep their case."""
+    parts: dict[str, str] = {}
+    for item in conn_str.split(";"):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"segment {key.strip()!r} has no '='")
+        parts[key.strip().lower()] = value.strip()
+    return parts
+
+
+@dataclass(frozen=True)
+class EventHubsEndpoint:
+    """
+    One hub on one namespace, and the credential to use.
+
+    :param fully_qualified_namespace: ``<ns>.servicebus.windows.net`` (``host:port`` for the local endpoint).
+    :param eventhub_name: the hub.
+    :param connection_string: a SAS connection string; takes precedence over the other credentials.
+    :param tenant_id: with ``client_id`` and ``client_secret``: a service principal.
+    :param managed_identity_client_id: for ``DefaultAzureCredential`` with a user-assigned identity.
+    """
+
+    fully_qualified_namespace: str
+    eventhub_name: str
+    connection_string: str | None = field(default=None, repr=False)
+    tenant_id: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    managed_identity_client_id: str | None = None
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, eventhub_name: str | None = None) -> EventHubsEndpoint:
+        parts = parse_connection_string(conn_str)
+        host = parts.get("endpoint", "").split("://", 1)[-1].strip("/")
+        hub = eventhub_name or parts.get("entitypath")
+        if not host:
+            raise ValueError("the connection string has no Endpoint=sb://<namespace>/")
+        if not hub:
+            raise ValueError("no Event Hub name: pass eventhub_name or add EntityPath=<hub> to the connection string")
+        return cls(fully_qualified_namespace=host, eventhub_name=hub, connection_string=conn_str)
+
+    @property
+    def credential_kind(self) -> str:
+        if self.connection_string:
+            return "connection_string"
+        if self.tenant_id and self.client_id and self.client_secret:
+            return "client_secret"
+        return "default_azure_credential"
+
+    @property
+    def namespace(self) -> str:
+        """Lower-cased namespace as used in blob paths (the SDK's checkpoint layout does the same)."""
+        return self.fully_qualified_namespace.lower()
+
+    def with_hub(self, eventhub_name: str) -> EventHubsEndpoint:
+        """The same namespace and credential, another hub."""
+        from dataclasses import replace
+
+        return replace(self, eventhub_name=eventhub_name)
+
+    def _credential(self, *, aio: bool) -> Any:
+        if self.credential_kind == "client_secret":
+            if aio:
+                from azure.identity.aio import ClientSecretCredential
+            else:
+                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
+            return ClientSecretCredential(self.tenant_id, self.client_id, self.client_secret)
+        if aio:
+            from azure.identity.aio import DefaultAzureCredential
+        else:
+            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
+        return DefaultAzureCredential(managed_identity_client_id=self.managed_identity_client_id)
+
+    def _kwargs(self, *, aio: bool, **kwargs: Any) -> dict[str, Any]:
+        return {
+            "fully_qualified_namespace": self.fully_qualified_namespace,
+            "eventhub_name": self.eventhub_name,
+            "credential": self._credential(aio=aio),
+            **kwargs,
+        }
+
+    def producer(self, **kwargs: Any) -> EventHubProducerClient:
+        """A sync producer client; the caller closes it (use it as a context manager)."""
+        from azure.eventhub import EventHubProducerClient
+
+        if self.connection_string:
+            return EventHubProducerClient.from_connection_string(
+                self.connection_string, eventhub_name=self.eventhub_name, **kwargs
+            )
+        return EventHubProducerClient(**self._kwargs(aio=False, **kwargs))
+
+    def consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> EventHubConsumerClient:
+        """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...)."""
+        from azure.eventhub import EventHubConsumerClient
+
+        if self.connection_string:
+            return EventHubConsumerClient.from_connection_string(
+                self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs
+            )
+        return EventHubConsumerClient(consumer_group=consumer_group, **self._kwargs(aio=False, **kwargs))
+
+    def async_producer(self, **kwargs: Any) -> AsyncProducerClient:
+        from azure.eventhub.aio import EventHubProducerClient
+
+        if self.connection_string:
+            return EventHubProducerClient.from_connection_string(
+                self.connection_string, eventhub_name=self.eventhub_name, **kwargs
+            )
+        return EventHubProducerClient(**self._kwargs(aio=True, **kwargs))
+
+    def async_consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> AsyncConsumerClient:
+        from azure.eventhub.aio import EventHubConsumerClient
+
+        if self.connection_string:
+            return EventHubConsumerClient.from_connection_string(
+                self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs
+            )
+        return EventHubConsumerClient(consumer_group=consumer_group, **self._kwargs(aio=True, **kwargs))

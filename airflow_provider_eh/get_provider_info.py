@@ -1,0 +1,131 @@
+"""The provider's registration with Airflow (entry point ``apache_airflow_provider``).
+
+Connection forms are declared as data: ``conn-fields`` (JSON-Schema, secrets as ``format: password``)
+and ``ui-field-behaviour``. Blob access reuses the ``wasb`` connection type with the Azure
+provider's field names, so existing connections work unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_INTEGRATION = "Azure Event Hubs"
+
+_SECRET = {"type": ["string", "null"], "format": "password"}
+_TEXT = {"type": ["string", "null"]}
+
+_EVENT_HUBS_CONNECTION: dict[str, Any] = {
+    "connection-type": "azure_event_hubs",
+    "hook-class-name": "airflow_provider_eh.hooks.event_hubs.EventHubsHook",
+    "hook-name": "Azure Event Hubs",
+    "ui-field-behaviour": {
+        "hidden-fields": ["schema", "port"],
+        "relabeling": {
+            "host": "Fully qualified namespace",
+            "login": "Client ID",
+            "password": "Client secret",
+        },
+        "placeholders": {
+            "host": "mynamespace.servicebus.windows.net (leave empty with a connection string)",
+            "login": "client id of a service principal (optional; empty = DefaultAzureCredential)",
+            "password": "client secret of that service principal",
+        },
+    },
+    "conn-fields": {
+        "connection_string": {
+            "label": "Connection string",
+            "description": (
+                "Endpoint=sb://<namespace>/;SharedAccessKeyName=...;SharedAccessKey=...[;EntityPath=<hub>]. "
+                "For the local endpoint add ;UseDevelopmentEmulator=true. Takes precedence over every other field."
+            ),
+            "schema": _SECRET,
+        },
+        "eventhub_name": {
+            "label": "Event Hub name",
+            "description": "Default hub for operators and sensors that do not name one.",
+            "schema": _TEXT,
+        },
+        "tenant_id": {
+            "label": "Tenant ID",
+            "description": "Microsoft Entra tenant of the service principal (with Client ID and Client secret).",
+            "schema": _TEXT,
+        },
+        "managed_identity_client_id": {
+            "label": "Managed identity client ID",
+            "description": "User-assigned identity for DefaultAzureCredential (optional).",
+            "schema": _TEXT,
+        },
+    },
+}
+
+_WASB_CONNECTION: dict[str, Any] = {
+    "connection-type": "wasb",
+    "hook-class-name": "airflow_provider_eh.hooks.blob.BlobStorageHook",
+    "hook-name": "Azure Blob Storage",
+    "ui-field-behaviour": {
+        "hidden-fields": ["schema", "port"],
+        "relabeling": {
+            "login": "Blob Storage Login (optional)",
+            "password": "Blob Storage Key (optional)",
+            "host": "Account URL (Active Directory Auth)",
+        },
+        "placeholders": {
+            "login": "account name or client id",
+            "password": "account key or client secret",
+            "host": "https://<account>.blob.core.windows.net",
+        },
+    },
+    "conn-fields": {
+        "connection_string": {
+            "label": "Blob Storage Connection String (optional)",
+            "description": "DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...; Azurite's works too.",
+            "schema": _SECRET,
+        },
+        "shared_access_key": {"label": "Blob Storage Shared Access Key (optional)", "schema": _SECRET},
+        "sas_token": {"label": "SAS Token (optional)", "schema": _SECRET},
+        "tenant_id": {"label": "Tenant Id (Active Directory Auth)", "schema": _TEXT},
+        "managed_identity_client_id": {"label": "Managed Identity Client ID", "schema": _TEXT},
+    },
+}
+
+_MODULES: dict[str, list[str]] = {
+    "hooks": [
+        "airflow_provider_eh.hooks.event_hubs",
+        "airflow_provider_eh.hooks.blob",
+    ],
+    "operators": [],
+    "sensors": [],
+    "triggers": [],
+}
+
+
+def connection_type(name: str) -> dict[str, Any]:
+    """The declared connection type ``name`` (hooks derive their UI behaviour from it)."""
+    for conn in (_EVENT_HUBS_CONNECTION, _WASB_CONNECTION):
+        if conn["connection-type"] == name:
+            return conn
+    raise KeyError(name)
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Provider metadata read by Airflow's ProvidersManager."""
+    from airflow_provider_eh import __version__
+
+    info: dict[str, Any] = {
+        "package-name": "airflow-provider-eh",
+        "name": "Azure Event Hubs (exactly-once)",
+        "description": "Exactly-once publishing to and ingestion from Azure Event Hubs, with Spark and deferrable sensors.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://learn.microsoft.com/azure/event-hubs/",
+                "tags": ["azure"],
+            }
+        ],
+        "connection-types": [_EVENT_HUBS_CONNECTION, _WASB_CONNECTION],
+    }
+    for kind, modules in _MODULES.items():
+        if modules:
+            info[kind] = [{"integration-name": _INTEGRATION, "python-modules": list(modules)}]
+    return info

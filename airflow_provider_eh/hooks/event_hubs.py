@@ -1,0 +1,229 @@
+"""Event Hubs clients built from an Airflow connection of type ``azure_event_hubs``.
+
+Credentials are tried in one fixed, logged order:
+
+1. ``connection_string`` (extra, secret): a namespace or hub connection string, including the local
+   endpoint's ``...;UseDevelopmentEmulator=true``;
+2. host (fully qualified namespace) + login (client id) + password (client secret) + ``tenant_id``:
+   a ``ClientSecretCredential``;
+3. host alone: ``DefaultAzureCredential`` (managed identity, workload identity, Azure CLI, ...).
+
+The hub comes from the call, else from the connection string's ``EntityPath``, else from the
+``eventhub_name`` extra. The hooks turn a connection into an :class:`EventHubsEndpoint`, the
+package's one client factory. ``EventHubsHook`` is sync; ``EventHubsAsyncHook`` is its twin for triggers.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint, parse_connection_string
+from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
+from airflow_provider_eh.hooks._connection import extra_field, masked
+
+if TYPE_CHECKING:
+    from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
+    from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumerClient
+    from azure.eventhub.aio import EventHubProducerClient as AsyncProducerClient
+
+CONN_TYPE = "azure_event_hubs"
+
+
+class _EventHubsConnection:
+    """Connection handling shared by the sync and async hooks."""
+
+    conn_name_attr = "event_hubs_conn_id"
+    default_conn_name = "azure_event_hubs_default"
+    conn_type = CONN_TYPE
+    hook_name = "Azure Event Hubs"
+
+    event_hubs_conn_id: str
+    eventhub_name: str | None
+    log: Any
+
+    def _endpoint_from(self, conn: Any, eventhub_name: str | None) -> EventHubsEndpoint:
+        extras = conn.extra_dejson or {}
+        conn_id = self.event_hubs_conn_id
+        hub = eventhub_name or self.eventhub_name
+        conn_str = masked(extra_field(extras, CONN_TYPE, "connection_string"))
+        if conn_str:
+            try:
+                parts = parse_connection_string(conn_str)
+            except ValueError as exc:
+                raise ConnectionConfigError(
+                    conn_id,
+                    f"field 'connection_string' is malformed ({exc}); "
+                    "expected Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...",
+                ) from None
+            masked(parts.get("sharedaccesskey"))
+            masked(parts.get("sharedaccesssignature"))
+            host = parts.get("endpoint", "").split("://", 1)[-1].strip("/")
+            if not host:
+                raise ConnectionConfigError(conn_id, "field 'connection_string' has no Endpoint=sb://<namespace>/")
+            hub = hub or parts.get("entitypath") or extra_field(extras, CONN_TYPE, "eventhub_name")
+        else:
+            host = (conn.host or "").split("://", 1)[-1].strip().strip("/")
+            if not host:
+                raise ConnectionConfigError(
+                    conn_id,
+                    "set either the 'connection_string' field or the host (fully qualified namespace, "
+                    "e.g. mynamespace.servicebus.windows.net)",
+                )
+            hub = hub or extra_field(extras, CONN_TYPE, "eventhub_name")
+        if not hub:
+            raise ConnectionConfigError(
+                conn_id,
+                "no Event Hub name: pass eventhub_name, add EntityPath=<hub> to the connection string, "
+                "or set the 'eventhub_name' field",
+            )
+        tenant_id = extra_field(extras, CONN_TYPE, "tenant_id")
+        if not conn_str and conn.login and conn.password and not tenant_id:
+            raise ConnectionConfigError(conn_id, "client id and secret are set but the 'tenant_id' field is empty")
+        endpoint = EventHubsEndpoint(
+            fully_qualified_namespace=host,
+            eventhub_name=str(hub),
+            connection_string=conn_str,
+            tenant_id=tenant_id,
+            client_id=None if conn_str else conn.login,
+            client_secret=None if conn_str else masked(conn.password),
+            managed_identity_client_id=extra_field(extras, CONN_TYPE, "managed_identity_client_id"),
+        )
+        self.log.debug(
+            "Event Hubs connection %s: %s for hub %s on %s",
+            conn_id, endpoint.credential_kind, endpoint.eventhub_name, endpoint.fully_qualified_namespace,
+        )
+        return endpoint
+
+    def _unreachable(self, endpoint: EventHubsEndpoint, exc: BaseException) -> ConnectionUnreachableError:
+        return ConnectionUnreachableError(
+            self.event_hubs_conn_id,
+            f"cannot read Event Hub {endpoint.eventhub_name!r} on {endpoint.fully_qualified_namespace}: "
+            f"{type(exc).__name__}: {exc}. Check the namespace, the hub name and the credentials.",
+        )
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        from airflow_provider_eh.get_provider_info import connection_type
+
+        behaviour = connection_type(CONN_TYPE)["ui-field-behaviour"]
+        return {
+            "hidden_fields": behaviour["hidden-fields"],
+            "relabeling": behaviour["relabeling"],
+            "placeholders": behaviour["placeholders"],
+        }
+
+
+class EventHubsHook(_EventHubsConnection, BaseHook):
+    """
+    Sync clients for Azure Event Hubs from an ``azure_event_hubs`` connection.
+
+    :param event_hubs_conn_id: the Airflow connection id.
+    :param eventhub_name: default hub for calls that do not name one.
+    """
+
+    def __init__(
+        self, event_hubs_conn_id: str = _EventHubsConnection.default_conn_name, eventhub_name: str | None = None
+    ):
+        super().__init__()
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.eventhub_name = eventhub_name
+
+    @cached_property
+    def _conn(self) -> Any:
+        return self.get_connection(self.event_hubs_conn_id)
+
+    def get_endpoint(self, eventhub_name: str | None = None) -> EventHubsEndpoint:
+        """Where ``eventhub_name`` (or the default hub) lives and how to authenticate; opens nothing."""
+        return self._endpoint_from(self._conn, eventhub_name)
+
+    def get_producer_client(self, eventhub_name: str | None = None, **kwargs: Any) -> EventHubProducerClient:
+        """A producer client for the hub; the caller closes it (use it as a context manager)."""
+        return self.get_endpoint(eventhub_name).producer(**kwargs)
+
+    def get_consumer_client(
+        self, consumer_group: str = "$Default", eventhub_name: str | None = None, **kwargs: Any
+    ) -> EventHubConsumerClient:
+        """A consumer client for the hub and consumer group; ``kwargs`` go to the SDK."""
+        return self.get_endpoint(eventhub_name).consumer(consumer_group, **kwargs)
+
+    def get_eventhub_properties(self, eventhub_name: str | None = None) -> dict[str, Any]:
+        """Hub properties (``name``, ``created_at``, ``partition_ids``)."""
+        endpoint = self.get_endpoint(eventhub_name)
+        try:
+            with endpoint.producer(retry_total=1) as client:
+                return client.get_eventhub_properties()
+        except Exception as exc:
+            raise self._unreachable(endpoint, exc) from exc
+
+    def get_partition_ids(self, eventhub_name: str | None = None) -> list[str]:
+        """The hub's partition ids, in the service's order."""
+        return list(self.get_eventhub_properties(eventhub_name)["partition_ids"])
+
+    def get_partition_properties(self, partition_id: str, eventhub_name: str | None = None) -> dict[str, Any]:
+        """One partition's properties (begin and last enqueued sequence numbers, offsets, emptiness)."""
+        endpoint = self.get_endpoint(eventhub_name)
+        try:
+            with endpoint.producer(retry_total=1) as client:
+                return client.get_partition_properties(str(partition_id))
+        except Exception as exc:
+            raise self._unreachable(endpoint, exc) from exc
+
+    def test_connection(self) -> tuple[bool, str]:
+        """One cheap real call: read the hub's properties."""
+        try:
+            props = self.get_eventhub_properties()
+        except Exception as exc:
+            return False, str(exc)
+        return True, f"Event Hub {props['name']!r} reachable with {len(props['partition_ids'])} partitions"
+
+
+class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
+    """
+    Async twin of :class:`EventHubsHook`, for triggers.
+
+    :param event_hubs_conn_id: the Airflow connection id.
+    :param eventhub_name: default hub for calls that do not name one.
+    """
+
+    def __init__(
+        self, event_hubs_conn_id: str = _EventHubsConnection.default_conn_name, eventhub_name: str | None = None
+    ):
+        super().__init__()
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.eventhub_name = eventhub_name
+        self._conn: Any = None
+
+    async def get_endpoint(self, eventhub_name: str | None = None) -> EventHubsEndpoint:
+        if self._conn is None:
+            self._conn = await self.aget_connection(self.event_hubs_conn_id)
+        return self._endpoint_from(self._conn, eventhub_name)
+
+    async def get_producer_client(self, eventhub_name: str | None = None, **kwargs: Any) -> AsyncProducerClient:
+        return (await self.get_endpoint(eventhub_name)).async_producer(**kwargs)
+
+    async def get_consumer_client(
+        self, consumer_group: str = "$Default", eventhub_name: str | None = None, **kwargs: Any
+    ) -> AsyncConsumerClient:
+        return (await self.get_endpoint(eventhub_name)).async_consumer(consumer_group, **kwargs)
+
+    async def get_eventhub_properties(self, eventhub_name: str | None = None) -> dict[str, Any]:
+        endpoint = await self.get_endpoint(eventhub_name)
+        try:
+            async with endpoint.async_producer(retry_total=1) as client:
+                return await client.get_eventhub_properties()
+        except Exception as exc:
+            raise self._unreachable(endpoint, exc) from exc
+
+    async def get_partition_ids(self, eventhub_name: str | None = None) -> list[str]:
+        return list((await self.get_eventhub_properties(eventhub_name))["partition_ids"])
+
+    async def get_partition_properties(self, partition_id: str, eventhub_name: str | None = None) -> dict[str, Any]:
+        endpoint = await self.get_endpoint(eventhub_name)
+        try:
+            async with endpoint.async_producer(retry_total=1) as client:
+                return await client.get_partition_properties(str(partition_id))
+        except Exception as exc:
+            raise self._unreachable(endpoint, exc) from exc

@@ -1,0 +1,114 @@
+"""Azurite's blob service as a child process, for tests, benchmarks and the demo.
+
+Azurite comes from npm and is installed into the repository's ``node_modules`` by the Makefile;
+``AZURITE_BIN`` overrides where to find ``azurite-blob``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+# Azurite's well-known development account; it is public and only valid against Azurite.
+ACCOUNT_NAME = "devstoreaccount1"
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host``."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def azurite_binary() -> str:
+    """Path of ``azurite-blob``: ``AZURITE_BIN``, the repo's node_modules, or PATH."""
+    candidates = [os.environ.get("AZURITE_BIN"), str(_REPO / "node_modules" / ".bin" / "azurite-blob"), shutil.which("azurite-blob")]
+    for candidate in candidates:
+        if candidate and Path(candidate).exists():
+            return candidate
+    raise FileNotFoundError(
+        "azurite-blob not found: run `make services-up` (it runs `npm ci`) or set AZURITE_BIN"
+    )
+
+
+def connection_string(host: str, port: int) -> str:
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
+        f"BlobEndpoint=http://{host}:{port}/{ACCOUNT_NAME};"
+    )
+
+
+class AzuriteProcess:
+    """
+    Azurite blob service on ``host:port`` with its data in ``location``.
+
+    :param location: workspace folder for Azurite's data.
+    :param port: 0 picks a free port.
+    :param log_path: where Azurite's output goes (default: ``location/azurite.log``).
+    """
+
+    def __init__(self, location: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0, log_path: str | None = None):
+        self.location = Path(location)
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_path = Path(log_path) if log_path else self.location / "azurite.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def connection_string(self) -> str:
+        return connection_string(self.host, self.port)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 60) -> AzuriteProcess:
+        self.location.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self._proc = subprocess.Popen(
+            [
+                azurite_binary(), "--blobHost", self.host, "--blobPort", str(self.port),
+                "--location", str(self.location), "--silent", "--skipApiVersionCheck", "--loose",
+                "--disableTelemetry",
+            ],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"Azurite exited with code {self._proc.returncode}; see {self.log_path}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"Azurite did not listen on {self.host}:{self.port} within {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self._proc and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> AzuriteProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,116 @@
+"""Project-wide fixtures: an isolated Airflow home, and the local stack started once per session.
+
+Airflow reads its configuration when first imported, so the environment is set here, at the top
+of the first conftest, before any test module imports Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="eh-tests-airflow-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/integration and tests/dags needs the local stack."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts[0] in ("integration", "dags"):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A fresh Airflow metadata DB (SQLite) in the session's own AIRFLOW_HOME."""
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "reset", "--yes", "--skip-init"],
+        check=True, capture_output=True, env=os.environ.copy(),
+    )
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("stack")
+
+
+@pytest.fixture(scope="session")
+def azurite(stack_dir: Path) -> Iterator[object]:
+    """Azurite's blob service on a free 127.0.0.1 port for the whole session."""
+    from airflow_provider_eh.testing.azurite import AzuriteProcess
+
+    with AzuriteProcess(stack_dir / "azurite") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def event_hubs(stack_dir: Path) -> Iterator[object]:
+    """The local Event Hubs endpoint as a child process on free 127.0.0.1 ports for the whole session."""
+    from airflow_provider_eh.emulator import EmulatorProcess
+
+    with EmulatorProcess(stack_dir / "event-hubs", log_path=str(stack_dir / "event-hubs.log")) as proc:
+        yield proc
+
+
+def unique_name(prefix: str) -> str:
+    """A name valid as a hub and a container: lower case, digits and dashes, at most 50 chars."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def hub(event_hubs: object) -> str:
+    """A hub of 4 partitions of the test's own, with consumer group ``analytics`` beside ``$Default``."""
+    name = unique_name("hub")
+    event_hubs.admin.create_hub(name, partitions=4, consumer_groups=["analytics"])  # type: ignore[attr-defined]
+    return name
+
+
+@pytest.fixture
+def container(azurite: object) -> str:
+    """A blob container of the test's own (created)."""
+    from azure.storage.blob import BlobServiceClient
+
+    name = unique_name("c")
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(name)  # type: ignore[attr-defined]
+    return name
+
+
+def connection_env(conn_id: str, conn_type: str, **fields: object) -> tuple[str, str]:
+    """The ``AIRFLOW_CONN_*`` variable name and JSON value for a connection."""
+    return f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": conn_type, **fields})
+
+
+@pytest.fixture
+def connections(event_hubs: object, azurite: object, hub: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """``azure_event_hubs_default`` (pointing at the test's hub) and ``wasb_default`` as AIRFLOW_CONN_* variables."""
+    eh_conn = connection_env(
+        "azure_event_hubs_default", "azure_event_hubs",
+        extra={"connection_string": event_hubs.connection_string(hub)},  # type: ignore[attr-defined]
+    )
+    blob_conn = connection_env(
+        "wasb_default", "wasb", extra={"connection_string": azurite.connection_string}  # type: ignore[attr-defined]
+    )
+    for name, value in (eh_conn, blob_conn):
+        monkeypatch.setenv(name, value)
+    return {"event_hubs": "azure_event_hubs_default", "wasb": "wasb_default", "hub": hub}
