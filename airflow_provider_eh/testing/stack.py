@@ -1,0 +1,174 @@
+"""Start and stop the local stack in the background for the demo and for development.
+
+``python -m airflow_provider_eh.testing.stack up`` starts Azurite and the local Event Hubs endpoint
+on 127.0.0.1, detached, with PID files and logs under ``.local/``; ``down`` stops exactly the
+processes whose PID files it wrote (and only if those PIDs still run the command it started);
+``status`` prints what runs; ``env`` prints the ``AIRFLOW_CONN_*`` lines for a shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_provider_eh.testing.azurite import azurite_binary, connection_string as azurite_connection_string
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL = Path(os.environ.get("EH_LOCAL_DIR", REPO / ".local"))
+HOST = "127.0.0.1"
+EVENT_HUBS_PORT = int(os.environ.get("EH_PORT", "5672"))
+EVENT_HUBS_ADMIN_PORT = int(os.environ.get("EH_ADMIN_PORT", "5680"))
+AZURITE_PORT = int(os.environ.get("AZURITE_PORT", "10000"))
+DEMO_HUBS = ("orders:4",)
+DEMO_CONSUMER_GROUPS = ("orders:analytics",)
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    port: int
+    argv: list[str]
+
+    @property
+    def pid_file(self) -> Path:
+        return LOCAL / "run" / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return LOCAL / "logs" / f"{self.name}.log"
+
+
+def services() -> list[Service]:
+    return [
+        Service(
+            "azurite",
+            AZURITE_PORT,
+            [
+                azurite_binary(), "--blobHost", HOST, "--blobPort", str(AZURITE_PORT),
+                "--location", str(LOCAL / "azurite"), "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+            ],
+        ),
+        Service(
+            "event-hubs",
+            EVENT_HUBS_PORT,
+            [
+                sys.executable, "-m", "airflow_provider_eh.emulator", "--host", HOST,
+                "--port", str(EVENT_HUBS_PORT), "--admin-port", str(EVENT_HUBS_ADMIN_PORT),
+                "--data-dir", str(LOCAL / "event-hubs"),
+                *[arg for hub in DEMO_HUBS for arg in ("--hub", hub)],
+                *[arg for cg in DEMO_CONSUMER_GROUPS for arg in ("--consumer-group", cg)],
+            ],
+        ),
+    ]
+
+
+def event_hubs_connection_string(hub: str | None = None) -> str:
+    conn = (
+        f"Endpoint=sb://{HOST}:{EVENT_HUBS_PORT};SharedAccessKeyName=local;SharedAccessKey=local;"
+        "UseDevelopmentEmulator=true"
+    )
+    return f"{conn};EntityPath={hub}" if hub else conn
+
+
+def connection_env() -> dict[str, str]:
+    """``AIRFLOW_CONN_*`` values for the local stack: Event Hubs, Blob storage and Spark local mode."""
+    return {
+        "AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT": json.dumps(
+            {"conn_type": "azure_event_hubs", "extra": {"connection_string": event_hubs_connection_string()}}
+        ),
+        "AIRFLOW_CONN_WASB_DEFAULT": json.dumps(
+            {"conn_type": "wasb", "extra": {"connection_string": azurite_connection_string(HOST, AZURITE_PORT)}}
+        ),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+    }
+
+
+def _running_pid(service: Service) -> int | None:
+    """The PID from the service's PID file if that process still runs the command we started."""
+    try:
+        pid = int(service.pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    wanted = service.argv[-1].encode() if service.name == "event-hubs" else b"--blobPort"
+    return pid if wanted in cmdline else None
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def up(timeout: float = 60) -> None:
+    for service in services():
+        if _running_pid(service):
+            print(f"{service.name}: already running (pid {_running_pid(service)}) on {HOST}:{service.port}")
+            continue
+        if _listening(service.port):
+            raise SystemExit(
+                f"{service.name}: port {HOST}:{service.port} is taken by a process this stack did not start; "
+                f"stop it or set {'AZURITE_PORT' if service.name == 'azurite' else 'EH_PORT'} to another port"
+            )
+        for folder in (service.pid_file.parent, service.log_file.parent):
+            folder.mkdir(parents=True, exist_ok=True)
+        with open(service.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, cwd=REPO,
+            )
+        service.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout
+        while not _listening(service.port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{service.name} did not start; see {service.log_file}")
+            time.sleep(0.2)
+        print(f"{service.name}: started (pid {proc.pid}) on {HOST}:{service.port}, log {service.log_file}")
+
+
+def down() -> None:
+    for service in services():
+        pid = _running_pid(service)
+        if pid is None:
+            print(f"{service.name}: not started by this stack")
+        else:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                if not Path(f"/proc/{pid}").exists() or _running_pid(service) is None:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            print(f"{service.name}: stopped (pid {pid})")
+        service.pid_file.unlink(missing_ok=True)
+
+
+def status() -> None:
+    for service in services():
+        pid = _running_pid(service)
+        print(f"{service.name}: {'running, pid %d' % pid if pid else 'stopped'} ({HOST}:{service.port})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.testing.stack", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "env"])
+    args = parser.parse_args(argv)
+    if args.command == "env":
+        for key, value in connection_env().items():
+            print(f"export {key}='{value}'")
+        return
+    {"up": up, "down": down, "status": status}[args.command]()
+
+
+if __name__ == "__main__":
+    main()
