@@ -52,3 +52,7 @@ class InvalidEventError(EventHubsProviderError):
 
 class CheckpointStoreError(EventHubsProviderError):
     """Checkpoints or ownership cannot be read or written (missing container, bad layout)."""
+
+
+class UnknownPartitionError(EventHubsProviderError):
+    """A partition named by the caller does not exist in the hub."""
