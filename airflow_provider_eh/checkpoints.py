@@ -455,3 +455,77 @@ def describe_lags(lags: Iterable[PartitionLag]) -> str:
     return " | ".join(
         f"consumer group {group!r}: " + "; ".join(lag.describe() for lag in items) for group, items in by_group.items()
     )
+
+
+@dataclass(frozen=True)
+class CheckpointProgress:
+    """
+    Where every consumer group stands on every target partition, read once.
+
+    :param eventhub_name: the hub.
+    :param container: the container the checkpoints were read from.
+    :param lags: one per consumer group and target partition.
+    :param groups_without_checkpoints: consumer groups with no checkpoint at all yet (not started,
+        or started at the end of the stream and not checkpointed since).
+    """
+
+    eventhub_name: str
+    container: str
+    lags: tuple[PartitionLag, ...]
+    groups_without_checkpoints: tuple[str, ...] = ()
+
+    @property
+    def reached(self) -> bool:
+        """Every consumer group has checkpointed every target partition at or past its target."""
+        return all(lag.reached for lag in self.lags)
+
+    def checkpoints(self) -> dict[str, dict[str, int | None]]:
+        """``{consumer group: {partition: checkpointed sequence number}}`` (the sensor's XCom)."""
+        result: dict[str, dict[str, int | None]] = {}
+        for lag in self.lags:
+            result.setdefault(lag.consumer_group, {})[lag.partition_id] = lag.checkpoint
+        return result
+
+    def summary(self) -> str:
+        """One line for a log or an error: how many targets are reached, then every partition's lag."""
+        done = sum(lag.reached for lag in self.lags)
+        text = f"{done}/{len(self.lags)} partition targets reached; {describe_lags(self.lags)}"
+        for group in self.groups_without_checkpoints:
+            text += (
+                f". Consumer group {group!r} has no checkpoints yet in container {self.container!r}: "
+                "waiting for its consumers to start and checkpoint"
+            )
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "eventhub_name": self.eventhub_name,
+            "container": self.container,
+            "lags": [lag.to_dict() for lag in self.lags],
+            "groups_without_checkpoints": list(self.groups_without_checkpoints),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckpointProgress:
+        return cls(
+            eventhub_name=data["eventhub_name"],
+            container=data["container"],
+            lags=tuple(PartitionLag.from_dict(lag) for lag in data["lags"]),
+            groups_without_checkpoints=tuple(data.get("groups_without_checkpoints") or ()),
+        )
+
+
+def measure_progress(
+    targets: Mapping[str, int],
+    groups: Sequence[ConsumerGroupCheckpoints],
+    last_enqueued: Mapping[str, int] | None = None,
+) -> CheckpointProgress:
+    """Compare ``groups``' checkpoints with ``targets`` (sequence numbers only)."""
+    if not groups:
+        raise ValueError("no consumer group to compare with the targets")
+    return CheckpointProgress(
+        eventhub_name=groups[0].eventhub_name,
+        container=groups[0].container,
+        lags=tuple(partition_lags(targets, groups, last_enqueued)),
+        groups_without_checkpoints=tuple(g.consumer_group for g in groups if not g.checkpoints),
+    )

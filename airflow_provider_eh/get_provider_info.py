@@ -92,10 +92,11 @@ _MODULES: dict[str, list[str]] = {
     "hooks": [
         "airflow_provider_eh.hooks.event_hubs",
         "airflow_provider_eh.hooks.blob",
+        "airflow_provider_eh.hooks.checkpoints",
     ],
     "operators": [],
-    "sensors": [],
-    "triggers": [],
+    "sensors": ["airflow_provider_eh.sensors.checkpoint"],
+    "triggers": ["airflow_provider_eh.triggers.checkpoint"],
 }
 
 

@@ -1,0 +1,175 @@
+"""Consumer checkpoints of one hub, from an ``azure_event_hubs`` and a ``wasb`` connection.
+
+A thin pairing of :class:`~airflow_provider_eh.hooks.event_hubs.EventHubsHook` (partition ids and
+last enqueued sequence numbers) with :class:`~airflow_provider_eh.hooks.blob.BlobStorageHook` and the
+package's one checkpoint reader (:mod:`airflow_provider_eh.checkpoints`). One read costs one List
+Blobs request per consumer group and one Event Hubs management connection carrying one hub-properties
+request and one partition-properties request per partition asked about.
+``CheckpointHook`` is sync (sensor); ``CheckpointAsyncHook`` is its twin for the trigger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import Any
+
+from airflow_provider_eh.checkpoints import (
+    AsyncCheckpointReader,
+    CheckpointProgress,
+    CheckpointReader,
+    ConsumerGroupCheckpoints,
+    measure_progress,
+)
+from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownPartitionError
+from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
+from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
+
+
+def _check_partitions(eventhub_name: str, known: list[str], wanted: Iterable[str]) -> None:
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        raise UnknownPartitionError(
+            f"Event Hub {eventhub_name!r} has no partition {', '.join(map(repr, unknown))} "
+            f"(its partitions are {', '.join(known)}); fix the sensor's targets or the hub name."
+        )
+
+
+def _last_enqueued(props: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    return {pid: int(p["last_enqueued_sequence_number"]) for pid, p in props.items()}
+
+
+class CheckpointHook:
+    """
+    Consumer checkpoints and partition progress of one hub (sync).
+
+    :param container: the container the consumers' ``BlobCheckpointStore`` writes to.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
+    :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account.
+    :param eventhub_name: the hub; default: the connection's.
+    """
+
+    def __init__(
+        self,
+        *,
+        container: str,
+        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        wasb_conn_id: str = BlobStorageHook.default_conn_name,
+        eventhub_name: str | None = None,
+    ):
+        self.container = container
+        self.event_hubs_hook = EventHubsHook(event_hubs_conn_id, eventhub_name=eventhub_name)
+        self.blob_hook = BlobStorageHook(wasb_conn_id)
+
+    @cached_property
+    def reader(self) -> CheckpointReader:
+        endpoint = self.event_hubs_hook.get_endpoint()
+        return CheckpointReader(
+            self.blob_hook.get_container_client(self.container),
+            endpoint.fully_qualified_namespace,
+            endpoint.eventhub_name,
+        )
+
+    def read(self, consumer_groups: Iterable[str]) -> list[ConsumerGroupCheckpoints]:
+        """Checkpoints and ownership per consumer group: one List Blobs request each."""
+        return [self.reader.read(group) for group in consumer_groups]
+
+    def partition_properties(self, partition_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """
+        Properties of ``partition_ids`` (default: every partition) over one management connection.
+
+        :raises UnknownPartitionError: when the hub has no such partition.
+        """
+        endpoint = self.event_hubs_hook.get_endpoint()
+        try:
+            with endpoint.producer(retry_total=1) as client:
+                known = list(client.get_eventhub_properties()["partition_ids"])
+                wanted = known if partition_ids is None else [str(p) for p in partition_ids]
+                _check_partitions(endpoint.eventhub_name, known, wanted)
+                return {pid: client.get_partition_properties(pid) for pid in wanted}
+        except UnknownPartitionError:
+            raise
+        except Exception as exc:
+            raise ConnectionUnreachableError(
+                self.event_hubs_hook.event_hubs_conn_id,
+                f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
+                f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
+            ) from exc
+
+    def last_enqueued(self, partition_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """Last enqueued sequence number per partition (``-1`` for a partition never written)."""
+        return _last_enqueued(self.partition_properties(partition_ids))
+
+    def progress(
+        self, targets: Mapping[str, int], consumer_groups: Iterable[str], last_enqueued: Mapping[str, int] | None = None
+    ) -> CheckpointProgress:
+        """
+        Where each consumer group stands on each target partition, and its lag to the last enqueued event.
+
+        :param last_enqueued: already read last enqueued sequence numbers; read now when not given.
+        """
+        last = self.last_enqueued(targets) if last_enqueued is None else last_enqueued
+        return measure_progress(targets, self.read(consumer_groups), last)
+
+
+class CheckpointAsyncHook:
+    """
+    Async twin of :class:`CheckpointHook`, for the trigger; ``close()`` releases its clients.
+
+    :param container: the container the consumers' ``BlobCheckpointStore`` writes to.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
+    :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account.
+    :param eventhub_name: the hub; default: the connection's.
+    """
+
+    def __init__(
+        self,
+        *,
+        container: str,
+        event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name,
+        wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name,
+        eventhub_name: str | None = None,
+    ):
+        self.container = container
+        self.event_hubs_hook = EventHubsAsyncHook(event_hubs_conn_id, eventhub_name=eventhub_name)
+        self.blob_hook = BlobStorageAsyncHook(wasb_conn_id)
+        self._reader: AsyncCheckpointReader | None = None
+
+    async def get_reader(self) -> AsyncCheckpointReader:
+        if self._reader is None:
+            endpoint = await self.event_hubs_hook.get_endpoint()
+            self._reader = AsyncCheckpointReader(
+                await self.blob_hook.get_container_client(self.container),
+                endpoint.fully_qualified_namespace,
+                endpoint.eventhub_name,
+            )
+        return self._reader
+
+    async def read(self, consumer_groups: Iterable[str]) -> list[ConsumerGroupCheckpoints]:
+        reader = await self.get_reader()
+        return [await reader.read(group) for group in consumer_groups]
+
+    async def partition_properties(self, partition_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        endpoint = await self.event_hubs_hook.get_endpoint()
+        try:
+            async with endpoint.async_producer(retry_total=1) as client:
+                known = list((await client.get_eventhub_properties())["partition_ids"])
+                wanted = known if partition_ids is None else [str(p) for p in partition_ids]
+                _check_partitions(endpoint.eventhub_name, known, wanted)
+                return {pid: await client.get_partition_properties(pid) for pid in wanted}
+        except UnknownPartitionError:
+            raise
+        except Exception as exc:
+            raise ConnectionUnreachableError(
+                self.event_hubs_hook.event_hubs_conn_id,
+                f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
+                f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
+            ) from exc
+
+    async def progress(self, targets: Mapping[str, int], consumer_groups: Iterable[str]) -> CheckpointProgress:
+        last = _last_enqueued(await self.partition_properties(targets))
+        return measure_progress(targets, await self.read(consumer_groups), last)
+
+    async def close(self) -> None:
+        self._reader = None
+        await self.blob_hook.close()

@@ -1,0 +1,182 @@
+"""Wait until downstream consumer groups have checkpointed past what was published."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
+
+from airflow_provider_eh.checkpoints import CheckpointProgress, parse_targets
+from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.checkpoints import CheckpointHook
+from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class EventHubCheckpointSensor(BaseSensorOperator):
+    """
+    Wait until every consumer group's checkpoint on every target partition reaches its target.
+
+    Checkpoints are read from the standard ``BlobCheckpointStore`` layout that every Azure SDK's
+    event processor writes; only sequence numbers are compared (a checkpoint holds the sequence
+    number of the last event processed, so a target is reached when ``checkpoint >= target``).
+    Each poke costs one List Blobs request per consumer group and one Event Hubs management
+    connection (hub properties plus one partition-properties request per target partition, for
+    the lag in the log line and in the timeout message).
+
+    With ``deferrable=True`` the sensor pokes once and, if the targets are not reached, hands the
+    wait to :class:`~airflow_provider_eh.triggers.checkpoint.EventHubCheckpointTrigger`, which polls
+    with the async blob client in the triggerer and holds no worker slot. ``timeout`` is enforced by
+    the trigger itself, so a timeout fails with the lag per partition in every mode.
+
+    Returns (XCom) ``{consumer group: {partition: checkpointed sequence number}}``.
+
+    :param container: the container the consumers' ``BlobCheckpointStore`` writes to. (templated)
+    :param consumer_groups: one consumer group or several; all must reach the targets. (templated)
+    :param targets: ``{partition: sequence number}``, or the publish operator's output
+        ``{partition: {events, first_seq, last_seq, service_last_sequence_number}}`` (its
+        ``service_last_sequence_number`` is waited on; partitions without events are skipped), or a
+        list of such outputs (mapped publish tasks). ``None``: every partition's last enqueued
+        sequence number when the sensor starts, that is, everything enqueued so far; not available
+        in ``reschedule`` mode, which keeps no state between pokes. (templated)
+    :param eventhub_name: the hub; default: the Event Hubs connection's. (templated)
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection. (templated)
+    :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account. (templated)
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    """
+
+    template_fields: Sequence[str] = (
+        "container",
+        "consumer_groups",
+        "targets",
+        "eventhub_name",
+        "event_hubs_conn_id",
+        "wasb_conn_id",
+    )
+    ui_color = "#d7ecf9"
+
+    def __init__(
+        self,
+        *,
+        container: str,
+        consumer_groups: str | Sequence[str] = "$Default",
+        targets: Any = None,
+        eventhub_name: str | None = None,
+        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        wasb_conn_id: str = BlobStorageHook.default_conn_name,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.container = container
+        self.consumer_groups = consumer_groups
+        self.targets = targets
+        self.eventhub_name = eventhub_name
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.wasb_conn_id = wasb_conn_id
+        self.deferrable = deferrable
+        if targets is None and self.reschedule and not deferrable:
+            raise ValueError(
+                f"Task {self.task_id!r}: targets=None (wait for everything enqueued when the sensor starts) "
+                "needs state between pokes; pass targets, or use mode='poke' or deferrable=True"
+            )
+        self._resolved_targets: dict[str, int] | None = None
+        self._last_progress: CheckpointProgress | None = None
+
+    @cached_property
+    def hook(self) -> CheckpointHook:
+        return CheckpointHook(
+            container=self.container,
+            event_hubs_conn_id=self.event_hubs_conn_id,
+            wasb_conn_id=self.wasb_conn_id,
+            eventhub_name=self.eventhub_name,
+        )
+
+    def _consumer_groups(self) -> list[str]:
+        groups = [self.consumer_groups] if isinstance(self.consumer_groups, str) else list(self.consumer_groups)
+        if not groups or not all(isinstance(g, str) and g for g in groups):
+            raise AirflowFailException(f"Task {self.task_id!r}: consumer_groups {self.consumer_groups!r} names no consumer group")
+        return groups
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        try:
+            groups = self._consumer_groups()
+            last_enqueued = None
+            if self._resolved_targets is None:
+                targets = parse_targets(self.targets)
+                if targets is None:
+                    if self.reschedule and not self.deferrable:
+                        raise AirflowFailException(
+                            f"Task {self.task_id!r}: targets rendered to nothing; reschedule mode needs explicit targets"
+                        )
+                    last_enqueued = self.hook.last_enqueued()
+                    targets = dict(last_enqueued)
+                    self.log.info(
+                        "No targets given: waiting for everything enqueued in hub %r so far: %s",
+                        self.hook.reader.eventhub_name, targets,
+                    )
+                self._resolved_targets = targets
+            progress = self.hook.progress(self._resolved_targets, groups, last_enqueued)
+        except ValueError as exc:
+            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
+        except EventHubsProviderError as exc:
+            if exc.retryable:
+                raise AirflowException(str(exc)) from exc
+            raise AirflowFailException(str(exc)) from exc
+        self._last_progress = progress
+        self.log.info(
+            "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, progress.summary()
+        )
+        return PokeReturnValue(is_done=progress.reached, xcom_value=progress.checkpoints())
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                if self._last_progress is None:
+                    raise
+                raise AirflowSensorTimeout(f"{exc} {self._last_progress.summary()}") from exc
+        started = time.time()
+        first = self.poke(context)
+        if first.is_done:
+            self.log.info("Success criteria met. Exiting.")
+            return first.xcom_value
+        self.defer(
+            trigger=EventHubCheckpointTrigger(
+                targets=dict(self._resolved_targets or {}),
+                consumer_groups=self._consumer_groups(),
+                container=self.container,
+                eventhub_name=self.eventhub_name,
+                event_hubs_conn_id=self.event_hubs_conn_id,
+                wasb_conn_id=self.wasb_conn_id,
+                poll_interval=self.poke_interval,
+                deadline=started + self.timeout,
+            ),
+            method_name="execute_complete",
+            # The trigger reports the timeout with the lag; this only backs it up.
+            timeout=timedelta(seconds=self.timeout + max(60.0, 2 * self.poke_interval)),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Return the checkpoints on success; raise on a timeout, an error or a missing event."""
+        if not event:
+            raise AirflowException(f"Task {self.task_id!r}: the checkpoint trigger ended without an event")
+        status, message = event.get("status"), event.get("message", "")
+        if status == "success":
+            progress = CheckpointProgress.from_dict(event["progress"])
+            self.log.info("Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, message)
+            return progress.checkpoints()
+        if status == "timeout":
+            raise AirflowSensorTimeout(f"Sensor has timed out after {self.timeout} seconds. {message}")
+        raise AirflowException(f"Task {self.task_id!r}: waiting on checkpoints failed: {message}")
