@@ -1,0 +1,219 @@
+"""The project's local Event Hubs endpoint: an AMQP 1.0 server for the unmodified azure-eventhub SDK.
+
+``EmulatorProcess`` runs ``python -m airflow_provider_eh.emulator`` as a child process (tests,
+benchmarks, the demo); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
+DEFAULT_KEY = "local-event-hubs-key"
+
+__all__ = ["EmulatorAdmin", "EmulatorAdminError", "EmulatorProcess", "DEFAULT_KEY", "DEFAULT_KEY_NAME"]
+
+
+class EmulatorAdminError(RuntimeError):
+    """The admin endpoint answered with an error; ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"admin endpoint answered {status}: {message}")
+        self.status = status
+
+
+class EmulatorAdmin:
+    """Client of the admin HTTP JSON endpoint (no dependencies beyond urllib)."""
+
+    def __init__(self, url: str, timeout: float = 10):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", exc.reason)
+            except ValueError:
+                message = exc.reason
+            raise EmulatorAdminError(exc.code, message) from None
+
+    def health(self) -> bool:
+        return bool(self._call("GET", "/health").get("ok"))
+
+    def create_hub(self, name: str, partitions: int = 4, consumer_groups: Sequence[str] = ()) -> dict[str, Any]:
+        return self._call("POST", "/hubs", {"name": name, "partitions": partitions,
+                                            "consumer_groups": list(consumer_groups)})
+
+    def add_consumer_group(self, hub: str, name: str) -> None:
+        self._call("POST", f"/hubs/{quote(hub, safe='')}/consumer-groups", {"name": name})
+
+    def list_hubs(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/hubs")["hubs"]
+
+    def set_fault(self, kind: str, *, hub: str | None = None, **params: Any) -> None:
+        self._call("POST", "/faults", {"kind": kind, "hub": hub, "params": params})
+
+    def faults(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/faults")["faults"]
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/faults")
+
+    def apply_retention(self) -> int:
+        return self._call("POST", "/retention", {})["dropped"]
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/stats")
+
+
+class EmulatorProcess:
+    """The emulator as a child process on ``host:port`` with its data in ``data_dir``.
+
+    Port 0 (the default) picks free ports; ``start`` learns them from a ready file the server writes
+    once it listens, and ``restart`` reuses them so clients can reconnect with the same string.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
+                 admin_port: int = 0, hubs: dict[str, int] | None = None,
+                 consumer_groups: dict[str, list[str]] | None = None, extra_args: Sequence[str] = (),
+                 log_path: str | os.PathLike[str] | None = None, key_name: str = DEFAULT_KEY_NAME,
+                 key: str = DEFAULT_KEY):
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port
+        self.admin_port = admin_port
+        self.hubs = dict(hubs or {})
+        self.consumer_groups = {k: list(v) for k, v in (consumer_groups or {}).items()}
+        self.extra_args = list(extra_args)
+        self.log_path = Path(log_path) if log_path else self.data_dir / "emulator.log"
+        self.key_name = key_name
+        self.key = key
+        self.pid = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.admin = EmulatorAdmin(f"http://127.0.0.1:{admin_port}")
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "airflow_provider_eh.emulator", "--host", self.host, "--port", str(self.port),
+               "--admin-port", str(self.admin_port), "--data-dir", str(self.data_dir),
+               "--ready-file", str(self._ready_path), "--sas-key-name", self.key_name, "--sas-key", self.key]
+        for name, partitions in self.hubs.items():
+            cmd += ["--hub", f"{name}:{partitions}"]
+        for hub, groups in self.consumer_groups.items():
+            for group in groups:
+                cmd += ["--consumer-group", f"{hub}:{group}"]
+        return cmd + self.extra_args
+
+    @property
+    def _ready_path(self) -> Path:
+        return self.data_dir / "ready.json"
+
+    def start(self, timeout: float = 30) -> EmulatorProcess:
+        if self.running:
+            return self
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._ready_path.unlink(missing_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        repo = Path(__file__).resolve().parents[2]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
+        self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True)
+        self.pid = self._proc.pid
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._close_log()
+                raise RuntimeError(f"emulator exited with code {code} during start; see {self.log_path}:\n"
+                                   + _tail(self.log_path))
+            try:
+                ready = json.loads(self._ready_path.read_text())
+            except (FileNotFoundError, ValueError):
+                time.sleep(0.05)
+                continue
+            self.port = int(ready["port"])
+            self.admin_port = int(ready["admin_port"])
+            self.admin = EmulatorAdmin(f"http://127.0.0.1:{self.admin_port}")
+            return self
+        self.kill()
+        raise TimeoutError(f"emulator not ready within {timeout}s; see {self.log_path}:\n" + _tail(self.log_path))
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM and wait (SIGKILL if it does not stop in ``timeout``)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, as far as the data on disk is concerned."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._close_log()
+
+    def restart(self, timeout: float = 30) -> None:
+        """Stop then start on the same ports and data dir."""
+        self.stop()
+        self._start_on_same_ports(timeout)
+
+    def _start_on_same_ports(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.start(timeout=max(1.0, deadline - time.monotonic()))
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # the port may linger briefly after the old process exits
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def connection_string(self, hub: str | None = None) -> str:
+        text = (f"Endpoint=sb://{self.host}:{self.port};SharedAccessKeyName={self.key_name};"
+                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true")
+        return text + (f";EntityPath={hub}" if hub else "")
+
+    def __enter__(self) -> EmulatorProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

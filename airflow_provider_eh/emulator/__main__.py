@@ -1,0 +1,104 @@
+"""Command line: ``python -m airflow_provider_eh.emulator --data-dir DIR --hub orders:4 ...``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .admin import AdminServer
+from .auth import SasValidator
+from .server import FSYNC_POLICIES, Broker, Server
+from .store import Store, StoreError
+
+DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
+DEFAULT_KEY = "local-event-hubs-key"
+
+
+def connection_string(host: str, port: int, key_name: str, key: str, hub: str | None = None) -> str:
+    """The connection string the SDK needs (``UseDevelopmentEmulator=true`` means plain AMQP, no TLS)."""
+    text = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
+    return text + (f";EntityPath={hub}" if hub else "")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.emulator",
+                                     description="Local Event Hubs endpoint (AMQP 1.0) for the azure-eventhub SDK.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one")
+    parser.add_argument("--admin-port", type=int, default=5680, help="admin HTTP port on 127.0.0.1; 0 picks a free one")
+    parser.add_argument("--data-dir", required=True, help="where partition logs and hubs.json live")
+    parser.add_argument("--hub", action="append", default=[], metavar="NAME[:PARTITIONS]", help="hub to create")
+    parser.add_argument("--consumer-group", action="append", default=[], metavar="HUB:GROUP")
+    parser.add_argument("--fsync", choices=FSYNC_POLICIES, default="batch",
+                        help="always: fsync per append; batch (default): group commit per loop pass; never: page cache")
+    parser.add_argument("--retention-seconds", type=float, default=None)
+    parser.add_argument("--retention-bytes", type=int, default=None, help="per partition")
+    parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024, help="log segment size")
+    parser.add_argument("--require-auth", action="store_true", help="validate SAS tokens put on $cbs")
+    parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
+    parser.add_argument("--sas-key", default=DEFAULT_KEY)
+    parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid} as JSON once listening")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    log = logging.getLogger("airflow_provider_eh.emulator")
+    store = Store(Path(args.data_dir), segment_bytes=args.segment_bytes)
+    for spec in args.hub:
+        name, _, count = spec.partition(":")
+        store.create_hub(name, int(count) if count else 4)
+    for spec in args.consumer_group:
+        hub, sep, group = spec.partition(":")
+        if not sep:
+            raise StoreError(f"--consumer-group {spec!r} must be HUB:GROUP")
+        store.add_consumer_group(hub, group)
+    validator = SasValidator(args.sas_key_name, args.sas_key) if args.require_auth else None
+    broker = Broker(store, fsync=args.fsync, validator=validator,
+                    retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
+    server = Server(broker, args.host, args.port)
+    admin = AdminServer(broker, "127.0.0.1", args.admin_port)
+    port = await server.start()
+    admin_port = await admin.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("listening on %s:%d (AMQP), admin on http://127.0.0.1:%d, data in %s, fsync=%s, auth=%s",
+             args.host, port, admin_port, args.data_dir, args.fsync, "required" if validator else "off")
+    print("Connection string: " + connection_string(args.host, port, args.sas_key_name, args.sas_key), flush=True)
+    if args.ready_file:
+        tmp = args.ready_file + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid()}, fh)
+        os.replace(tmp, args.ready_file)
+    await stop.wait()
+    log.info("stopping")
+    await admin.close()
+    await server.close()
+    log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve(args))
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

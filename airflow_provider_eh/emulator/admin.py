@@ -1,0 +1,145 @@
+"""The admin HTTP JSON endpoint (127.0.0.1 only): hubs, consumer groups, faults, stats.
+
+Routes (JSON bodies and replies; errors are ``{"error": "..."}`` with a 4xx status):
+
+* ``GET /health`` -- ``{"ok": true}``
+* ``GET /hubs`` -- every hub; ``POST /hubs`` ``{"name", "partitions", "consumer_groups"}`` creates one
+  (201; 200 if it already existed with the same partition count)
+* ``POST /hubs/<hub>/consumer-groups`` ``{"name"}`` -- add a consumer group
+* ``GET /faults``; ``POST /faults`` ``{"kind", "hub"?, "params"?}``; ``DELETE /faults`` clears all
+* ``GET /stats`` -- events stored, connections, links, CPU seconds of the server process
+* ``POST /retention`` -- run a retention pass now
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+from .faults import FaultError
+from .server import Broker
+from .store import StoreError
+
+_LOG = logging.getLogger(__name__)
+_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            409: "Conflict", 413: "Payload Too Large", 500: "Internal Server Error"}
+MAX_BODY = 1024 * 1024
+
+
+class AdminServer:
+    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5680):
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        status, reply = 500, {"error": "internal error"}
+        try:
+            request_line = (await asyncio.wait_for(reader.readline(), 10)).decode("latin-1").strip()
+            parts = request_line.split()
+            if len(parts) < 2:
+                raise _HttpError(400, f"malformed request line {request_line!r}")
+            method, target = parts[0].upper(), parts[1]
+            length = 0
+            while True:
+                line = (await asyncio.wait_for(reader.readline(), 10)).decode("latin-1")
+                if line in ("\r\n", "\n", ""):
+                    break
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if length > MAX_BODY:
+                raise _HttpError(413, f"request body of {length} bytes is too large")
+            raw = await reader.readexactly(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                raise _HttpError(400, "request body is not JSON") from None
+            if not isinstance(body, dict):
+                raise _HttpError(400, "request body must be a JSON object")
+            status, reply = self.route(method, target.split("?", 1)[0], body)
+        except _HttpError as exc:
+            status, reply = exc.status, {"error": exc.message}
+        except (StoreError,) as exc:
+            status, reply = exc.status, {"error": str(exc)}
+        except FaultError as exc:
+            status, reply = 400, {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            _LOG.exception("admin request failed")
+            status, reply = 500, {"error": f"internal error: {exc!r}"}
+        data = json.dumps(reply).encode()
+        try:
+            writer.write(
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+            await writer.drain()
+            writer.close()
+        except (ConnectionError, OSError):
+            pass
+
+    def route(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        broker = self.broker
+        store = broker.store
+        segments = [unquote(s) for s in path.strip("/").split("/") if s]
+        if segments == ["health"]:
+            return 200, {"ok": True}
+        if segments == ["stats"] and method == "GET":
+            return 200, broker.stats()
+        if segments == ["hubs"]:
+            if method == "GET":
+                return 200, {"hubs": [h.describe() for h in store.hubs.values()]}
+            if method == "POST":
+                groups = body.get("consumer_groups", [])
+                if not isinstance(groups, list):
+                    raise _HttpError(400, "consumer_groups must be a list of names")
+                hub, created = store.create_hub(body.get("name"), body.get("partitions", 4), groups)
+                return (201 if created else 200), hub.describe()
+        if len(segments) == 2 and segments[0] == "hubs" and method == "GET":
+            hub = store.get(segments[1])
+            if hub is None:
+                raise _HttpError(404, f"hub {segments[1]!r} does not exist")
+            return 200, hub.describe()
+        if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "POST":
+            hub = store.add_consumer_group(segments[1], body.get("name"))
+            return 200, hub.describe()
+        if segments == ["faults"]:
+            if method == "GET":
+                return 200, {"faults": broker.faults.describe()}
+            if method == "POST":
+                params = body.get("params", {})
+                if not isinstance(params, dict):
+                    raise _HttpError(400, "params must be an object")
+                hub = body.get("hub")
+                if hub is not None and store.get(hub) is None:
+                    raise _HttpError(404, f"hub {hub!r} does not exist")
+                fault = broker.faults.set(body.get("kind"), hub, **params)
+                _LOG.info("fault set: %s", fault.describe())
+                return 200, fault.describe()
+            if method == "DELETE":
+                broker.faults.clear()
+                _LOG.info("faults cleared")
+                return 200, {"faults": []}
+        if segments == ["retention"] and method == "POST":
+            return 200, {"dropped": broker.apply_retention()}
+        raise _HttpError(404 if method in ("GET", "POST", "DELETE") else 405, f"no route for {method} {path}")
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message

@@ -1,0 +1,301 @@
+"""The link endpoints of the broker side: requests on ``$cbs``/``$management``, ingress of events
+from producers, and delivery of stored events to consumers.
+
+Naming is from the client's point of view: an *ingress* link is a client sender (we receive), a
+*delivery* link is a client receiver (we send).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from . import codec
+from .codec import CodecError
+from .log import PartitionLog
+from .store import Hub
+
+if TYPE_CHECKING:
+    from .server import Session
+
+_LOG = logging.getLogger(__name__)
+
+MAX_MESSAGE_SIZE = 1024 * 1024
+INGRESS_CREDIT = 1000
+_FILTER_KEY = b"apache.org:selector-filter:string"
+_FILTER = re.compile(
+    r"^\s*amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>)\s*'([^']*)'\s*$", re.IGNORECASE
+)
+_ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
+
+
+class LinkRefused(Exception):
+    """An attach that must be refused with an AMQP error condition."""
+
+    def __init__(self, condition: str, description: str):
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+def address_path(address: Any) -> list[str]:
+    """Path segments of a link address, without scheme and host."""
+    if isinstance(address, (bytes, bytearray, memoryview)):
+        address = bytes(address).decode("utf-8", "replace")
+    if not isinstance(address, str):
+        return []
+    match = _ADDRESS.match(address)
+    path = match.group("path") if match else address
+    return [p for p in path.split("/") if p]
+
+
+class Link:
+    """State shared by every link kind."""
+
+    kind = "link"
+
+    def __init__(self, session: Session, name: Any, remote_handle: int, address: str):
+        self.session = session
+        self.name = name
+        self.handle = remote_handle  # we mirror the client's handle numbers
+        self.address = address
+        self.closed = False
+        self.delivery_count = 0
+
+    @property
+    def conn(self) -> Any:
+        return self.session.conn
+
+    def detached(self) -> None:
+        """Called once when the link goes away (client detach, end, close, or connection loss)."""
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.address!r} handle={self.handle}>"
+
+
+class ReplyLink(Link):
+    """A client receiver on ``$cbs`` or ``$management``: where request replies go."""
+
+    kind = "reply"
+
+    def send(self, payload: bytes) -> None:
+        session = self.session
+        frames = codec.transfer_frames(session.channel, self.handle, session.next_delivery_id, payload,
+                                       self.conn.remote_max_frame_size)
+        session.next_delivery_id += 1
+        session.next_outgoing_id += len(frames)
+        self.delivery_count += 1
+        self.conn.write(b"".join(frames))
+
+
+class IncomingLink(Link):
+    """A client sender: we hand out credit, reassemble multi-frame deliveries and settle them."""
+
+    kind = "incoming"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.credit = 0
+        self._partial: bytearray | None = None
+        self._first: list[Any] | None = None
+
+    def grant_credit(self) -> None:
+        self.credit = INGRESS_CREDIT
+        self.session.send_flow(self, self.delivery_count, INGRESS_CREDIT)
+
+    def on_transfer(self, fields: list[Any]) -> None:
+        payload = fields[11] if len(fields) > 11 else b""
+        more = bool(fields[5]) if len(fields) > 5 else False
+        if self._partial is None:
+            if fields[1] is None:
+                raise CodecError("first transfer of a delivery has no delivery-id")
+            self._first = fields
+            if more:
+                self._partial = bytearray(payload)
+                return
+            data: bytes | memoryview = payload
+        else:
+            self._partial += payload
+            if len(self._partial) > MAX_MESSAGE_SIZE + 64 * 1024:
+                first = self._first
+                self._partial = None
+                self.session.conn.protocol_error(
+                    "amqp:link:message-size-exceeded",
+                    f"delivery {first[1] if first else '?'} exceeds {MAX_MESSAGE_SIZE} bytes")
+                return
+            if more:
+                return
+            data = self._partial
+            self._partial = None
+        first = self._first
+        assert first is not None
+        self.delivery_count += 1
+        self.credit -= 1
+        if self.credit <= INGRESS_CREDIT // 2:
+            self.grant_credit()
+        settled = bool(first[4])
+        message_format = first[3] or 0
+        self.on_message(first[1], message_format, data, settled)
+
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+        raise NotImplementedError
+
+    def accept(self, delivery_id: int) -> None:
+        if not self.closed:
+            self.conn.write(codec.accepted_disposition(self.session.channel, delivery_id, delivery_id))
+
+    def reject(self, delivery_id: int, condition: str, description: str) -> None:
+        if not self.closed:
+            self.conn.write(codec.rejected_disposition(
+                self.session.channel, delivery_id, delivery_id, codec.error(condition, description)))
+
+
+class RequestLink(IncomingLink):
+    """A client sender on ``$cbs`` or ``$management``; replies go out on the session's paired reply link."""
+
+    kind = "request"
+
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+        node = self.address
+        try:
+            from azure.eventhub._pyamqp._decode import decode_payload
+
+            message = decode_payload(memoryview(bytes(payload)))
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is a malformed request
+            if not settled:
+                self.reject(delivery_id, "amqp:decode-error", f"undecodable {node} request: {exc!r}")
+            return
+        if not settled:
+            self.accept(delivery_id)
+        reply = self.conn.broker.handle_request(self.conn, node, message)
+        target = self.session.reply_links.get(node)
+        if target is None or target.closed:
+            _LOG.warning("conn %s: %s request without a reply link; reply dropped", self.conn.id, node)
+            return
+        target.send(reply)
+
+
+class IngressLink(IncomingLink):
+    """A producer link to a hub or to one of its partitions."""
+
+    kind = "ingress"
+
+    def __init__(self, *args: Any, hub: Hub, partition: int | None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.hub = hub
+        self.partition = partition
+
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+        self.conn.broker.ingest(self, delivery_id, message_format, payload, settled)
+
+
+class DeliveryLink(Link):
+    """A consumer link on one partition of a consumer group: pushes stored events while it has credit."""
+
+    kind = "delivery"
+
+    def __init__(self, *args: Any, hub: Hub, group: str, partition_id: str, log: PartitionLog,
+                 start_seq: int, epoch: int | None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.hub = hub
+        self.group = group
+        self.partition_id = partition_id
+        self.log = log
+        self.next_seq = start_seq
+        self.epoch = epoch
+        self.credit = 0
+        self._scheduled = False
+        log.listeners.add(self.wake)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.hub.name.lower(), self.group.lower(), self.partition_id
+
+    def on_flow(self, delivery_count: int | None, link_credit: int | None) -> None:
+        if link_credit is None:
+            return
+        if delivery_count is None:
+            delivery_count = self.delivery_count
+        self.credit = max(0, delivery_count + link_credit - self.delivery_count)
+        self.wake()
+
+    def wake(self) -> None:
+        if not self._scheduled and not self.closed and self.credit > 0:
+            self._scheduled = True
+            self.conn.loop.call_soon(self.pump)
+
+    def pump(self) -> None:
+        self._scheduled = False
+        conn = self.conn
+        if self.closed or conn.closed or conn.paused:
+            return
+        session = self.session
+        channel, handle, max_frame = session.channel, self.handle, conn.remote_max_frame_size
+        log = self.log
+        if self.next_seq < log.begin_seq:
+            self.next_seq = log.begin_seq  # retention removed what this consumer had not read yet
+        out: list[bytes] = []
+        budget = 4 * 1024 * 1024
+        while self.credit > 0 and budget > 0:
+            payloads = log.read(self.next_seq, min(self.credit, 512))
+            if not payloads:
+                break
+            delivery_id = session.next_delivery_id
+            for payload in payloads:
+                frames = codec.transfer_frames(channel, handle, delivery_id, payload, max_frame)
+                out.extend(frames)
+                session.next_outgoing_id += len(frames)
+                delivery_id += 1
+                budget -= len(payload)
+            count = len(payloads)
+            session.next_delivery_id = delivery_id
+            self.next_seq += count
+            self.credit -= count
+            self.delivery_count += count
+        if out:
+            conn.write(b"".join(out))
+            conn.broker.stats_delivered += len(out)
+            if self.credit > 0 and self.next_seq < log.next_seq:
+                self.wake()  # more to send: yield to other connections first
+
+    def detached(self) -> None:
+        super().detached()
+        self.log.listeners.discard(self.wake)
+        self.conn.broker.release_receiver(self)
+
+
+def parse_start(source: list[Any] | None, log: PartitionLog) -> int:
+    """The first sequence number to deliver, from the link source's selector filter."""
+    filters = source[7] if source and len(source) > 7 else None
+    if not filters:
+        return log.begin_seq
+    expression = None
+    for key, value in filters.items():
+        if bytes(key) == _FILTER_KEY if isinstance(key, (bytes, bytearray)) else key == _FILTER_KEY.decode():
+            expression = value
+    if expression is None:
+        return log.begin_seq
+    if isinstance(expression, (bytes, bytearray, memoryview)):
+        expression = bytes(expression).decode("utf-8", "replace")
+    match = _FILTER.match(str(expression))
+    if not match:
+        raise LinkRefused("amqp:invalid-field", f"unsupported selector filter {expression!r}")
+    field, op, value = match.group(1).lower(), match.group(2), match.group(3)
+    inclusive = op == ">="
+    if value == "@latest":
+        return log.next_seq
+    try:
+        number = int(value)
+    except ValueError:
+        raise LinkRefused("amqp:invalid-field", f"filter value {value!r} for x-opt-{field} is not an integer") from None
+    if field == "offset":
+        if number < 0:
+            return log.begin_seq
+        seq = log.seq_for_offset(number, inclusive)
+    elif field == "sequence-number":
+        seq = number if inclusive else number + 1
+    else:
+        seq = log.seq_for_time(number, inclusive)
+    return min(max(seq, log.begin_seq), log.next_seq)
