@@ -56,3 +56,17 @@ class CheckpointStoreError(EventHubsProviderError):
 
 class UnknownPartitionError(EventHubsProviderError):
     """A partition named by the caller does not exist in the hub."""
+
+
+class SinkConfigError(EventHubsProviderError):
+    """The SQL sink is misconfigured: a table, column or option is missing or not allowed."""
+
+
+class PartitionTakenOverError(EventHubsProviderError):
+    """Another consumer instance committed progress on a partition this one was processing."""
+
+    retryable = True
+
+
+class DeadLetterNotFoundError(EventHubsProviderError):
+    """A dead letter asked for (partition, sequence number) is not in the dead-letter table."""

@@ -1,0 +1,128 @@
+"""What the consumer side hands to user code: one received event as plain, frozen data.
+
+The SDK's ``EventData`` carries AMQP types (bytes keys, bytes values, body sections); user row
+functions, the SQL tables (deferred events, dead letters) and replays all see the same
+:class:`IngestEvent`, so an event replayed from a dead-letter row looks exactly like the one received.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+# The stamps of idempotent-publishing.md.
+STAMP_GROUP = "eh.group"
+STAMP_SEQ = "eh.seq"
+STAMP_BATCH = "eh.batch"
+STAMP_OWNER = "eh.owner"
+
+
+def _plain(value: Any) -> Any:
+    """An AMQP property value as JSON-safe Python (bytes are decoded as UTF-8, else base64)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class IngestEvent:
+    """
+    One event of one partition.
+
+    :param partition_id: the partition it was read from.
+    :param sequence_number: its service sequence number in that partition.
+    :param offset: its service offset (text; informative).
+    :param enqueued_time: when the service accepted it (UTC).
+    :param body: the body bytes.
+    :param properties: application properties, keys and bytes values decoded as text.
+    """
+
+    partition_id: str
+    sequence_number: int
+    offset: str | None
+    enqueued_time: datetime | None
+    body: bytes
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_event_data(cls, partition_id: str, event: Any) -> IngestEvent:
+        """Build from an SDK ``EventData`` received from ``partition_id``."""
+        enqueued = event.enqueued_time
+        if enqueued is not None and enqueued.tzinfo is None:
+            enqueued = enqueued.replace(tzinfo=timezone.utc)
+        return cls(
+            partition_id=str(partition_id),
+            sequence_number=int(event.sequence_number),
+            offset=None if event.offset is None else str(event.offset),
+            enqueued_time=enqueued,
+            body=b"".join(event.body) if not isinstance(event.body, (bytes, str)) else _bytes(event.body),
+            properties=_plain(dict(event.properties or {})),
+        )
+
+    def text(self) -> str:
+        """The body as UTF-8 text."""
+        return self.body.decode("utf-8")
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+    @property
+    def producer_group(self) -> str | None:
+        """The ``eh.group`` stamp, ``None`` on an unstamped event."""
+        group = self.properties.get(STAMP_GROUP)
+        return None if group is None else str(group)
+
+    @property
+    def producer_sequence_number(self) -> int | None:
+        """The ``eh.seq`` stamp as an integer, ``None`` when absent or not an integer."""
+        try:
+            return int(self.properties[STAMP_SEQ])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    # -- storage in SQL (deferred events and dead letters) --------------------------------
+
+    def body_base64(self) -> str:
+        return base64.b64encode(self.body).decode("ascii")
+
+    def properties_json(self) -> str:
+        return json.dumps(dict(self.properties), sort_keys=True, default=str)
+
+    @classmethod
+    def from_stored(
+        cls,
+        *,
+        partition_id: str,
+        sequence_number: int,
+        offset: str | None,
+        enqueued_time: str | None,
+        body_base64: str,
+        properties_json: str | None,
+    ) -> IngestEvent:
+        """Rebuild an event kept in the deferred or dead-letter table."""
+        return cls(
+            partition_id=str(partition_id),
+            sequence_number=int(sequence_number),
+            offset=offset,
+            enqueued_time=datetime.fromisoformat(enqueued_time) if enqueued_time else None,
+            body=base64.b64decode(body_base64 or ""),
+            properties=json.loads(properties_json) if properties_json else {},
+        )
+
+
+def _bytes(body: bytes | str) -> bytes:
+    return body if isinstance(body, bytes) else body.encode("utf-8")

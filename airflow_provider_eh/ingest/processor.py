@@ -1,0 +1,393 @@
+"""What happens to one batch of one partition inside its SQL transaction.
+
+In order, for every event of the batch:
+
+1. **dedupe**: a stamped event (``eh.group``, ``eh.seq``) at or below its (producer group,
+   partition) high-water mark is a duplicate and skipped; otherwise the mark moves up to it;
+2. **sessions** (when configured): an event ahead of its session's next sequence is deferred into
+   the ``deferred`` table; one at the next sequence is applied and then every deferred successor
+   that is now in order; one behind it is a duplicate; one in a completed session is dead-lettered;
+3. **apply**: the row function maps the event to rows; if it raises, the event becomes a dead letter.
+
+Then the rows are inserted (one ``executemany`` per column set; if the database refuses a row
+the events are retried one by one under savepoints and the refused ones are dead-lettered), deferred
+events older than the session limit become dead letters, the marks are saved and the checkpoint
+is advanced by compare-and-set, all in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.ingest.events import STAMP_SEQ, IngestEvent
+from airflow_provider_eh.ingest.schema import identifier
+from airflow_provider_eh.ingest.store import Transaction, utc_text
+
+Row = Mapping[str, Any]
+RowFunction = Callable[[IngestEvent], "Row | Iterable[Row] | None"]
+
+_DATA_ERRORS = frozenset({"IntegrityError", "DataError"})
+
+
+def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
+    """
+    A row function that inserts the body, a JSON object, as one row.
+
+    :param columns: the keys to keep, as columns (absent keys become NULL); default: every key.
+    """
+
+    def to_row(event: IngestEvent) -> Row:
+        try:
+            obj = event.json()
+        except ValueError as exc:
+            raise ValueError(f"body is not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"body is JSON {type(obj).__name__}, expected an object")
+        if columns is None:
+            return {k: _scalar(v) for k, v in obj.items()}
+        return {c: _scalar(obj.get(c)) for c in columns}
+
+    return to_row
+
+
+def _scalar(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """
+    Where a value sits in an event: an application property or a (dotted) field of a JSON body.
+
+    Spelled ``property:NAME`` or ``body:a.b``; a bare name is a property.
+    """
+
+    source: str
+    name: str
+
+    @classmethod
+    def parse(cls, spec: str) -> FieldRef:
+        source, sep, name = spec.partition(":")
+        if not sep:
+            return cls("property", spec)
+        if source not in ("property", "body") or not name:
+            raise SinkConfigError(f"field {spec!r} must be 'property:NAME' or 'body:FIELD[.FIELD]'")
+        return cls(source, name)
+
+    def get(self, event: IngestEvent) -> Any:
+        if self.source == "property":
+            if self.name not in event.properties:
+                raise KeyError(f"property {self.name!r} is missing")
+            return event.properties[self.name]
+        value: Any = event.json()
+        for part in self.name.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(f"body field {self.name!r} is missing")
+            value = value[part]
+        return value
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.name}"
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """
+    In-order processing per session.
+
+    :param key: where the session key is (``property:NAME`` or ``body:FIELD``).
+    :param sequence: where the per-session sequence is; default the ``eh.seq`` stamp.
+    :param first_sequence: the sequence a new session starts at.
+    :param end: where a truthy "last event of the session" flag is, if anywhere; the session is
+        completed after that event, and later events of it become dead letters.
+    :param defer_limit: a deferred event whose enqueued time is more than this behind the newest
+        event of a batch becomes a dead letter (``session_expired``), naming the sequence it waited for.
+    """
+
+    key: FieldRef
+    sequence: FieldRef = field(default_factory=lambda: FieldRef("property", STAMP_SEQ))
+    first_sequence: int = 0
+    end: FieldRef | None = None
+    defer_limit: timedelta = timedelta(hours=1)
+
+    @classmethod
+    def of(
+        cls,
+        key: str,
+        sequence: str = f"property:{STAMP_SEQ}",
+        *,
+        first_sequence: int = 0,
+        end: str | None = None,
+        defer_limit_seconds: float = 3600.0,
+    ) -> SessionConfig:
+        return cls(
+            FieldRef.parse(key), FieldRef.parse(sequence), int(first_sequence),
+            FieldRef.parse(end) if end else None, timedelta(seconds=float(defer_limit_seconds)),
+        )
+
+
+@dataclass
+class BatchResult:
+    """Counts of one batch (or of many, added up)."""
+
+    events: int = 0
+    applied: int = 0
+    rows: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    deferred: int = 0
+    released: int = 0
+    first_sequence_number: int | None = None
+    last_sequence_number: int | None = None
+
+    def add(self, other: BatchResult) -> None:
+        for name in ("events", "applied", "rows", "duplicates", "dead_letters", "deferred", "released"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.first_sequence_number is not None and self.first_sequence_number is None:
+            self.first_sequence_number = other.first_sequence_number
+        if other.last_sequence_number is not None:
+            self.last_sequence_number = other.last_sequence_number
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class BatchProcessor:
+    """
+    Applies batches inside a :class:`Transaction`.
+
+    :param table: the target table (``schema.table`` allowed).
+    :param row_function: event -> row, rows or ``None``; default :func:`json_rows`.
+    :param sessions: in-order processing per session, or ``None``.
+    :param dedupe: skip stamped events at or below their high-water mark.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        row_function: RowFunction | None = None,
+        *,
+        sessions: SessionConfig | None = None,
+        dedupe: bool = True,
+    ):
+        self.table = identifier(table, "table")
+        self.row_function = row_function or json_rows()
+        self.sessions = sessions
+        self.dedupe = dedupe
+
+    def process(self, tx: Transaction, partition_id: str, events: Sequence[IngestEvent]) -> BatchResult:
+        """Apply ``events`` (one partition, in order); the caller advances the checkpoint and commits."""
+        result = BatchResult(events=len(events))
+        if events:
+            result.first_sequence_number = events[0].sequence_number
+            result.last_sequence_number = events[-1].sequence_number
+        marks = tx.marks(partition_id, (e.producer_group for e in events if e.producer_group)) if self.dedupe else {}
+        changed: dict[str, int] = {}
+        applied: list[tuple[IngestEvent, list[Row]]] = []
+        sessions: dict[str, list[Any]] = {}
+
+        def apply(event: IngestEvent) -> None:
+            try:
+                rows = _rows_of(self.row_function(event))
+            except Exception as exc:
+                tx.dead_letter(event, "rejected", _describe(exc))
+                result.dead_letters += 1
+                return
+            applied.append((event, rows))
+            result.applied += 1
+
+        for event in events:
+            if self.dedupe:
+                group, seq = event.producer_group, event.producer_sequence_number
+                if group is not None and seq is not None:
+                    if seq <= marks.get(group, -1):
+                        result.duplicates += 1
+                        continue
+                    marks[group] = changed[group] = seq
+            if self.sessions is None:
+                apply(event)
+            else:
+                self._in_session(tx, event, sessions, apply, result)
+
+        for key, (next_sequence, completed) in sessions.items():
+            tx.save_session(key, next_sequence, completed)
+        if self.sessions is not None and events:
+            self._expire(tx, events, result)
+        result.rows = self._write(tx, applied, result)
+        if changed:
+            tx.save_marks(partition_id, changed)
+        return result
+
+    def replay(self, tx: Transaction, event: IngestEvent) -> str | None:
+        """
+        Apply a dead-lettered event again, bypassing dedupe and sessions (it passed them once).
+
+        :return: ``None`` when its rows were written and the dead letter is marked ``replayed``;
+            otherwise the error, recorded on the dead letter (``attempts`` goes up).
+        """
+        try:
+            rows = _rows_of(self.row_function(event))
+            with tx.savepoint():
+                tx.insert_rows(self.table, rows)
+        except Exception as exc:
+            if isinstance(exc, SinkConfigError) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
+                raise
+            error = _describe(exc)
+            tx.dead_letter(event, "rejected", error)
+            return error
+        tx.mark_replayed(event)
+        return None
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _in_session(
+        self,
+        tx: Transaction,
+        event: IngestEvent,
+        sessions: dict[str, list[Any]],
+        apply: Callable[[IngestEvent], None],
+        result: BatchResult,
+    ) -> None:
+        cfg = self.sessions
+        assert cfg is not None
+        try:
+            key = str(cfg.key.get(event))
+            seq = int(cfg.sequence.get(event))
+        except Exception as exc:
+            tx.dead_letter(
+                event, "bad_session",
+                f"no session key ({cfg.key}) or sequence ({cfg.sequence}) in event {event.sequence_number} of "
+                f"partition {event.partition_id}: {_describe(exc)}",
+            )
+            result.dead_letters += 1
+            return
+        if key not in sessions:
+            stored = tx.session(key)
+            sessions[key] = list(stored) if stored else [cfg.first_sequence, False]
+        state = sessions[key]
+        if state[1]:
+            tx.dead_letter(
+                event, "session_completed",
+                f"session {key!r} was completed before its sequence {seq} arrived; replay it if it still matters",
+            )
+            result.dead_letters += 1
+            return
+        if seq < state[0]:
+            result.duplicates += 1
+            return
+        if seq > state[0]:
+            if tx.defer(key, seq, event):
+                result.deferred += 1
+            else:
+                result.duplicates += 1
+            return
+        self._apply_in_order(tx, key, event, state, apply, result)
+
+    def _apply_in_order(
+        self,
+        tx: Transaction,
+        key: str,
+        event: IngestEvent | None,
+        state: list[Any],
+        apply: Callable[[IngestEvent], None],
+        result: BatchResult,
+    ) -> None:
+        cfg = self.sessions
+        assert cfg is not None
+        first = True
+        while event is not None:
+            apply(event)
+            if not first:
+                result.released += 1
+            first = False
+            state[0] += 1
+            if cfg.end is not None and _truthy(cfg.end, event):
+                state[1] = True
+                for seq in tx.pending_in_session(key):
+                    late = tx.take_deferred(key, seq)
+                    if late is not None:
+                        tx.dead_letter(late, "session_completed", f"session {key!r} completed before sequence {seq}")
+                        result.dead_letters += 1
+                return
+            event = tx.take_deferred(key, state[0])
+
+    def _expire(self, tx: Transaction, events: Sequence[IngestEvent], result: BatchResult) -> None:
+        cfg = self.sessions
+        assert cfg is not None
+        newest = max((e.enqueued_time for e in events if e.enqueued_time), default=None)
+        if newest is None:
+            return
+        for key, seq, event in tx.take_expired_deferred(utc_text(newest - cfg.defer_limit)):  # type: ignore[arg-type]
+            state = tx.session(key)
+            waited_for = state[0] if state else cfg.first_sequence
+            tx.dead_letter(
+                event, "session_expired",
+                f"session {key!r}: sequence {seq} waited more than {cfg.defer_limit} for sequence {waited_for}, "
+                "which never arrived; replay it once the gap is resolved",
+            )
+            result.dead_letters += 1
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def _write(self, tx: Transaction, applied: list[tuple[IngestEvent, list[Row]]], result: BatchResult) -> int:
+        rows = [row for _, event_rows in applied for row in event_rows]
+        if not rows:
+            return 0
+        try:
+            with tx.savepoint():
+                tx.insert_rows(self.table, rows)
+            return len(rows)
+        except Exception as exc:
+            if not _is_data_error(exc):
+                raise SinkConfigError(
+                    f"Inserting into {self.table!r} failed ({type(exc).__name__}: {exc}); check the table and the "
+                    "columns the row function returns."
+                ) from exc
+        written = 0
+        for event, event_rows in applied:
+            try:
+                with tx.savepoint():
+                    tx.insert_rows(self.table, event_rows)
+                written += len(event_rows)
+            except Exception as exc:
+                if not _is_data_error(exc):
+                    raise
+                tx.dead_letter(event, "row_rejected", f"table {self.table!r} refused the rows: {_describe(exc)}")
+                result.dead_letters += 1
+                result.applied -= 1
+        return written
+
+
+def _rows_of(value: Any) -> list[Row]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [value]
+    rows = list(value)
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"the row function returned {type(row).__name__}; expected a mapping of column to value")
+    return rows
+
+
+def _truthy(ref: FieldRef, event: IngestEvent) -> bool:
+    try:
+        value = ref.get(event)
+    except Exception:
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    return any(cls.__name__ in _DATA_ERRORS for cls in type(exc).__mro__)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

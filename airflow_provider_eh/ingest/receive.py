@@ -1,0 +1,120 @@
+"""Pull-style reading of one partition with the SDK's public consumer API.
+
+``EventHubConsumerClient.receive_batch`` pushes batches to a callback and blocks until the client is
+closed. :class:`PartitionReader` runs it on a thread and hands each batch over a one-slot queue, so
+the caller pulls batches at its own pace (the callback waits while the caller commits; nothing is
+received far ahead of what is committed) and stops by closing the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class PartitionReader:
+    """
+    Batches of one partition, after a sequence number.
+
+    :param endpoint: the hub.
+    :param consumer_group: the consumer group to read as.
+    :param partition_id: the partition.
+    :param after_sequence_number: read events after this one; ``-1`` reads from the start of the partition.
+    :param max_batch_size: events per batch at most.
+    :param max_wait_time: seconds the SDK waits before handing over a smaller (possibly empty) batch.
+    :param prefetch: the link's prefetch count.
+    :param owner_level: an epoch: the service disconnects readers of the same group with a lower one.
+    """
+
+    def __init__(
+        self,
+        endpoint: EventHubsEndpoint,
+        consumer_group: str,
+        partition_id: str,
+        after_sequence_number: int,
+        *,
+        max_batch_size: int = 500,
+        max_wait_time: float = 5.0,
+        prefetch: int | None = None,
+        owner_level: int | None = None,
+    ):
+        self.endpoint = endpoint
+        self.consumer_group = consumer_group
+        self.partition_id = str(partition_id)
+        self.after = int(after_sequence_number)
+        self.max_batch_size = max_batch_size
+        self.max_wait_time = max_wait_time
+        self.prefetch = prefetch or max(300, max_batch_size)
+        self.owner_level = owner_level
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stopping = threading.Event()
+        self._client: Any = None
+        self._thread: threading.Thread | None = None
+
+    def _put(self, item: Any) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self) -> None:
+        kwargs: dict[str, Any] = {}
+        if self.owner_level is not None:
+            kwargs["owner_level"] = self.owner_level
+        try:
+            self._client.receive_batch(
+                on_event_batch=lambda _ctx, events: self._put(list(events)),
+                on_error=lambda _ctx, error: self._put(error),
+                partition_id=self.partition_id,
+                starting_position="-1" if self.after < 0 else self.after,
+                starting_position_inclusive=False,
+                max_batch_size=self.max_batch_size,
+                max_wait_time=self.max_wait_time,
+                prefetch=self.prefetch,
+                **kwargs,
+            )
+        except Exception as exc:  # the caller re-raises it
+            self._put(exc)
+        finally:
+            self._put(_STOP)
+
+    def batches(self) -> Iterator[list[Any]]:
+        """SDK ``EventData`` lists in partition order; an empty list when ``max_wait_time`` passed idle."""
+        self._client = self.endpoint.consumer(self.consumer_group)
+        self._thread = threading.Thread(
+            target=self._run, name=f"eh-ingest-receive-{self.partition_id}", daemon=True
+        )
+        self._thread.start()
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._stopping.set()
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # closing a client that failed to open
+                log.debug("closing the consumer of partition %s failed", self.partition_id, exc_info=True)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._client = None
+        self._thread = None

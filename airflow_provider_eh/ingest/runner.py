@@ -1,0 +1,300 @@
+"""The bounded ingestion run: from each partition's SQL checkpoint up to its last event at start.
+
+One :class:`IngestRun` is one instance (one mapped task instance). Its loop:
+
+1. read the SQL checkpoints; the partitions still short of their target (the last enqueued sequence
+   number read when the run started) are *pending*; stop when none is, or when the event or time
+   budget is spent;
+2. with a blob container: list ownership, renew this instance's claims and claim what
+   :func:`~airflow_provider_eh.ingest.ownership.plan_claims` says; without one, every partition is ours;
+3. drain one owned pending partition in batches. Each batch: receive -> one SQL transaction (rows,
+   dead letters, sessions, dedupe marks, checkpoint compare-and-set) -> commit -> the standard blob
+   checkpoint (``BlobCheckpointStore.update_checkpoint``) so sensors and other tools see progress.
+   Claims are renewed between batches; a lost claim ends the partition's drain;
+4. back to 1, waiting ``poll_interval`` when pending partitions are owned by live instances (a dead
+   instance's claims expire, and this loop then takes its partitions over).
+
+The SQL checkpoint is the source of truth: a crash between any two steps resumes from it, and the
+compare-and-set on it stops two instances from both committing the same range.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError, UnknownPartitionError
+from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, plan_claims
+from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
+from airflow_provider_eh.ingest.receive import PartitionReader
+from airflow_provider_eh.ingest.store import SqlIngestStore
+
+log = logging.getLogger(__name__)
+
+# Points of the batch loop, in order; an observer is called at each (tests crash the process there).
+RECEIVED = "received"
+ROWS_WRITTEN = "rows_written"
+COMMITTED = "committed"
+BLOB_CHECKPOINTED = "blob_checkpointed"
+STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)
+
+Observer = Callable[[str, str, Sequence[IngestEvent]], None]
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """
+    How far one run goes and how it shares partitions.
+
+    :param batch_size: events per SQL transaction at most.
+    :param max_wait_time: seconds to wait for a batch to fill.
+    :param max_events: stop after this many events (all partitions); ``None``: no limit.
+    :param max_duration: stop after this many seconds; ``None``: no limit.
+    :param ownership_expiry: seconds after which an unrenewed partition claim is abandoned.
+    :param strategy: ``balanced`` (one claim per cycle) or ``greedy`` (the whole fair share at once).
+    :param instances: how many instances share the hub (mapped task instances), if known.
+    :param poll_interval: seconds between load-balancing cycles while waiting on other instances.
+    :param partition_ids: restrict the run to these partitions.
+    """
+
+    batch_size: int = 500
+    max_wait_time: float = 2.0
+    max_events: int | None = None
+    max_duration: float | None = None
+    ownership_expiry: float = 60.0
+    strategy: str = BALANCED
+    instances: int | None = None
+    poll_interval: float = 1.0
+    partition_ids: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (BALANCED, GREEDY):
+            raise SinkConfigError(f"strategy {self.strategy!r} is not one of {BALANCED!r}, {GREEDY!r}")
+        if self.batch_size < 1:
+            raise SinkConfigError(f"batch_size must be at least 1, not {self.batch_size}")
+
+
+@dataclass
+class PartitionReport:
+    """What one run did on one partition."""
+
+    target: int
+    start: int
+    checkpoint: int
+    batches: int = 0
+    counts: BatchResult = field(default_factory=BatchResult)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "start": self.start, "checkpoint": self.checkpoint, "batches": self.batches,
+                **self.counts.to_dict()}
+
+
+class IngestRun:
+    """
+    One bounded ingestion run of one instance.
+
+    :param endpoint: the hub.
+    :param consumer_group: the consumer group read as (and named in checkpoints and ownership).
+    :param store: the SQL state and target.
+    :param processor: what each batch does in its transaction.
+    :param owner_id: this instance's stable id; a retry of the same task instance passes the same one.
+    :param checkpoint_store: the SDK's ``BlobCheckpointStore`` for ownership claims and the blob
+        checkpoint mirror; ``None``: a single instance, SQL checkpoints only.
+    :param reader: the package's checkpoint reader over the same container (ownership listings).
+    :param limits: bounds and sharing.
+    :param observer: called at each stage of each batch with ``(stage, partition id, events)``.
+    """
+
+    def __init__(
+        self,
+        endpoint: EventHubsEndpoint,
+        consumer_group: str,
+        store: SqlIngestStore,
+        processor: BatchProcessor,
+        *,
+        owner_id: str,
+        checkpoint_store: Any = None,
+        reader: Any = None,
+        limits: RunLimits | None = None,
+        observer: Observer | None = None,
+    ):
+        self.endpoint = endpoint
+        self.consumer_group = consumer_group
+        self.store = store
+        self.processor = processor
+        self.owner_id = owner_id
+        self.checkpoint_store = checkpoint_store
+        self.limits = limits or RunLimits()
+        self.observer = observer
+        self.ownership: PartitionOwnership | None = None
+        if checkpoint_store is not None:
+            if reader is None:
+                raise SinkConfigError("a checkpoint store needs a checkpoint reader over the same container")
+            self.ownership = PartitionOwnership(
+                checkpoint_store, reader,
+                fully_qualified_namespace=endpoint.fully_qualified_namespace,
+                eventhub_name=endpoint.eventhub_name,
+                consumer_group=consumer_group,
+                owner_id=owner_id,
+                expiry=self.limits.ownership_expiry,
+            )
+        elif (self.limits.instances or 1) > 1:
+            raise SinkConfigError(
+                f"{self.limits.instances} instances need a blob container for ownership claims; pass one, or run one instance"
+            )
+        self.reports: dict[str, PartitionReport] = {}
+        self._events = 0
+        self._deadline: float | None = None
+
+    # -- bounds ----------------------------------------------------------------------------
+
+    def _targets(self) -> dict[str, int]:
+        with self.endpoint.consumer(self.consumer_group) as client:
+            ids = [str(p) for p in client.get_partition_ids()]
+            if self.limits.partition_ids is not None:
+                unknown = sorted(set(map(str, self.limits.partition_ids)) - set(ids))
+                if unknown:
+                    raise UnknownPartitionError(
+                        f"Event Hub {self.endpoint.eventhub_name!r} has no partition {', '.join(unknown)} "
+                        f"(it has {', '.join(ids)}); fix partition_ids."
+                    )
+                ids = [p for p in ids if p in set(map(str, self.limits.partition_ids))]
+            targets = {}
+            for p in ids:
+                props = client.get_partition_properties(p)
+                targets[p] = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
+        return targets
+
+    def _budget_left(self) -> bool:
+        if self.limits.max_events is not None and self._events >= self.limits.max_events:
+            return False
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """Run to the bounds; return ``{owner_id, events, partitions: {id: report}}``."""
+        if self.limits.max_duration is not None:
+            self._deadline = time.monotonic() + self.limits.max_duration
+        targets = self._targets()
+        log.info(
+            "Instance %s ingesting %s/%s up to %s",
+            self.owner_id, self.endpoint.eventhub_name, self.consumer_group,
+            ", ".join(f"partition {p}: seq {t}" for p, t in targets.items()),
+        )
+        idle_since = time.monotonic()
+        try:
+            while self._budget_left():
+                checkpoints = self.store.checkpoints(targets)
+                for p, cp in checkpoints.items():
+                    report = self.reports.get(p)
+                    if report is not None:
+                        report.checkpoint = cp.sequence_number
+                pending = [p for p in targets if checkpoints[p].sequence_number < targets[p]]
+                if not pending:
+                    break
+                workable = self._balance(targets, pending, time.monotonic() - idle_since)
+                if not workable:
+                    time.sleep(self.limits.poll_interval)
+                    continue
+                for p in workable:
+                    if not self._budget_left():
+                        break
+                    self._drain(p, checkpoints[p].sequence_number, targets[p])
+                idle_since = time.monotonic()
+        finally:
+            if self.ownership is not None:
+                self.ownership.release()
+        summary = {
+            "owner_id": self.owner_id,
+            "events": self._events,
+            "partitions": {p: r.to_dict() for p, r in sorted(self.reports.items())},
+        }
+        log.info("Instance %s done: %d events over partitions %s", self.owner_id, self._events, ", ".join(sorted(self.reports)) or "none")
+        return summary
+
+    def _balance(self, targets: Mapping[str, int], pending: list[str], idle_for: float) -> list[str]:
+        if self.ownership is None:
+            return pending
+        claims = self.ownership.list()
+        self.ownership.adopt(claims)
+        self.ownership.renew(force=True)
+        wanted = plan_claims(
+            owner_id=self.owner_id,
+            partition_ids=list(targets),
+            claims=claims,
+            pending=pending,
+            expiry=self.limits.ownership_expiry,
+            strategy=self.limits.strategy,
+            instances=self.limits.instances,
+            idle_for=idle_for,
+        )
+        if wanted:
+            self.ownership.claim(wanted, claims)
+        return [p for p in pending if p in self.ownership.owned]
+
+    def _drain(self, partition_id: str, after: int, target: int) -> None:
+        report = self.reports.setdefault(partition_id, PartitionReport(target=target, start=after, checkpoint=after))
+        limits = self.limits
+        reader = PartitionReader(
+            self.endpoint, self.consumer_group, partition_id, after,
+            max_batch_size=limits.batch_size, max_wait_time=limits.max_wait_time,
+        )
+        log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, partition_id, after, target)
+        for batch in reader.batches():
+            events = [IngestEvent.from_event_data(partition_id, e) for e in batch]
+            events = [e for e in events if after < e.sequence_number <= target]
+            if limits.max_events is not None:
+                events = events[: max(0, limits.max_events - self._events)]
+            if events:
+                try:
+                    after = self._commit(partition_id, after, events, report)
+                except PartitionTakenOverError as exc:
+                    log.warning("Instance %s: %s", self.owner_id, exc)
+                    if self.ownership is not None:
+                        self.ownership.owned.pop(partition_id, None)
+                    return
+            if after >= target or not self._budget_left():
+                return
+            if self.ownership is not None and partition_id in self.ownership.renew():
+                return
+
+    def _stage(self, stage: str, partition_id: str, events: Sequence[IngestEvent]) -> None:
+        if self.observer is not None:
+            self.observer(stage, partition_id, events)
+
+    def _commit(self, partition_id: str, after: int, events: list[IngestEvent], report: PartitionReport) -> int:
+        self._stage(RECEIVED, partition_id, events)
+        last = events[-1]
+        with self.store.transaction() as tx:
+            counts = self.processor.process(tx, partition_id, events)
+            tx.advance_checkpoint(partition_id, after, last.sequence_number, last.offset, self.owner_id)
+            self._stage(ROWS_WRITTEN, partition_id, events)
+        self._stage(COMMITTED, partition_id, events)
+        self._events += len(events)
+        report.batches += 1
+        report.checkpoint = last.sequence_number
+        report.counts.add(counts)
+        if self.checkpoint_store is not None:
+            self.checkpoint_store.update_checkpoint(
+                {
+                    "fully_qualified_namespace": self.endpoint.fully_qualified_namespace,
+                    "eventhub_name": self.endpoint.eventhub_name,
+                    "consumer_group": self.consumer_group,
+                    "partition_id": partition_id,
+                    "sequence_number": last.sequence_number,
+                    "offset": last.offset,
+                }
+            )
+            self._stage(BLOB_CHECKPOINTED, partition_id, events)
+        log.info(
+            "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred",
+            self.owner_id, partition_id, events[0].sequence_number, last.sequence_number,
+            counts.rows, counts.duplicates, counts.dead_letters, counts.deferred,
+        )
+        return last.sequence_number

@@ -1,0 +1,433 @@
+"""The SQL side of ingestion: one connection, the state tables, and what one batch transaction does.
+
+:class:`SqlIngestStore` takes any DB-API connection (Airflow's ``DbApiHook.get_conn()`` gives one)
+and is the only code that writes the state tables of :mod:`airflow_provider_eh.ingest.schema`.
+A :class:`Transaction` is opened per batch; everything it writes (user rows, dead letters,
+deferred events, sessions, dedupe marks and the checkpoint) commits or rolls back together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, Dialect, ddl, identifier
+
+NO_CHECKPOINT = -1
+
+
+def utc_text(moment: datetime | None) -> str | None:
+    """A UTC timestamp as fixed-width ISO 8601 text, so that text order is time order."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def utc_now() -> str:
+    return utc_text(datetime.now(timezone.utc))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """
+    What the state rows are keyed by.
+
+    :param namespace: the fully qualified namespace, lower-cased.
+    :param eventhub: the hub.
+    :param consumer_group: the consumer group whose progress this is.
+    """
+
+    namespace: str
+    eventhub: str
+    consumer_group: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace.lower(), self.eventhub, self.consumer_group)
+
+
+@dataclass(frozen=True)
+class SqlCheckpoint:
+    """
+    A partition's checkpoint in SQL.
+
+    :param partition_id: the partition.
+    :param sequence_number: the last event applied, ``-1`` when none.
+    :param offset: that event's offset.
+    :param owner_id: the instance that committed it.
+    :param updated_at: when, ISO 8601.
+    """
+
+    partition_id: str
+    sequence_number: int
+    offset: str | None
+    owner_id: str | None
+    updated_at: str | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """
+    A dead-letter row.
+
+    :param event: the event, as received.
+    :param reason: ``rejected`` (the row function raised), ``row_rejected`` (the database refused its
+        rows), ``session_expired``, ``session_completed`` or ``bad_session`` (no session key or sequence).
+    :param error: the error text.
+    :param failed_at: when, ISO 8601.
+    :param status: ``dead`` or ``replayed``.
+    :param attempts: how many times it failed.
+    """
+
+    event: IngestEvent
+    reason: str
+    error: str
+    failed_at: str
+    status: str
+    attempts: int
+
+
+class Transaction:
+    """The statements of one batch; use :meth:`SqlIngestStore.transaction`."""
+
+    def __init__(self, store: SqlIngestStore, cursor: Any):
+        self._store = store
+        self._cur = cursor
+        self._p = store.prefix
+        self._k = store.stream.key
+        self.savepoints = 0
+
+    def _exec(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        self._cur.execute(self._store.dialect.sql(statement), tuple(params))
+        return self._cur
+
+    def _many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._cur.executemany(self._store.dialect.sql(statement), [tuple(r) for r in rows])
+
+    _STREAM = "namespace = ? AND eventhub = ? AND consumer_group = ?"
+
+    def is_driver_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` was raised by the database driver (not by user code)."""
+        return type(exc).__module__.split(".")[0] == type(self._store.conn).__module__.split(".")[0]
+
+    # -- checkpoint -------------------------------------------------------------------------
+
+    def checkpoint(self, partition_id: str) -> SqlCheckpoint:
+        return self._store._read_checkpoint(self._cur, partition_id)
+
+    def advance_checkpoint(
+        self, partition_id: str, expected: int, sequence_number: int, offset: str | None, owner_id: str
+    ) -> None:
+        """Move the checkpoint from ``expected`` to ``sequence_number``; raise if another instance moved it."""
+        now = utc_now()
+        if expected == NO_CHECKPOINT:
+            self._exec(
+                f"INSERT INTO {self._p}checkpoint (namespace, eventhub, consumer_group, partition_id, sequence_number, "
+                "event_offset, owner_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (namespace, eventhub, consumer_group, partition_id) DO NOTHING",
+                (*self._k, partition_id, sequence_number, offset, owner_id, now),
+            )
+        else:
+            self._exec(
+                f"UPDATE {self._p}checkpoint SET sequence_number = ?, event_offset = ?, owner_id = ?, updated_at = ? "
+                f"WHERE {self._STREAM} AND partition_id = ? AND sequence_number = ?",
+                (sequence_number, offset, owner_id, now, *self._k, partition_id, expected),
+            )
+        if self._cur.rowcount != 1:
+            current = self.checkpoint(partition_id)
+            raise PartitionTakenOverError(
+                f"Partition {partition_id!r} of {'/'.join(self._k)}: the SQL checkpoint is at sequence number "
+                f"{current.sequence_number} (committed by {current.owner_id!r}), not {expected} as read before this "
+                "batch; another instance processed it. This batch was rolled back; the partition is left to that instance."
+            )
+
+    # -- dedupe ------------------------------------------------------------------------------
+
+    def marks(self, partition_id: str, groups: Iterable[str]) -> dict[str, int]:
+        groups = sorted(set(groups))
+        if not groups:
+            return {}
+        marks = ", ".join("?" for _ in groups)
+        rows = self._exec(
+            f"SELECT producer_group, high_water_mark FROM {self._p}dedupe WHERE {self._STREAM} AND partition_id = ? "
+            f"AND producer_group IN ({marks})",
+            (*self._k, partition_id, *groups),
+        ).fetchall()
+        return {str(g): int(m) for g, m in rows}
+
+    def save_marks(self, partition_id: str, marks: Mapping[str, int]) -> None:
+        now = utc_now()
+        self._many(
+            f"INSERT INTO {self._p}dedupe (namespace, eventhub, consumer_group, producer_group, partition_id, "
+            "high_water_mark, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (namespace, eventhub, consumer_group, producer_group, partition_id) "
+            "DO UPDATE SET high_water_mark = excluded.high_water_mark, updated_at = excluded.updated_at",
+            [(*self._k, group, partition_id, mark, now) for group, mark in sorted(marks.items())],
+        )
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def session(self, session_key: str) -> tuple[int, bool] | None:
+        row = self._exec(
+            f"SELECT next_sequence, completed FROM {self._p}session WHERE {self._STREAM} AND session_key = ?",
+            (*self._k, session_key),
+        ).fetchone()
+        return None if row is None else (int(row[0]), bool(row[1]))
+
+    def save_session(self, session_key: str, next_sequence: int, completed: bool) -> None:
+        self._exec(
+            f"INSERT INTO {self._p}session (namespace, eventhub, consumer_group, session_key, next_sequence, completed, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (namespace, eventhub, consumer_group, session_key) DO UPDATE SET "
+            "next_sequence = excluded.next_sequence, completed = excluded.completed, updated_at = excluded.updated_at",
+            (*self._k, session_key, next_sequence, int(completed), utc_now()),
+        )
+
+    def defer(self, session_key: str, session_sequence: int, event: IngestEvent) -> bool:
+        """Keep ``event`` until its predecessors are applied; ``False`` if that position is already held."""
+        self._exec(
+            f"INSERT INTO {self._p}deferred (namespace, eventhub, consumer_group, session_key, session_sequence, "
+            "partition_id, sequence_number, event_offset, enqueued_time, body_base64, properties_json, deferred_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (namespace, eventhub, consumer_group, session_key, session_sequence) DO NOTHING",
+            (*self._k, session_key, session_sequence, *_event_columns(event), utc_now()),
+        )
+        return self._cur.rowcount == 1
+
+    def take_deferred(self, session_key: str, session_sequence: int) -> IngestEvent | None:
+        """Remove and return the deferred event at ``session_sequence`` of the session, if any."""
+        where = f"WHERE {self._STREAM} AND session_key = ? AND session_sequence = ?"
+        params = (*self._k, session_key, session_sequence)
+        row = self._exec(f"SELECT {_EVENT_SELECT} FROM {self._p}deferred {where}", params).fetchone()
+        if row is None:
+            return None
+        self._exec(f"DELETE FROM {self._p}deferred {where}", params)
+        return _event_from_row(row)
+
+    def take_expired_deferred(self, enqueued_before: str) -> list[tuple[str, int, IngestEvent]]:
+        """Remove and return deferred events enqueued before ``enqueued_before`` (ISO 8601 UTC)."""
+        rows = self._exec(
+            f"SELECT session_key, session_sequence, {_EVENT_SELECT} FROM {self._p}deferred WHERE {self._STREAM} "
+            "AND enqueued_time < ? ORDER BY session_key, session_sequence",
+            (*self._k, enqueued_before),
+        ).fetchall()
+        self._many(
+            f"DELETE FROM {self._p}deferred WHERE {self._STREAM} AND session_key = ? AND session_sequence = ?",
+            [(*self._k, r[0], r[1]) for r in rows],
+        )
+        return [(str(r[0]), int(r[1]), _event_from_row(r[2:])) for r in rows]
+
+    def pending_in_session(self, session_key: str) -> list[int]:
+        rows = self._exec(
+            f"SELECT session_sequence FROM {self._p}deferred WHERE {self._STREAM} AND session_key = ? "
+            "ORDER BY session_sequence",
+            (*self._k, session_key),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # -- rows and dead letters --------------------------------------------------------------
+
+    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``rows`` into ``table``, one ``executemany`` per distinct column set."""
+        by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            columns = tuple(row.keys())
+            by_columns.setdefault(columns, []).append(tuple(row[c] for c in columns))
+        for columns, values in by_columns.items():
+            names = ", ".join(identifier(c, f"column of table {table!r}") for c in columns)
+            marks = ", ".join("?" for _ in columns)
+            self._many(f"INSERT INTO {table} ({names}) VALUES ({marks})", values)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested scope that is undone alone if its block raises."""
+        self.savepoints += 1
+        name = f"eh_sp_{self.savepoints}"
+        self._exec(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self._exec(f"ROLLBACK TO SAVEPOINT {name}")
+            self._exec(f"RELEASE SAVEPOINT {name}")
+            raise
+        self._exec(f"RELEASE SAVEPOINT {name}")
+
+    def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
+        self._exec(
+            f"INSERT INTO {self._p}dead_letter (namespace, eventhub, consumer_group, partition_id, sequence_number, "
+            "event_offset, enqueued_time, body_base64, properties_json, reason, error, failed_at, status, attempts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 1) "
+            "ON CONFLICT (namespace, eventhub, consumer_group, partition_id, sequence_number) DO UPDATE SET "
+            "reason = excluded.reason, error = excluded.error, failed_at = excluded.failed_at, status = 'dead', "
+            f"attempts = {self._p}dead_letter.attempts + 1",
+            (*self._k, *_event_columns(event), reason, error[:4000], utc_now()),
+        )
+
+    def mark_replayed(self, event: IngestEvent) -> None:
+        self._exec(
+            f"UPDATE {self._p}dead_letter SET status = 'replayed', replayed_at = ? "
+            f"WHERE {self._STREAM} AND partition_id = ? AND sequence_number = ?",
+            (utc_now(), *self._k, event.partition_id, event.sequence_number),
+        )
+
+
+_EVENT_SELECT = "partition_id, sequence_number, event_offset, enqueued_time, body_base64, properties_json"
+
+
+def _event_columns(event: IngestEvent) -> tuple[Any, ...]:
+    return (
+        event.partition_id,
+        event.sequence_number,
+        event.offset,
+        utc_text(event.enqueued_time),
+        event.body_base64(),
+        event.properties_json(),
+    )
+
+
+def _event_from_row(row: Sequence[Any]) -> IngestEvent:
+    return IngestEvent.from_stored(
+        partition_id=row[0], sequence_number=row[1], offset=row[2], enqueued_time=row[3],
+        body_base64=row[4], properties_json=row[5],
+    )
+
+
+class SqlIngestStore:
+    """
+    The state tables of one stream on one DB-API connection.
+
+    :param conn: an open DB-API connection (``DbApiHook.get_conn()``); the store owns it from now on.
+    :param stream: the hub and consumer group the state belongs to.
+    :param prefix: prefix of the state tables.
+    :param create_tables: create the state tables when missing.
+    """
+
+    def __init__(self, conn: Any, stream: Stream, *, prefix: str = DEFAULT_PREFIX, create_tables: bool = True):
+        self.conn = conn
+        self.stream = stream
+        self.prefix = identifier(prefix + "x", "table prefix")[:-1]
+        self.dialect = Dialect.of(conn)
+        self.dialect.prepare(conn)
+        if create_tables:
+            self.create_tables()
+
+    def create_tables(self) -> None:
+        with self.transaction():
+            cur = self.conn.cursor()
+            for statement in ddl(self.prefix):
+                cur.execute(statement)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        self.dialect.begin(self.conn)
+        try:
+            yield Transaction(self, self.conn.cursor())
+        except BaseException:
+            self.dialect.rollback(self.conn)
+            raise
+        self.dialect.commit(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _read_checkpoint(self, cur: Any, partition_id: str) -> SqlCheckpoint:
+        cur.execute(
+            self.dialect.sql(
+                f"SELECT sequence_number, event_offset, owner_id, updated_at FROM {self.prefix}checkpoint "
+                f"WHERE {Transaction._STREAM} AND partition_id = ?"
+            ),
+            (*self.stream.key, str(partition_id)),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return SqlCheckpoint(str(partition_id), NO_CHECKPOINT, None, None, None)
+        return SqlCheckpoint(str(partition_id), int(row[0]), row[1], row[2], row[3])
+
+    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, SqlCheckpoint]:
+        """The SQL checkpoints of ``partition_ids`` (``-1`` where none was committed)."""
+        cur = self.conn.cursor()
+        result = {str(p): self._read_checkpoint(cur, str(p)) for p in partition_ids}
+        if self.dialect.is_sqlite is False:
+            self.conn.rollback()  # end the read-only transaction a driver may have opened
+        return result
+
+    def _select(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        cur = self.conn.cursor()
+        cur.execute(self.dialect.sql(statement), tuple(params))
+        rows = cur.fetchall()
+        if not self.dialect.is_sqlite:
+            self.conn.rollback()
+        return rows
+
+    def dead_letters(
+        self, *, status: str | None = "dead", partition_id: str | None = None, sequence_numbers: Iterable[int] | None = None
+    ) -> list[DeadLetter]:
+        """Dead letters of the stream, oldest partition position first."""
+        where, params = [Transaction._STREAM], list(self.stream.key)
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        if partition_id is not None:
+            where.append("partition_id = ?")
+            params.append(str(partition_id))
+        wanted = None if sequence_numbers is None else {int(s) for s in sequence_numbers}
+        rows = self._select(
+            f"SELECT {_EVENT_SELECT}, reason, error, failed_at, status, attempts FROM {self.prefix}dead_letter "
+            f"WHERE {' AND '.join(where)} ORDER BY partition_id, sequence_number",
+            params,
+        )
+        letters = [DeadLetter(_event_from_row(r[:6]), r[6], r[7], r[8], r[9], int(r[10])) for r in rows]
+        if wanted is not None:
+            missing = wanted - {d.event.sequence_number for d in letters}
+            if missing:
+                raise DeadLetterNotFoundError(
+                    f"No {status or ''} dead letter at sequence number(s) {sorted(missing)} of partition "
+                    f"{partition_id!r} in {'/'.join(self.stream.key)}; list them with `python -m "
+                    "airflow_provider_eh.ingest list`."
+                )
+            letters = [d for d in letters if d.event.sequence_number in wanted]
+        return letters
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        """Every session's state: ``{key: {next_sequence, completed, deferred: [session sequences]}}``."""
+        states = {
+            str(k): {"next_sequence": int(n), "completed": bool(c), "deferred": []}
+            for k, n, c in self._select(
+                f"SELECT session_key, next_sequence, completed FROM {self.prefix}session WHERE {Transaction._STREAM}",
+                self.stream.key,
+            )
+        }
+        for key, seq in self._select(
+            f"SELECT session_key, session_sequence FROM {self.prefix}deferred WHERE {Transaction._STREAM} "
+            "ORDER BY session_key, session_sequence",
+            self.stream.key,
+        ):
+            states.setdefault(str(key), {"next_sequence": None, "completed": False, "deferred": []})["deferred"].append(int(seq))
+        return states
+
+    def verify_table(self, table: str) -> None:
+        """Fail early, naming the table, when the target table cannot be read."""
+        try:
+            self._select(f"SELECT 1 FROM {identifier(table, 'table')} WHERE 1 = 0", ())
+        except SinkConfigError:
+            raise
+        except Exception as exc:
+            if not self.dialect.is_sqlite:
+                self.conn.rollback()
+            raise SinkConfigError(
+                f"Target table {table!r} cannot be read ({type(exc).__name__}: {exc}); create it before ingesting."
+            ) from exc
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
