@@ -429,7 +429,7 @@ class Connection(asyncio.Protocol):
                     break
                 size, doff, frame_type, channel = _FRAME_HEADER.unpack_from(buf, pos)
                 if size < 8 or doff < 2 or doff * 4 > size:
-                    raise ProtocolError("amqp:framing-error", f"invalid frame header (size {size}, doff {doff})")
+                    raise ProtocolError("amqp:connection:framing-error", f"invalid frame header (size {size}, doff {doff})")
                 if size > MAX_FRAME_SIZE:
                     raise ProtocolError("amqp:connection:framing-error",
                                         f"frame of {size} bytes exceeds max-frame-size {MAX_FRAME_SIZE}")
