@@ -89,13 +89,19 @@ class PartitionReader:
         finally:
             self._put(_STOP)
 
+    def start(self) -> PartitionReader:
+        """Open the link in the background (readers of several partitions open in parallel)."""
+        if self._thread is None:
+            self._client = self.endpoint.consumer(self.consumer_group)
+            self._thread = threading.Thread(
+                target=self._run, name=f"eh-ingest-receive-{self.partition_id}", daemon=True
+            )
+            self._thread.start()
+        return self
+
     def batches(self) -> Iterator[list[Any]]:
         """SDK ``EventData`` lists in partition order; an empty list when ``max_wait_time`` passed idle."""
-        self._client = self.endpoint.consumer(self.consumer_group)
-        self._thread = threading.Thread(
-            target=self._run, name=f"eh-ingest-receive-{self.partition_id}", daemon=True
-        )
-        self._thread.start()
+        self.start()
         try:
             while True:
                 item = self._queue.get()
@@ -107,14 +113,21 @@ class PartitionReader:
         finally:
             self.close()
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Stop receiving; the link is detached in the background unless ``wait``."""
         self._stopping.set()
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:  # closing a client that failed to open
-                log.debug("closing the consumer of partition %s failed", self.partition_id, exc_info=True)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._client = None
-        self._thread = None
+        client, thread, self._client, self._thread = self._client, self._thread, None, None
+
+        def shut() -> None:
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # closing a client that failed to open
+                    log.debug("closing the consumer of partition %s failed", self.partition_id, exc_info=True)
+            if thread is not None:
+                thread.join(timeout=10)
+
+        if wait:
+            shut()
+        else:
+            threading.Thread(target=shut, name=f"eh-ingest-close-{self.partition_id}", daemon=True).start()

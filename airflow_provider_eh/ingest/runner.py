@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_eh.checkpoints import CheckpointReader
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError, UnknownPartitionError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, plan_claims
+from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
 from airflow_provider_eh.ingest.receive import PartitionReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
@@ -103,9 +104,8 @@ class IngestRun:
     :param store: the SQL state and target.
     :param processor: what each batch does in its transaction.
     :param owner_id: this instance's stable id; a retry of the same task instance passes the same one.
-    :param checkpoint_store: the SDK's ``BlobCheckpointStore`` for ownership claims and the blob
-        checkpoint mirror; ``None``: a single instance, SQL checkpoints only.
-    :param reader: the package's checkpoint reader over the same container (ownership listings).
+    :param container_client: the blob container of the standard checkpoint and ownership blobs
+        (from ``BlobStorageHook``); ``None``: a single instance, SQL checkpoints only.
     :param limits: bounds and sharing.
     :param observer: called at each stage of each batch with ``(stage, partition id, events)``.
     """
@@ -118,8 +118,7 @@ class IngestRun:
         processor: BatchProcessor,
         *,
         owner_id: str,
-        checkpoint_store: Any = None,
-        reader: Any = None,
+        container_client: Any = None,
         limits: RunLimits | None = None,
         observer: Observer | None = None,
     ):
@@ -128,15 +127,19 @@ class IngestRun:
         self.store = store
         self.processor = processor
         self.owner_id = owner_id
-        self.checkpoint_store = checkpoint_store
         self.limits = limits or RunLimits()
         self.observer = observer
+        self.checkpoint_store: Any = None
         self.ownership: PartitionOwnership | None = None
-        if checkpoint_store is not None:
-            if reader is None:
-                raise SinkConfigError("a checkpoint store needs a checkpoint reader over the same container")
+        if container_client is not None:
+            from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
+
+            self.checkpoint_store = BlobCheckpointStore(
+                container_client.url, container_client.container_name, container_client=container_client
+            )
             self.ownership = PartitionOwnership(
-                checkpoint_store, reader,
+                self.checkpoint_store,
+                CheckpointReader(container_client, endpoint.fully_qualified_namespace, endpoint.eventhub_name),
                 fully_qualified_namespace=endpoint.fully_qualified_namespace,
                 eventhub_name=endpoint.eventhub_name,
                 consumer_group=consumer_group,
@@ -202,11 +205,17 @@ class IngestRun:
                 if not workable:
                     time.sleep(self.limits.poll_interval)
                     continue
-                for p in workable:
-                    if not self._budget_left():
-                        break
-                    self._drain(p, checkpoints[p].sequence_number, targets[p])
+                readers = {p: self._reader(p, checkpoints[p].sequence_number, targets[p]).start() for p in workable}
+                try:
+                    for p in workable:
+                        if not self._budget_left():
+                            break
+                        self._drain(p, checkpoints[p].sequence_number, targets[p], readers.pop(p))
+                finally:
+                    for reader in readers.values():
+                        reader.close()
                 idle_since = time.monotonic()
+            self._repair_mirror(targets)
         finally:
             if self.ownership is not None:
                 self.ownership.release()
@@ -218,33 +227,73 @@ class IngestRun:
         log.info("Instance %s done: %d events over partitions %s", self.owner_id, self._events, ", ".join(sorted(self.reports)) or "none")
         return summary
 
+    def _repair_mirror(self, targets: Mapping[str, int]) -> None:
+        """
+        Bring blob checkpoints that lag the SQL ones up to them (a crash between the SQL commit and
+        the blob update leaves one behind), for partitions no other instance holds.
+        """
+        if self.ownership is None:
+            return
+        listing = self.ownership.reader.read(self.consumer_group)
+        claims = self.ownership.list()
+        for p, cp in self.store.checkpoints(targets).items():
+            blob = listing.sequence_number(p)
+            if cp.sequence_number < 0 or (blob is not None and blob >= cp.sequence_number):
+                continue
+            if p not in self.ownership.owned:
+                held = claims.get(p)
+                if is_live(held, self.limits.ownership_expiry) and held.owner_id != self.owner_id:  # type: ignore[union-attr]
+                    continue
+                if not self.ownership.claim([p], claims):
+                    continue
+            self._mirror(p, cp.sequence_number, cp.offset)
+            log.info("Instance %s: blob checkpoint of partition %s brought up to seq %d", self.owner_id, p, cp.sequence_number)
+
+    def _mirror(self, partition_id: str, sequence_number: int, offset: str | None) -> None:
+        self.checkpoint_store.update_checkpoint(
+            {
+                "fully_qualified_namespace": self.endpoint.fully_qualified_namespace,
+                "eventhub_name": self.endpoint.eventhub_name,
+                "consumer_group": self.consumer_group,
+                "partition_id": partition_id,
+                "sequence_number": sequence_number,
+                "offset": offset,
+            }
+        )
+
     def _balance(self, targets: Mapping[str, int], pending: list[str], idle_for: float) -> list[str]:
+        """Renew, then claim until the plan wants nothing more (``balanced`` re-lists between claims)."""
         if self.ownership is None:
             return pending
-        claims = self.ownership.list()
-        self.ownership.adopt(claims)
         self.ownership.renew(force=True)
-        wanted = plan_claims(
-            owner_id=self.owner_id,
-            partition_ids=list(targets),
-            claims=claims,
-            pending=pending,
-            expiry=self.limits.ownership_expiry,
-            strategy=self.limits.strategy,
-            instances=self.limits.instances,
-            idle_for=idle_for,
-        )
-        if wanted:
-            self.ownership.claim(wanted, claims)
+        for _ in range(len(targets)):
+            claims = self.ownership.list()
+            self.ownership.adopt(claims)
+            wanted = plan_claims(
+                owner_id=self.owner_id,
+                partition_ids=list(targets),
+                claims=claims,
+                pending=pending,
+                expiry=self.limits.ownership_expiry,
+                strategy=self.limits.strategy,
+                instances=self.limits.instances,
+                idle_for=idle_for,
+            )
+            if not wanted or not self.ownership.claim(wanted, claims):
+                break
         return [p for p in pending if p in self.ownership.owned]
 
-    def _drain(self, partition_id: str, after: int, target: int) -> None:
+    def _reader(self, partition_id: str, after: int, target: int) -> PartitionReader:
+        return PartitionReader(
+            self.endpoint, self.consumer_group, partition_id, after,
+            # a last batch that fills exactly does not wait max_wait_time for events that will not come
+            max_batch_size=max(1, min(self.limits.batch_size, target - after)),
+            max_wait_time=self.limits.max_wait_time,
+        )
+
+    def _drain(self, partition_id: str, after: int, target: int, reader: PartitionReader) -> None:
         report = self.reports.setdefault(partition_id, PartitionReport(target=target, start=after, checkpoint=after))
         limits = self.limits
-        reader = PartitionReader(
-            self.endpoint, self.consumer_group, partition_id, after,
-            max_batch_size=limits.batch_size, max_wait_time=limits.max_wait_time,
-        )
         log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, partition_id, after, target)
         for batch in reader.batches():
             events = [IngestEvent.from_event_data(partition_id, e) for e in batch]
@@ -281,16 +330,7 @@ class IngestRun:
         report.checkpoint = last.sequence_number
         report.counts.add(counts)
         if self.checkpoint_store is not None:
-            self.checkpoint_store.update_checkpoint(
-                {
-                    "fully_qualified_namespace": self.endpoint.fully_qualified_namespace,
-                    "eventhub_name": self.endpoint.eventhub_name,
-                    "consumer_group": self.consumer_group,
-                    "partition_id": partition_id,
-                    "sequence_number": last.sequence_number,
-                    "offset": last.offset,
-                }
-            )
+            self._mirror(partition_id, last.sequence_number, last.offset)
             self._stage(BLOB_CHECKPOINTED, partition_id, events)
         log.info(
             "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred",

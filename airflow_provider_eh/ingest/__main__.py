@@ -1,0 +1,123 @@
+"""``python -m airflow_provider_eh.ingest``: look at and act on the ingestion state from a shell.
+
+Commands print JSON::
+
+    ... list [--status dead|replayed|all] [--partition P]
+    ... replay [--partition P [--sequence-number N ...]] [--reason R ...]
+    ... sessions
+    ... complete-session KEY
+
+The database is a SQLite file (``--sqlite PATH``) or an Airflow SQL connection (``--sql-conn-id``,
+which needs Airflow and the connection's provider). ``replay`` writes with ``--row-function``
+(``json``, or ``package.module:function``) into ``--table``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sqlite3
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
+from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
+from airflow_provider_eh.ingest.processor import BatchProcessor, RowFunction, json_rows
+from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
+from airflow_provider_eh.ingest.store import SqlIngestStore, Stream
+
+
+def load_row_function(spec: str | None, columns: Sequence[str] | None = None) -> RowFunction:
+    """``json`` (or nothing): :func:`json_rows`; ``package.module:function``: that callable."""
+    if not spec or spec == "json":
+        return json_rows(list(columns) if columns else None)
+    module, sep, name = spec.partition(":")
+    if not sep:
+        raise SinkConfigError(f"row function {spec!r} must be 'json' or 'package.module:function'")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise SinkConfigError(f"row function {spec!r} cannot be imported: {exc}") from exc
+    if not callable(function):
+        raise SinkConfigError(f"row function {spec!r} is not callable")
+    return function
+
+
+def _connection(args: argparse.Namespace) -> Any:
+    if args.sqlite:
+        return sqlite3.connect(args.sqlite)
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(args.sql_conn_id).get_hook().get_conn()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.ingest", description=__doc__.split("\n")[0])
+    db = parser.add_mutually_exclusive_group(required=True)
+    db.add_argument("--sqlite", help="path of a SQLite database")
+    db.add_argument("--sql-conn-id", help="an Airflow SQL connection id")
+    parser.add_argument("--namespace", required=True, help="fully qualified namespace, as in the state tables")
+    parser.add_argument("--eventhub", required=True)
+    parser.add_argument("--consumer-group", default="$Default")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="prefix of the state tables")
+    parser.add_argument("--table", help="target table (replay)")
+    parser.add_argument("--row-function", default="json", help="'json' or package.module:function (replay)")
+    parser.add_argument("--columns", help="comma-separated JSON keys to keep with --row-function json")
+    sub = parser.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("list", help="dead letters")
+    listing.add_argument("--status", default="dead", choices=["dead", "replayed", "all"])
+    listing.add_argument("--partition")
+    replay = sub.add_parser("replay", help="apply dead letters again")
+    replay.add_argument("--partition")
+    replay.add_argument("--sequence-number", type=int, action="append", dest="sequence_numbers")
+    replay.add_argument("--reason", action="append", dest="reasons")
+    sub.add_parser("sessions", help="session states and deferred events")
+    complete = sub.add_parser("complete-session", help="complete a session; its deferred events become dead letters")
+    complete.add_argument("session_key")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    store = SqlIngestStore(
+        _connection(args), Stream(args.namespace, args.eventhub, args.consumer_group), prefix=args.prefix
+    )
+    try:
+        if args.command == "list":
+            letters = store.dead_letters(status=None if args.status == "all" else args.status, partition_id=args.partition)
+            result: Any = [
+                {
+                    "partition_id": d.event.partition_id, "sequence_number": d.event.sequence_number,
+                    "offset": d.event.offset, "reason": d.reason, "error": d.error, "failed_at": d.failed_at,
+                    "status": d.status, "attempts": d.attempts, "body": d.event.body.decode("utf-8", "replace"),
+                }
+                for d in letters
+            ]
+        elif args.command == "replay":
+            if not args.table:
+                raise SinkConfigError("replay needs --table, the table the row function writes to")
+            if args.sequence_numbers and args.partition is None:
+                raise SinkConfigError("--sequence-number needs --partition")
+            columns = args.columns.split(",") if args.columns else None
+            processor = BatchProcessor(args.table, load_row_function(args.row_function, columns))
+            result = replay_dead_letters(
+                store, processor, partition_id=args.partition, sequence_numbers=args.sequence_numbers,
+                reasons=args.reasons,
+            )
+        elif args.command == "sessions":
+            result = store.sessions()
+        else:
+            result = complete_session(store, args.session_key)
+    except EventHubsProviderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Fixtures of the ingestion tests: publishing stamped events with the plain SDK, and a SQLite sink."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import pytest
+from azure.eventhub import EventData, EventHubProducerClient
+
+WORKER = Path(__file__).with_name("worker.py")
+TABLE = "CREATE TABLE IF NOT EXISTS events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)"
+
+
+def publish(conn_str: str, by_partition: Mapping[str, Iterable[dict]]) -> None:
+    """Send events (``{"body": ..., "properties": ...}``) to their partitions, in order, one batch per partition."""
+    with EventHubProducerClient.from_connection_string(conn_str) as producer:
+        for partition_id, events in by_partition.items():
+            batch = producer.create_batch(partition_id=partition_id)
+            for item in events:
+                event = EventData(json.dumps(item["body"]))
+                event.properties = item.get("properties", {})
+                batch.add(event)
+            producer.send_batch(batch)
+
+
+def stamped(partition_id: str, count: int, *, group: str = "pub", start: int = 0) -> list[dict]:
+    """Events with ``eh.group``/``eh.seq`` stamps and ids ``p<partition>-<seq>``."""
+    return [
+        {"body": {"id": f"p{partition_id}-{i}"}, "properties": {"eh.group": group, "eh.seq": i, "eh.batch": "b0", "eh.owner": 1}}
+        for i in range(start, start + count)
+    ]
+
+
+@pytest.fixture
+def eh_conn_str(event_hubs, hub) -> str:
+    return event_hubs.connection_string(hub)
+
+
+@pytest.fixture
+def sink_db(tmp_path) -> Path:
+    """A SQLite file holding the target table ``events``."""
+    path = tmp_path / "sink.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(TABLE)
+    return path
+
+
+def table_rows(db: Path) -> list[tuple[str, str, int]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT id, partition_id, sequence_number FROM events ORDER BY partition_id, sequence_number").fetchall()
+
+
+def sql_checkpoints(db: Path) -> dict[str, int]:
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT partition_id, sequence_number FROM eh_ingest_checkpoint").fetchall())
+
+
+@pytest.fixture
+def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Callable[..., subprocess.CompletedProcess]:
+    """Run one worker process to its end (or its crash); ``**config`` overrides the defaults."""
+
+    def run(*, wait: bool = True, **config):
+        full = {
+            "eh": eh_conn_str, "hub": hub, "blob": azurite.connection_string, "container": container,
+            "db": str(sink_db), "owner": "w0", "trace": str(tmp_path / "trace.jsonl"),
+            "limits": {"batch_size": 10, "max_wait_time": 0.3, "max_duration": 90, "ownership_expiry": 6, "poll_interval": 0.5},
+            **config,
+        }
+        cmd = [sys.executable, str(WORKER), json.dumps(full)]
+        if not wait:
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=os.environ.copy())
+
+    return run
+
+
+def trace(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "trace.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

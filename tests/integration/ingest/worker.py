@@ -1,0 +1,73 @@
+"""One ingestion instance as its own process, so that tests can SIGKILL it at a chosen point.
+
+``python worker.py CONFIG_JSON``; the config names the hub, the container, the SQLite file and,
+optionally, ``crash: {stage, batch}``: the process kills itself with SIGKILL when it reaches that
+stage of that batch (counted from 1 in this process). Every stage is appended to ``trace`` as a JSON
+line ``{owner, stage, partition, first, last, t}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sqlite3
+import sys
+import time
+
+from azure.storage.blob import ContainerClient
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
+
+
+def rows(event):
+    body = event.json()
+    if body.get("poison"):
+        raise ValueError(f"poison event {body['id']}")
+    return {"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
+
+
+def accept_all(event):
+    """The fixed row function: poison events are fine now."""
+    return {"id": event.json()["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
+
+
+def main(config: dict) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    endpoint = EventHubsEndpoint.from_connection_string(config["eh"], config["hub"])
+    container = (
+        ContainerClient.from_connection_string(config["blob"], config["container"]) if config.get("container") else None
+    )
+    stream = Stream(endpoint.namespace, endpoint.eventhub_name, config.get("consumer_group", "$Default"))
+    store = SqlIngestStore(sqlite3.connect(config["db"]), stream)
+    sessions = SessionConfig.of(**config["sessions"]) if config.get("sessions") else None
+    processor = BatchProcessor("events", rows, sessions=sessions)
+    crash = config.get("crash") or {}
+    batches = {"n": 0}
+
+    def observer(stage, partition_id, events):
+        if stage == "received":
+            batches["n"] += 1
+        with open(config["trace"], "a") as trace:
+            trace.write(json.dumps({
+                "owner": config["owner"], "stage": stage, "partition": partition_id,
+                "first": events[0].sequence_number, "last": events[-1].sequence_number, "t": time.time(),
+            }) + "\n")
+        if stage == crash.get("stage") and batches["n"] == crash.get("batch"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(config.get("pause", 0))
+
+    run = IngestRun(
+        endpoint, stream.consumer_group, store, processor,
+        owner_id=config["owner"], container_client=container,
+        limits=RunLimits(**config.get("limits", {})), observer=observer,
+    )
+    summary = run.run()
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
