@@ -117,7 +117,7 @@ def test_single_event_over_the_limit_is_rejected_by_the_server(hub):
 
 
 def test_unknown_hub_answers_not_found(emulator):
-    with EventHubProducerClient.from_connection_string(emulator.connection_string("no-such-hub")) as producer:
+    with EventHubProducerClient.from_connection_string(emulator.connection_string("no-such-hub"), retry_total=0) as producer:
         with pytest.raises(ConnectError, match="404"):
             producer.get_eventhub_properties()
 
