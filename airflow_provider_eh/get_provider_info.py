@@ -94,7 +94,9 @@ _MODULES: dict[str, list[str]] = {
         "airflow_provider_eh.hooks.blob",
         "airflow_provider_eh.hooks.checkpoints",
     ],
-    "operators": [],
+    "operators": [
+        "airflow_provider_eh.operators.ingest",
+    ],
     "sensors": ["airflow_provider_eh.sensors.checkpoint"],
     "triggers": ["airflow_provider_eh.triggers.checkpoint"],
 }

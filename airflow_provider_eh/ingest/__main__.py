@@ -15,7 +15,6 @@ which needs Airflow and the connection's provider). ``replay`` writes with ``--r
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sqlite3
 import sys
@@ -24,25 +23,9 @@ from typing import Any
 
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
-from airflow_provider_eh.ingest.processor import BatchProcessor, RowFunction, json_rows
+from airflow_provider_eh.ingest.processor import BatchProcessor, load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
 from airflow_provider_eh.ingest.store import SqlIngestStore, Stream
-
-
-def load_row_function(spec: str | None, columns: Sequence[str] | None = None) -> RowFunction:
-    """``json`` (or nothing): :func:`json_rows`; ``package.module:function``: that callable."""
-    if not spec or spec == "json":
-        return json_rows(list(columns) if columns else None)
-    module, sep, name = spec.partition(":")
-    if not sep:
-        raise SinkConfigError(f"row function {spec!r} must be 'json' or 'package.module:function'")
-    try:
-        function = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SinkConfigError(f"row function {spec!r} cannot be imported: {exc}") from exc
-    if not callable(function):
-        raise SinkConfigError(f"row function {spec!r} is not callable")
-    return function
 
 
 def _connection(args: argparse.Namespace) -> Any:

@@ -17,6 +17,7 @@ is advanced by compare-and-set, all in the same transaction.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,22 @@ def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
         return {c: _scalar(obj.get(c)) for c in columns}
 
     return to_row
+
+
+def load_row_function(spec: str | None, columns: Sequence[str] | None = None) -> RowFunction:
+    """``json`` (or nothing): :func:`json_rows`; ``package.module:function``: that callable."""
+    if not spec or spec == "json":
+        return json_rows(list(columns) if columns else None)
+    module, sep, name = spec.partition(":")
+    if not sep:
+        raise SinkConfigError(f"row function {spec!r} must be 'json' or 'package.module:function'")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise SinkConfigError(f"row function {spec!r} cannot be imported: {exc}") from exc
+    if not callable(function):
+        raise SinkConfigError(f"row function {spec!r} is not callable")
+    return function
 
 
 def _scalar(value: Any) -> Any:

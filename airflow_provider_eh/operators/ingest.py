@@ -1,0 +1,325 @@
+"""Ingest from Event Hubs into a SQL table, one transaction per batch; replay dead letters.
+
+Thin shells over :mod:`airflow_provider_eh.ingest`: the operators turn connections into an
+endpoint, a DB-API connection and a blob container, and hand them to the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
+from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.ingest import (
+    BatchProcessor,
+    IngestRun,
+    RunLimits,
+    SessionConfig,
+    SqlIngestStore,
+    Stream,
+    replay_dead_letters,
+)
+from airflow_provider_eh.ingest.processor import load_row_function
+from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_eh.ingest.processor import RowFunction
+
+
+def _sql_connection(sql_conn_id: str) -> Any:
+    """A DB-API connection from an Airflow SQL connection (its provider's ``DbApiHook``)."""
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+
+    hook = BaseHook.get_connection(sql_conn_id).get_hook()
+    if not isinstance(hook, DbApiHook):
+        raise SinkConfigError(
+            f"Connection {sql_conn_id!r} gives a {type(hook).__name__}, not a SQL hook; use a sqlite, postgres "
+            "or other SQL connection (install its Airflow provider)."
+        )
+    return hook.get_conn()
+
+
+class _SqlSinkOperator(BaseOperator):
+    """What the ingest and replay operators share: the SQL target and the row function."""
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        sql_conn_id: str = "sqlite_default",
+        row_function: RowFunction | str | None = None,
+        columns: Sequence[str] | None = None,
+        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        eventhub_name: str | None = None,
+        consumer_group: str = "$Default",
+        state_table_prefix: str = DEFAULT_PREFIX,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.sql_conn_id = sql_conn_id
+        self.row_function = row_function
+        self.columns = columns
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.eventhub_name = eventhub_name
+        self.consumer_group = consumer_group
+        self.state_table_prefix = state_table_prefix
+
+    def _row_function(self) -> Callable[..., Any]:
+        if callable(self.row_function):
+            return self.row_function
+        return load_row_function(self.row_function, self.columns)
+
+    def _store(self, endpoint: Any) -> SqlIngestStore:
+        store = SqlIngestStore(
+            _sql_connection(self.sql_conn_id),
+            Stream(endpoint.namespace, endpoint.eventhub_name, self.consumer_group),
+            prefix=self.state_table_prefix,
+        )
+        store.verify_table(self.table)
+        return store
+
+    def _fail(self, exc: EventHubsProviderError) -> BaseException:
+        if exc.retryable:
+            return exc
+        return AirflowFailException(f"Task {self.task_id!r}: {exc}")
+
+
+class EventHubIngestOperator(_SqlSinkOperator):
+    """
+    Ingest a bounded range of an Event Hub into a SQL table, exactly once.
+
+    The run reads each partition from its SQL checkpoint up to the partition's last event when the
+    run started (or until ``max_events`` / ``max_duration``). Every batch is one SQL transaction: the
+    rows, the checkpoint, the dedupe high-water marks per (producer group, partition) (events whose
+    ``eh.seq`` stamp is at or below the mark are skipped) and dead letters for events the row function
+    rejects. The standard blob checkpoint is updated after the commit, so checkpoint sensors and other
+    tools see progress; the SQL checkpoint is where a rerun resumes.
+
+    Several instances share a hub through the standard ownership blobs: map the task over
+    ``instance`` (``.partial(...).expand(instance=[0, 1])``) and pass ``instances``. Each instance claims
+    partitions with ETag compare-and-set; a dead instance's partitions are taken over when its claims
+    expire (``ownership_expiry``).
+
+    With ``session_key``, events are applied in order per session: one that arrives ahead of its
+    predecessors waits in the ``deferred`` table until they have been applied.
+
+    Returns (XCom) ``{owner_id, events, partitions: {id: {target, start, checkpoint, batches, events,
+    rows, duplicates, dead_letters, deferred, ...}}}``.
+
+    :param table: the target table; it must exist. (templated)
+    :param sql_conn_id: an Airflow SQL connection (``sqlite``, ``postgres``, ...). (templated)
+    :param row_function: event -> row (dict), rows, or ``None``; a callable or ``"package.module:function"``.
+        Default: the body is a JSON object inserted as one row. An exception dead-letters the event.
+    :param columns: with the default row function, the JSON keys to insert (default: all). (templated)
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection. (templated)
+    :param eventhub_name: the hub; default: the connection's. (templated)
+    :param consumer_group: the consumer group to read as and to checkpoint for. (templated)
+    :param wasb_conn_id: the ``wasb`` connection of ``checkpoint_container``. (templated)
+    :param checkpoint_container: the container of the standard checkpoint and ownership blobs; created
+        when missing. ``None``: SQL checkpoints only, one instance. (templated)
+    :param instance: this instance's number (map over it). (templated)
+    :param instances: how many instances share the hub. (templated)
+    :param strategy: ``balanced`` or ``greedy`` claiming.
+    :param ownership_expiry: seconds after which a claim that was not renewed is taken over.
+    :param batch_size: events per transaction at most.
+    :param max_wait_time: seconds to wait for a batch to fill.
+    :param max_events: stop after this many events. (templated)
+    :param max_duration: stop after this many seconds. (templated)
+    :param partition_ids: only these partitions. (templated)
+    :param dedupe: skip stamped events at or below their producer group's high-water mark.
+    :param session_key: ``property:NAME`` or ``body:FIELD``: enables in-order processing per session.
+    :param session_sequence: where the per-session sequence is (default ``property:eh.seq``).
+    :param session_first_sequence: the sequence a session starts at.
+    :param session_end: where a truthy "last event of the session" flag is, if any.
+    :param session_defer_limit: seconds (of enqueued time) a deferred event may wait before it is dead-lettered.
+    :param state_table_prefix: prefix of the state tables (checkpoint, dedupe, dead_letter, session, deferred).
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "sql_conn_id",
+        "columns",
+        "event_hubs_conn_id",
+        "eventhub_name",
+        "consumer_group",
+        "wasb_conn_id",
+        "checkpoint_container",
+        "instance",
+        "instances",
+        "max_events",
+        "max_duration",
+        "partition_ids",
+    )
+    ui_color = "#e3f1e0"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        wasb_conn_id: str = BlobStorageHook.default_conn_name,
+        checkpoint_container: str | None = None,
+        instance: int = 0,
+        instances: int | None = None,
+        strategy: str = "balanced",
+        ownership_expiry: float = 60.0,
+        batch_size: int = 500,
+        max_wait_time: float = 1.0,
+        max_events: int | None = None,
+        max_duration: float | None = None,
+        partition_ids: Sequence[str] | None = None,
+        dedupe: bool = True,
+        session_key: str | None = None,
+        session_sequence: str = "property:eh.seq",
+        session_first_sequence: int = 0,
+        session_end: str | None = None,
+        session_defer_limit: float = 3600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.wasb_conn_id = wasb_conn_id
+        self.checkpoint_container = checkpoint_container
+        self.instance = instance
+        self.instances = instances
+        self.strategy = strategy
+        self.ownership_expiry = ownership_expiry
+        self.batch_size = batch_size
+        self.max_wait_time = max_wait_time
+        self.max_events = max_events
+        self.max_duration = max_duration
+        self.partition_ids = partition_ids
+        self.dedupe = dedupe
+        self.session_key = session_key
+        self.session_sequence = session_sequence
+        self.session_first_sequence = session_first_sequence
+        self.session_end = session_end
+        self.session_defer_limit = session_defer_limit
+
+    def _owner_id(self, context: Context) -> str:
+        """Stable across retries of this task instance, distinct between runs and instances."""
+        return f"{self.dag_id}.{self.task_id}.{context['run_id']}.{self.instance}"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        try:
+            sessions = None
+            if self.session_key:
+                sessions = SessionConfig.of(
+                    self.session_key, self.session_sequence, first_sequence=self.session_first_sequence,
+                    end=self.session_end, defer_limit_seconds=self.session_defer_limit,
+                )
+            limits = RunLimits(
+                batch_size=int(self.batch_size),
+                max_wait_time=float(self.max_wait_time),
+                max_events=None if self.max_events in (None, "", "None") else int(self.max_events),  # type: ignore[arg-type]
+                max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),  # type: ignore[arg-type]
+                ownership_expiry=float(self.ownership_expiry),
+                strategy=self.strategy,
+                instances=None if self.instances in (None, "", "None") else int(self.instances),  # type: ignore[arg-type]
+                partition_ids=[str(p) for p in self.partition_ids] if self.partition_ids else None,
+            )
+            processor = BatchProcessor(self.table, self._row_function(), sessions=sessions, dedupe=self.dedupe)
+            container = (
+                BlobStorageHook(self.wasb_conn_id).ensure_container(self.checkpoint_container)
+                if self.checkpoint_container
+                else None
+            )
+            owner_id = self._owner_id(context)
+            self.log.info(
+                "Ingesting hub %s (consumer group %s) into %s via %s as instance %s",
+                endpoint.eventhub_name, self.consumer_group, self.table, self.sql_conn_id, owner_id,
+            )
+            store = self._store(endpoint)
+            try:
+                return IngestRun(
+                    endpoint, self.consumer_group, store, processor,
+                    owner_id=owner_id, container_client=container, limits=limits,
+                ).run()
+            finally:
+                store.close()
+        except EventHubsProviderError as exc:
+            raise self._fail(exc) from exc
+
+
+class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
+    """
+    Apply dead letters again once their cause is fixed (a fixed row function, a fixed table).
+
+    Each dead letter is replayed in its own transaction; one that succeeds is marked ``replayed`` and
+    never applied again, one that fails again stays ``dead`` with the new error and ``attempts + 1``.
+    Returns (XCom) ``{replayed: [[partition, seq], ...], failed: [[partition, seq, error], ...]}``;
+    with ``fail_on_error`` the task fails when any replay failed.
+
+    :param table: the target table. (templated)
+    :param sql_conn_id: the Airflow SQL connection the ingest task wrote to. (templated)
+    :param row_function: as for :class:`EventHubIngestOperator`.
+    :param columns: as for :class:`EventHubIngestOperator`. (templated)
+    :param event_hubs_conn_id: the hub's connection (names the stream the dead letters belong to). (templated)
+    :param eventhub_name: the hub. (templated)
+    :param consumer_group: the consumer group of the ingest task. (templated)
+    :param partition_id: only this partition. (templated)
+    :param sequence_numbers: only these sequence numbers of ``partition_id``. (templated)
+    :param reasons: only dead letters with these reasons. (templated)
+    :param fail_on_error: fail the task when a dead letter fails again.
+    :param state_table_prefix: prefix of the state tables.
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "sql_conn_id",
+        "columns",
+        "event_hubs_conn_id",
+        "eventhub_name",
+        "consumer_group",
+        "partition_id",
+        "sequence_numbers",
+        "reasons",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        partition_id: str | None = None,
+        sequence_numbers: Sequence[int] | None = None,
+        reasons: Sequence[str] | None = None,
+        fail_on_error: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.partition_id = partition_id
+        self.sequence_numbers = sequence_numbers
+        self.reasons = reasons
+        self.fail_on_error = fail_on_error
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        try:
+            processor = BatchProcessor(self.table, self._row_function())
+            store = self._store(endpoint)
+            try:
+                result = replay_dead_letters(
+                    store, processor,
+                    partition_id=None if self.partition_id in (None, "") else str(self.partition_id),
+                    sequence_numbers=[int(s) for s in self.sequence_numbers] if self.sequence_numbers else None,
+                    reasons=self.reasons,
+                )
+            finally:
+                store.close()
+        except EventHubsProviderError as exc:
+            raise self._fail(exc) from exc
+        self.log.info("Replayed %d dead letters; %d failed again", len(result["replayed"]), len(result["failed"]))
+        if result["failed"] and self.fail_on_error:
+            first = result["failed"][0]
+            raise AirflowFailException(
+                f"Task {self.task_id!r}: {len(result['failed'])} dead letters failed again, first partition "
+                f"{first[0]} seq {first[1]}: {first[2]}. Fix the cause and replay again."
+            )
+        return result
