@@ -1,9 +1,11 @@
 """Pull-style reading of one partition with the SDK's public consumer API.
 
 ``EventHubConsumerClient.receive_batch`` pushes batches to a callback and blocks until the client is
-closed. :class:`PartitionReader` runs it on a thread and hands each batch over a one-slot queue, so
-the caller pulls batches at its own pace (the callback waits while the caller commits; nothing is
-received far ahead of what is committed) and stops by closing the client.
+closed. :class:`PartitionReader` runs it on a thread and hands each batch over a small bounded queue,
+so the caller pulls batches at its own pace (the callback waits while the caller commits; nothing is
+received far ahead of what is committed) and stops by closing the client. Readers of several
+partitions may share one queue (``sink``): their links then receive in parallel while one thread
+commits whichever batch is ready.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from airflow_provider_eh.endpoint import EventHubsEndpoint
 
 log = logging.getLogger(__name__)
 
-_STOP = object()
+STOP = object()
 
 
 class PartitionReader:
@@ -33,6 +35,7 @@ class PartitionReader:
     :param max_wait_time: seconds the SDK waits before handing over a smaller (possibly empty) batch.
     :param prefetch: the link's prefetch count.
     :param owner_level: an epoch: the service disconnects readers of the same group with a lower one.
+    :param sink: a queue shared with other readers; items are ``(partition_id, batch | error | STOP)``.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class PartitionReader:
         max_wait_time: float = 5.0,
         prefetch: int | None = None,
         owner_level: int | None = None,
+        sink: queue.Queue[Any] | None = None,
     ):
         self.endpoint = endpoint
         self.consumer_group = consumer_group
@@ -53,9 +57,9 @@ class PartitionReader:
         self.after = int(after_sequence_number)
         self.max_batch_size = max_batch_size
         self.max_wait_time = max_wait_time
-        self.prefetch = prefetch or max(300, max_batch_size)
+        self.prefetch = prefetch or max(300, 2 * max_batch_size)
         self.owner_level = owner_level
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._queue: queue.Queue[Any] = sink if sink is not None else queue.Queue(maxsize=2)
         self._stopping = threading.Event()
         self._client: Any = None
         self._thread: threading.Thread | None = None
@@ -63,7 +67,7 @@ class PartitionReader:
     def _put(self, item: Any) -> None:
         while not self._stopping.is_set():
             try:
-                self._queue.put(item, timeout=0.2)
+                self._queue.put((self.partition_id, item), timeout=0.2)
                 return
             except queue.Full:
                 continue
@@ -87,7 +91,7 @@ class PartitionReader:
         except Exception as exc:  # the caller re-raises it
             self._put(exc)
         finally:
-            self._put(_STOP)
+            self._put(STOP)
 
     def start(self) -> PartitionReader:
         """Open the link in the background (readers of several partitions open in parallel)."""
@@ -104,8 +108,8 @@ class PartitionReader:
         self.start()
         try:
             while True:
-                item = self._queue.get()
-                if item is _STOP:
+                _, item = self._queue.get()
+                if item is STOP:
                     return
                 if isinstance(item, BaseException):
                     raise item

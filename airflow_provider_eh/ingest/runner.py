@@ -7,7 +7,7 @@ One :class:`IngestRun` is one instance (one mapped task instance). Its loop:
    budget is spent;
 2. with a blob container: list ownership, renew this instance's claims and claim what
    :func:`~airflow_provider_eh.ingest.ownership.plan_claims` says; without one, every partition is ours;
-3. drain one owned pending partition in batches. Each batch: receive -> one SQL transaction (rows,
+3. drain the owned pending partitions on parallel links, in batches. Each batch: receive -> one SQL transaction (rows,
    dead letters, sessions, dedupe marks, checkpoint compare-and-set) -> commit -> the standard blob
    checkpoint (``BlobCheckpointStore.update_checkpoint``) so sensors and other tools see progress.
    Claims are renewed between batches; a lost claim ends the partition's drain;
@@ -21,7 +21,9 @@ compare-and-set on it stops two instances from both committing the same range.
 from __future__ import annotations
 
 import logging
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +34,7 @@ from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError,
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.ingest.receive import PartitionReader
+from airflow_provider_eh.ingest.receive import STOP, PartitionReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
 
 log = logging.getLogger(__name__)
@@ -157,21 +159,27 @@ class IngestRun:
     # -- bounds ----------------------------------------------------------------------------
 
     def _targets(self) -> dict[str, int]:
+        """Each partition's last enqueued sequence number now (``-1`` when empty): the run's bound."""
         with self.endpoint.consumer(self.consumer_group) as client:
             ids = [str(p) for p in client.get_partition_ids()]
-            if self.limits.partition_ids is not None:
-                unknown = sorted(set(map(str, self.limits.partition_ids)) - set(ids))
-                if unknown:
-                    raise UnknownPartitionError(
-                        f"Event Hub {self.endpoint.eventhub_name!r} has no partition {', '.join(unknown)} "
-                        f"(it has {', '.join(ids)}); fix partition_ids."
-                    )
-                ids = [p for p in ids if p in set(map(str, self.limits.partition_ids))]
-            targets = {}
-            for p in ids:
-                props = client.get_partition_properties(p)
-                targets[p] = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
-        return targets
+        if self.limits.partition_ids is not None:
+            wanted = {str(p) for p in self.limits.partition_ids}
+            unknown = sorted(wanted - set(ids))
+            if unknown:
+                raise UnknownPartitionError(
+                    f"Event Hub {self.endpoint.eventhub_name!r} has no partition {', '.join(unknown)} "
+                    f"(it has {', '.join(ids)}); fix partition_ids."
+                )
+            ids = [p for p in ids if p in wanted]
+
+        def last_enqueued(partition_id: str) -> int:
+            # one client per request: the sync client serialises management requests
+            with self.endpoint.consumer(self.consumer_group) as client:
+                props = client.get_partition_properties(partition_id)
+            return -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
+
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(ids)))) as pool:
+            return dict(zip(ids, pool.map(last_enqueued, ids)))
 
     def _budget_left(self) -> bool:
         if self.limits.max_events is not None and self._events >= self.limits.max_events:
@@ -205,15 +213,7 @@ class IngestRun:
                 if not workable:
                     time.sleep(self.limits.poll_interval)
                     continue
-                readers = {p: self._reader(p, checkpoints[p].sequence_number, targets[p]).start() for p in workable}
-                try:
-                    for p in workable:
-                        if not self._budget_left():
-                            break
-                        self._drain(p, checkpoints[p].sequence_number, targets[p], readers.pop(p))
-                finally:
-                    for reader in readers.values():
-                        reader.close()
+                self._drain({p: (checkpoints[p].sequence_number, targets[p]) for p in workable})
                 idle_since = time.monotonic()
             self._repair_mirror(targets)
         finally:
@@ -283,35 +283,63 @@ class IngestRun:
                 break
         return [p for p in pending if p in self.ownership.owned]
 
-    def _reader(self, partition_id: str, after: int, target: int) -> PartitionReader:
-        return PartitionReader(
-            self.endpoint, self.consumer_group, partition_id, after,
-            # a last batch that fills exactly does not wait max_wait_time for events that will not come
-            max_batch_size=max(1, min(self.limits.batch_size, target - after)),
-            max_wait_time=self.limits.max_wait_time,
-        )
-
-    def _drain(self, partition_id: str, after: int, target: int, reader: PartitionReader) -> None:
-        report = self.reports.setdefault(partition_id, PartitionReport(target=target, start=after, checkpoint=after))
+    def _drain(self, ranges: Mapping[str, tuple[int, int]]) -> None:
+        """
+        Receive the owned partitions' ``(after, target]`` ranges on parallel links, committing each
+        batch as it arrives; a partition stops at its target, on a lost claim or when the budget is spent.
+        """
         limits = self.limits
-        log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, partition_id, after, target)
-        for batch in reader.batches():
-            events = [IngestEvent.from_event_data(partition_id, e) for e in batch]
-            events = [e for e in events if after < e.sequence_number <= target]
-            if limits.max_events is not None:
-                events = events[: max(0, limits.max_events - self._events)]
-            if events:
-                try:
-                    after = self._commit(partition_id, after, events, report)
-                except PartitionTakenOverError as exc:
-                    log.warning("Instance %s: %s", self.owner_id, exc)
-                    if self.ownership is not None:
-                        self.ownership.owned.pop(partition_id, None)
-                    return
-            if after >= target or not self._budget_left():
-                return
-            if self.ownership is not None and partition_id in self.ownership.renew():
-                return
+        sink: queue.Queue[Any] = queue.Queue(maxsize=2 * len(ranges))
+        after = {p: a for p, (a, _) in ranges.items()}
+        readers: dict[str, PartitionReader] = {}
+        for p, (start, target) in ranges.items():
+            self.reports.setdefault(p, PartitionReport(target=target, start=start, checkpoint=start))
+            log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, p, start, target)
+            readers[p] = PartitionReader(
+                self.endpoint, self.consumer_group, p, start,
+                # a last batch that fills exactly does not wait max_wait_time for events that will not come
+                max_batch_size=max(1, min(limits.batch_size, target - start)),
+                max_wait_time=limits.max_wait_time,
+                sink=sink,
+            ).start()
+
+        def stop(p: str) -> None:
+            reader = readers.pop(p, None)
+            if reader is not None:
+                reader.close()
+
+        try:
+            while readers and self._budget_left():
+                p, item = sink.get()
+                if p not in readers:
+                    continue  # a batch a closed reader had already queued
+                if item is STOP:
+                    readers.pop(p)
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                target = ranges[p][1]
+                events = [IngestEvent.from_event_data(p, e) for e in item]
+                events = [e for e in events if after[p] < e.sequence_number <= target]
+                if limits.max_events is not None:
+                    events = events[: max(0, limits.max_events - self._events)]
+                if events:
+                    try:
+                        after[p] = self._commit(p, after[p], events, self.reports[p])
+                    except PartitionTakenOverError as exc:
+                        log.warning("Instance %s: %s", self.owner_id, exc)
+                        if self.ownership is not None:
+                            self.ownership.owned.pop(p, None)
+                        stop(p)
+                        continue
+                if after[p] >= target:
+                    stop(p)
+                if self.ownership is not None:
+                    for lost in self.ownership.renew():
+                        stop(lost)
+        finally:
+            for p in list(readers):
+                stop(p)
 
     def _stage(self, stage: str, partition_id: str, events: Sequence[IngestEvent]) -> None:
         if self.observer is not None:

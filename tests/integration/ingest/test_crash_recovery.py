@@ -27,7 +27,7 @@ def test_rerun_after_sigkill_at_each_stage_ingests_every_event_exactly_once(
     stage, run_worker, eh_conn_str, sink_db, azurite, container, tmp_path
 ):
     publish(eh_conn_str, {p: stamped(p, PER_PARTITION) for p in "0123"})
-    # batch 5 is the second batch of the second partition drained: work already committed before it
+    # batch 5 of the run (partitions are received in parallel): some batches are committed before it, some not
     crashed = run_worker(crash={"stage": stage, "batch": 5})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     assert [t["stage"] for t in trace(tmp_path)][-1] == stage
