@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
@@ -155,6 +156,11 @@ class IngestRun:
         self.reports: dict[str, PartitionReport] = {}
         self._events = 0
         self._deadline: float | None = None
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the run to end after the batch being committed (safe from another thread)."""
+        self._stopped.set()
 
     # -- bounds ----------------------------------------------------------------------------
 
@@ -182,6 +188,8 @@ class IngestRun:
             return dict(zip(ids, pool.map(last_enqueued, ids)))
 
     def _budget_left(self) -> bool:
+        if self._stopped.is_set():
+            return False
         if self.limits.max_events is not None and self._events >= self.limits.max_events:
             return False
         return self._deadline is None or time.monotonic() < self._deadline

@@ -7,7 +7,7 @@ endpoint, a DB-API connection and a blob container, and hand them to the engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -86,10 +86,11 @@ class _SqlSinkOperator(BaseOperator):
         store.verify_table(self.table)
         return store
 
-    def _fail(self, exc: EventHubsProviderError) -> BaseException:
+    def _fail(self, exc: EventHubsProviderError) -> NoReturn:
+        """Re-raise ``exc``: as is when a retry can help, else as ``AirflowFailException`` (no retries)."""
         if exc.retryable:
-            return exc
-        return AirflowFailException(f"Task {self.task_id!r}: {exc}")
+            raise exc
+        raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
 
 
 class EventHubIngestOperator(_SqlSinkOperator):
@@ -202,6 +203,12 @@ class EventHubIngestOperator(_SqlSinkOperator):
         self.session_end = session_end
         self.session_defer_limit = session_defer_limit
 
+    def on_kill(self) -> None:
+        """Stop after the batch being committed; the next run resumes from the SQL checkpoint."""
+        run = getattr(self, "_run", None)
+        if run is not None:
+            run.stop()
+
     def _owner_id(self, context: Context) -> str:
         """Stable across retries of this task instance, distinct between runs and instances."""
         return f"{self.dag_id}.{self.task_id}.{context['run_id']}.{self.instance}"
@@ -238,14 +245,15 @@ class EventHubIngestOperator(_SqlSinkOperator):
             )
             store = self._store(endpoint)
             try:
-                return IngestRun(
+                self._run = IngestRun(
                     endpoint, self.consumer_group, store, processor,
                     owner_id=owner_id, container_client=container, limits=limits,
-                ).run()
+                )
+                return self._run.run()
             finally:
                 store.close()
         except EventHubsProviderError as exc:
-            raise self._fail(exc) from exc
+            self._fail(exc)
 
 
 class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
@@ -314,7 +322,7 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
             finally:
                 store.close()
         except EventHubsProviderError as exc:
-            raise self._fail(exc) from exc
+            self._fail(exc)
         self.log.info("Replayed %d dead letters; %d failed again", len(result["replayed"]), len(result["failed"]))
         if result["failed"] and self.fail_on_error:
             first = result["failed"][0]

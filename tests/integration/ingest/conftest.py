@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -83,3 +83,49 @@ def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Calla
 def trace(tmp_path: Path) -> list[dict]:
     path = tmp_path / "trace.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Skipped where none is installed."""
+    import shutil
+    import time
+
+    from airflow_provider_eh.testing.azurite import free_port
+
+    initdb, server = shutil.which("initdb"), shutil.which("postgres")
+    if not initdb or not server:
+        pytest.skip("no Postgres server installed (initdb, postgres)")
+    import tempfile
+
+    data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # the server refuses to run as root
+        shutil.chown(data, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_user, initdb, "-D", str(data / "db"), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [*as_user, server, "-D", str(data / "db"), "-p", str(port), "-h", "127.0.0.1", "-k", str(data), "-F"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    import psycopg2
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            psycopg2.connect(dsn).close()
+            break
+        except psycopg2.OperationalError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise
+            time.sleep(0.2)
+    yield dsn
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(data, ignore_errors=True)

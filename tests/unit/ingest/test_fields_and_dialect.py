@@ -1,0 +1,51 @@
+"""Where session keys and sequences are read from, the JSON row function, and SQL parameter styles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.ingest import FieldRef, IngestEvent, json_rows
+from airflow_provider_eh.ingest.processor import load_row_function
+from airflow_provider_eh.ingest.schema import Dialect, identifier
+
+
+def ev(body, **props) -> IngestEvent:
+    return IngestEvent("1", 7, "70", None, json.dumps(body).encode(), props)
+
+
+def test_field_refs_read_properties_and_nested_body_fields_and_name_what_is_missing():
+    event = ev({"order": {"id": "o-1"}}, session="s-9")
+    assert FieldRef.parse("session").get(event) == "s-9"
+    assert FieldRef.parse("body:order.id").get(event) == "o-1"
+    with pytest.raises(KeyError, match="body field 'order.nope'"):
+        FieldRef.parse("body:order.nope").get(event)
+    with pytest.raises(SinkConfigError, match="'header:x'"):
+        FieldRef.parse("header:x")
+
+
+def test_json_rows_keeps_listed_columns_and_rejects_non_objects():
+    to_row = json_rows(["id", "tags"])
+    assert to_row(ev({"id": 1, "tags": ["a"], "extra": 2})) == {"id": 1, "tags": '["a"]'}
+    with pytest.raises(ValueError, match="expected an object"):
+        to_row(ev([1, 2]))
+
+
+def test_row_function_is_loaded_from_a_dotted_path_or_fails_naming_it():
+    assert load_row_function("os.path:basename")("/a/b") == "b"
+    with pytest.raises(SinkConfigError, match="'nope.mod:f'"):
+        load_row_function("nope.mod:f")
+
+
+def test_statements_are_rewritten_for_format_paramstyle_drivers():
+    assert Dialect("psycopg2", "pyformat").sql("SELECT '5%' WHERE a = ? AND b = ?") == "SELECT '5%%' WHERE a = %s AND b = %s"
+    assert Dialect("sqlite", "qmark").sql("a = ?") == "a = ?"
+    assert Dialect("x", "numeric").sql("a = ? AND b = ?") == "a = :1 AND b = :2"
+
+
+def test_table_and_column_names_must_be_plain_identifiers():
+    assert identifier("analytics.orders", "table") == "analytics.orders"
+    with pytest.raises(SinkConfigError, match="orders; DROP"):
+        identifier("orders; DROP TABLE x", "table")
