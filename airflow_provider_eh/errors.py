@@ -70,3 +70,7 @@ class PartitionTakenOverError(EventHubsProviderError):
 
 class DeadLetterNotFoundError(EventHubsProviderError):
     """A dead letter asked for (partition, sequence number) is not in the dead-letter table."""
+
+
+class UnknownEventHubError(EventHubsProviderError):
+    """The hub does not exist on the namespace, or the credential cannot see it."""

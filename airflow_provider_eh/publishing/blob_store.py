@@ -1,0 +1,128 @@
+"""Producer state in Azure Blob Storage: one JSON blob per (namespace, hub, group, partition).
+
+The blob ``"{namespace}/{hub}/{group}/producer-state/{partition}"`` (lower-cased) is held under a
+blob lease for the whole claim; a background thread renews it. Every write carries the lease and
+an ETag ``if_match``: a write that finds another ETag or no lease fails with
+ProducerDisconnectedError, and a renewal that fails marks the claim lost, which stops the sender
+before its next SDK batch. A crashed holder's lease expires after ``lease_seconds``; a new claim
+waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisconnectedError
+(retryable: Airflow's retry back-off is the wait).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+
+from airflow_provider_eh.errors import ProducerDisconnectedError
+from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
+
+log = logging.getLogger(__name__)
+
+
+class BlobProducerStateStore(ProducerStateStore):
+    """
+    Leased, compare-and-swap producer state in one blob container.
+
+    :param container: an azure-storage-blob ``ContainerClient`` (from ``BlobStorageHook``).
+    :param lease_seconds: blob lease duration, 15 to 60; a crashed publisher blocks the partition this long.
+    :param claim_timeout: seconds to wait for another holder's lease to expire before giving up.
+    """
+
+    def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float = 0.0):
+        if not 15 <= lease_seconds <= 60:
+            raise ValueError("lease_seconds must be between 15 and 60 (Azure Blob lease limits)")
+        self.container = container
+        self.lease_seconds = lease_seconds
+        self.claim_timeout = claim_timeout
+
+    def describe(self, key: StateKey) -> str:
+        return f"blob {self.container.container_name}/{key.blob_name}"
+
+    def reset_hint(self, key: StateKey) -> str:
+        return f"delete blob {key.blob_name!r} in container {self.container.container_name!r}"
+
+    def read(self, key: StateKey) -> ProducerState | None:
+        try:
+            text = self.container.get_blob_client(key.blob_name).download_blob().readall()
+        except ResourceNotFoundError:
+            return None
+        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+
+    def _acquire(self, key: StateKey) -> StateClaim:
+        blob = self.container.get_blob_client(key.blob_name)
+        try:
+            blob.upload_blob(ProducerState.new(key).to_json(), overwrite=False)
+        except ResourceExistsError:
+            pass
+        deadline = time.monotonic() + self.claim_timeout
+        while True:
+            try:
+                lease = blob.acquire_lease(lease_duration=self.lease_seconds)
+                break
+            except HttpResponseError as exc:
+                if getattr(exc, "status_code", None) != 409:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise ProducerDisconnectedError(
+                        f"{key}: another publisher holds the lease on {self.describe(key)}; it owns the partition "
+                        f"(or crashed less than {self.lease_seconds}s ago). Retry after back-off."
+                    ) from None
+                time.sleep(1.0)
+        try:
+            downloader = blob.download_blob(lease=lease)
+            text = downloader.readall()
+            state = ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+        except BaseException:
+            lease.release()
+            raise
+        claim = StateClaim(key, state, downloader.properties.etag, self.describe(key))
+        claim.lease = lease
+        stop = threading.Event()
+        claim._stop_renewal = stop  # type: ignore[attr-defined]
+        thread = threading.Thread(target=self._renew, args=(claim, stop), name=f"eh-lease-{key.partition}", daemon=True)
+        claim._renewal = thread  # type: ignore[attr-defined]
+        thread.start()
+        return claim
+
+    def _renew(self, claim: StateClaim, stop: threading.Event) -> None:
+        while not stop.wait(self.lease_seconds / 3):
+            try:
+                claim.lease.renew()
+            except Exception as exc:  # any failure means we can no longer prove ownership
+                log.warning("%s: renewing the lease on %s failed: %s", claim.key, claim.where, exc)
+                claim.mark_lost(f"lease renewal failed: {type(exc).__name__}")
+                return
+
+    def write(self, claim: StateClaim, state: ProducerState) -> None:
+        claim.check()
+        blob = self.container.get_blob_client(claim.key.blob_name)
+        try:
+            result: dict[str, Any] = blob.upload_blob(
+                state.to_json(), overwrite=True, lease=claim.lease, etag=claim.tag,
+                match_condition=MatchConditions.IfNotModified,
+            )
+        except HttpResponseError as exc:
+            if getattr(exc, "status_code", None) in (409, 412):
+                claim.mark_lost(f"compare-and-swap failed ({exc.status_code})")
+                claim.check()
+            raise
+        claim.tag = result["etag"]
+        claim.state = state
+
+    def release(self, claim: StateClaim) -> None:
+        stop = getattr(claim, "_stop_renewal", None)
+        if stop is not None:
+            stop.set()
+        try:
+            claim.lease.release()
+        except Exception as exc:  # an expired or broken lease needs no release
+            log.debug("%s: releasing the lease on %s: %s", claim.key, claim.where, exc)

@@ -1,0 +1,84 @@
+"""The picklable values that cross the driver/executor boundary: options, plans and results."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.publishing.state import ranges_len
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    """
+    Advanced per-partition publishing options (the seed design's PartitionPublishingOptions).
+
+    :param producer_group: this partition's state lives under this group instead of the publisher's.
+    :param owner_level: claim with this owner level instead of stored + 1.
+    :param starting_sequence_number: first producer sequence number of a partition that never published.
+    """
+
+    producer_group: str | None = None
+    owner_level: int | None = None
+    starting_sequence_number: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """The outcome of one partition; ``as_xcom()`` is the operator's per-partition return value."""
+
+    partition_id: str
+    events: int
+    first_seq: int
+    last_seq: int
+    service_last_sequence_number: int
+    status: str  # "published" | "already_committed" | "recovered"
+    landed: int = 0
+    resent: int = 0
+
+    def as_xcom(self) -> dict[str, int]:
+        return {
+            "events": self.events,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "service_last_sequence_number": self.service_last_sequence_number,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """
+    What one partition must do for one batch, decided by the driver under its claim.
+
+    ``action`` is ``"done"`` (nothing to send; ``result`` holds the outcome) or ``"send"``: send the
+    events whose indexes are in ``indexes`` (``[start, stop)`` ranges; ``None`` means all
+    ``event_count``), in index order, stamped with producer sequence numbers ``first_seq``,
+    ``first_seq + 1``, ... ``landed`` and ``missing`` describe what recovery found (both 0 on a fresh batch).
+    """
+
+    group: str
+    partition_id: str
+    batch_id: str
+    owner_level: int
+    event_count: int
+    fingerprint: str
+    action: str
+    first_seq: int = 0
+    indexes: tuple[tuple[int, int], ...] | None = None
+    recovered_from: str | None = None  # None | "pending" | "partial"
+    landed: int = 0
+    result: PartitionResult | None = None
+
+    @property
+    def batch_stamp(self) -> str:
+        return batch_stamp(self.batch_id)
+
+    @property
+    def send_count(self) -> int:
+        if self.action != "send":
+            return 0
+        return self.event_count if self.indexes is None else ranges_len(self.indexes)

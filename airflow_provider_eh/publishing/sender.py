@@ -1,0 +1,145 @@
+"""Sending one partition's events for a plan: the part that runs where the data is (a Spark executor).
+
+``send_partition`` needs only the endpoint and the picklable plan, never the state store. It walks
+the batch's events once, in index order: every event feeds the fingerprint, and the events the plan
+lists are stamped with consecutive producer sequence numbers and sent in SDK batches no larger than
+the link's maximum message size. It returns a :class:`SendReport` that the driver commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from azure.eventhub import EventData
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.errors import EventTooLargeError
+from airflow_provider_eh.publishing.batch import OutgoingEvent
+from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.fingerprint import Fingerprint
+from airflow_provider_eh.publishing.stamps import BATCH, GROUP, OWNER, SEQ
+from airflow_provider_eh.publishing.state import from_ranges
+
+if TYPE_CHECKING:
+    from azure.eventhub import EventHubProducerClient
+
+    from airflow_provider_eh.publishing.plan import PartitionPlan
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY = 10.0
+
+
+@dataclass(frozen=True)
+class SendReport:
+    """What one partition's send did: events seen, sent, their fingerprint, and the service's end after it."""
+
+    partition_id: str
+    batch_id: str
+    event_count: int
+    fingerprint: str
+    sent: int
+    service_last_sequence_number: int
+    seconds: float
+
+
+def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
+    for event in events:
+        if isinstance(event, OutgoingEvent):
+            yield event.body, event.properties
+        else:
+            body, props = event
+            yield body, props
+
+
+def send_partition(
+    endpoint: EventHubsEndpoint,
+    plan: PartitionPlan,
+    events: Iterable[OutgoingEvent | tuple[bytes, dict[str, Any] | None]],
+    *,
+    producer: EventHubProducerClient | None = None,
+    stop_check: Callable[[], None] | None = None,
+) -> SendReport:
+    """
+    Stamp and send the plan's events of one partition; pure of any state store.
+
+    :param endpoint: the hub (each caller builds its own producer from it unless ``producer`` is given).
+    :param plan: from the driver's ``begin``; ``plan.action`` must be ``"send"``.
+    :param events: ALL of the batch's events of this partition in index order, as ``OutgoingEvent``s or
+        ``(body bytes, properties)`` pairs; an iterator is read once.
+    :param producer: an open producer client to reuse.
+    :param stop_check: called before each SDK batch; raises to stop (the driver's lease check).
+    """
+    if plan.action != "send":
+        raise ValueError(f"partition {plan.partition_id} batch {plan.batch_stamp}: plan says {plan.action!r}, nothing to send")
+    started = time.monotonic()
+    own = producer is None
+    client = endpoint.producer() if producer is None else producer
+    partition, group, stamp, owner = plan.partition_id, plan.group, plan.batch_stamp, plan.owner_level
+    wanted = None if plan.indexes is None else set(from_ranges(plan.indexes))
+    fp = Fingerprint()
+    seq = plan.first_seq
+    sent = batches = 0
+    last_progress = started
+    try:
+        batch = client.create_batch(partition_id=partition)
+        pending_in_batch = 0
+        for index, (body, props) in enumerate(_pairs(events)):
+            fp.update(body, props)
+            if wanted is not None and index not in wanted:
+                continue
+            event = EventData(body)
+            properties = dict(props) if props else {}
+            properties[GROUP] = group
+            properties[SEQ] = seq
+            properties[BATCH] = stamp
+            properties[OWNER] = owner
+            event.properties = properties
+            try:
+                batch.add(event)
+            except ValueError:
+                if pending_in_batch == 0:
+                    raise EventTooLargeError(
+                        f"partition {partition} batch {stamp}: event {index} does not fit in one message "
+                        f"({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
+                        "and retry with a new generation."
+                    ) from None
+                if stop_check is not None:
+                    stop_check()
+                client.send_batch(batch)
+                batches += 1
+                sent += pending_in_batch
+                crash_point("mid_send", batches)
+                batch = client.create_batch(partition_id=partition)
+                batch.add(event)
+                pending_in_batch = 0
+                now = time.monotonic()
+                if now - last_progress >= PROGRESS_EVERY:
+                    last_progress = now
+                    log.info(
+                        "group %s partition %s batch %s: %d events sent (%.0f events/s)",
+                        group, partition, stamp, sent, sent / (now - started),
+                    )
+            pending_in_batch += 1
+            seq += 1
+        if pending_in_batch:
+            if stop_check is not None:
+                stop_check()
+            client.send_batch(batch)
+            batches += 1
+            sent += pending_in_batch
+            crash_point("mid_send", batches)
+        end = int(client.get_partition_properties(partition)["last_enqueued_sequence_number"])
+    finally:
+        if own:
+            client.close()
+    seconds = time.monotonic() - started
+    log.info(
+        "group %s partition %s batch %s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
+        group, partition, stamp, sent, batches, seconds, sent / seconds if seconds else 0.0,
+    )
+    return SendReport(partition, plan.batch_id, fp.count, fp.hexdigest(), sent, end, seconds)

@@ -1,0 +1,243 @@
+"""Producer state of one (namespace, hub, producer group, partition): owner level, sequence, ledger.
+
+The state is one JSON document (same shape in every backend)::
+
+    {"version": 1, "namespace": ..., "hub": ..., "group": ..., "partition": "0",
+     "owner_level": 3, "claim_token": "...", "last_published_seq": 41,
+     "committed": {batch_id: {"events", "first_seq", "last_seq", "service_last_sequence_number", "committed_at"}},
+     "pending": {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
+                 "start_sequence_number", "landed"} | null,
+     "partial": {batch_id: {"events", "fingerprint", "landed"}}}
+
+``indexes`` and ``landed`` are event-index sets stored as ``[[start, stop), ...]`` ranges, so a batch
+of a million events costs a few bytes unless its sends were cut into pieces. ``landed`` maps
+nothing to sequence numbers: every send attempt's indexes get consecutive fresh sequence numbers
+starting at its ``first_seq``.
+
+:class:`ProducerStateStore` is the interface both backends implement: claim (owner level + 1,
+exclusive), write (compare-and-swap), release.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+
+def to_ranges(indexes: Iterable[int]) -> list[list[int]]:
+    """Sorted ``[start, stop)`` ranges of a set of ints."""
+    out: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if out and out[-1][1] == i:
+            out[-1][1] = i + 1
+        else:
+            out.append([i, i + 1])
+    return out
+
+
+def from_ranges(ranges: Iterable[Iterable[int]] | None) -> list[int]:
+    return [i for start, stop in (ranges or []) for i in range(start, stop)]
+
+
+def ranges_len(ranges: Iterable[Iterable[int]] | None) -> int:
+    return sum(stop - start for start, stop in (ranges or []))
+
+
+@dataclass(frozen=True)
+class StateKey:
+    """Where one producer state lives."""
+
+    namespace: str
+    hub: str
+    group: str
+    partition: str
+
+    @property
+    def blob_name(self) -> str:
+        return f"{self.namespace}/{self.hub}/{self.group}/producer-state/{self.partition}".lower()
+
+    def __str__(self) -> str:
+        return f"group {self.group!r} partition {self.partition} of {self.namespace}/{self.hub}"
+
+
+@dataclass
+class ProducerState:
+    """The decoded state document; see the module docstring for the fields."""
+
+    namespace: str
+    hub: str
+    group: str
+    partition: str
+    owner_level: int = 0
+    claim_token: str | None = None
+    last_published_seq: int = -1
+    committed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: dict[str, Any] | None = None
+    partial: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, key: StateKey) -> ProducerState:
+        return cls(key.namespace.lower(), key.hub.lower(), key.group, key.partition)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "version": STATE_VERSION,
+                "namespace": self.namespace,
+                "hub": self.hub,
+                "group": self.group,
+                "partition": self.partition,
+                "owner_level": self.owner_level,
+                "claim_token": self.claim_token,
+                "last_published_seq": self.last_published_seq,
+                "committed": self.committed,
+                "pending": self.pending,
+                "partial": self.partial,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes, key: StateKey, where: str, reset_hint: str) -> ProducerState:
+        """Decode and check a stored document; anything unexpected is an InvalidProducerStateError."""
+
+        def bad(why: str) -> InvalidProducerStateError:
+            return InvalidProducerStateError(
+                f"producer state {where} for {key}: {why}. The state cannot be trusted; to start over "
+                f"{reset_hint} (and republish with a new producer group or generation if consumers dedupe on eh.seq)."
+            )
+
+        try:
+            doc = json.loads(text)
+        except (ValueError, UnicodeDecodeError):
+            raise bad("is not JSON") from None
+        if not isinstance(doc, dict):
+            raise bad("is not a JSON object")
+        if doc.get("version") != STATE_VERSION:
+            raise bad(f"has version {doc.get('version')!r}, this provider reads version {STATE_VERSION}")
+        if (str(doc.get("namespace", "")).lower(), str(doc.get("hub", "")).lower()) != (
+            key.namespace.lower(),
+            key.hub.lower(),
+        ):
+            raise bad(f"belongs to hub {doc.get('namespace')}/{doc.get('hub')}, not {key.namespace}/{key.hub}")
+        try:
+            return cls(
+                namespace=doc["namespace"],
+                hub=doc["hub"],
+                group=doc["group"],
+                partition=str(doc["partition"]),
+                owner_level=int(doc["owner_level"]),
+                claim_token=doc.get("claim_token"),
+                last_published_seq=int(doc["last_published_seq"]),
+                committed=dict(doc.get("committed") or {}),
+                pending=doc.get("pending"),
+                partial=dict(doc.get("partial") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise bad(f"misses or mangles field {exc}") from None
+
+    def prune(self, keep_last: int) -> int:
+        """Forget all but the ``keep_last`` most recent committed batches; returns how many went."""
+        if keep_last < 0 or len(self.committed) <= keep_last:
+            return 0
+        ordered = sorted(self.committed, key=lambda b: self.committed[b]["last_seq"])
+        gone = ordered[: len(ordered) - keep_last]
+        for batch_id in gone:
+            del self.committed[batch_id]
+        return len(gone)
+
+
+class StateClaim:
+    """An exclusive hold on one state: the state as last written, its version tag, and a lost flag."""
+
+    def __init__(self, key: StateKey, state: ProducerState, tag: Any, where: str):
+        self.key = key
+        self.state = state
+        self.tag = tag
+        self.where = where
+        self.lost = threading.Event()
+        self.lost_reason = ""
+        self.lease: Any = None
+
+    def check(self) -> None:
+        """Raise ProducerDisconnectedError when the claim was lost (renewal failed, another owner)."""
+        if self.lost.is_set():
+            raise ProducerDisconnectedError(
+                f"{self.key}: lost ownership of {self.where} ({self.lost_reason}); another publisher may own the "
+                "partition now. Stopped before sending more; a retry after back-off recovers safely."
+            )
+
+    def mark_lost(self, reason: str) -> None:
+        self.lost_reason = reason
+        self.lost.set()
+
+
+class ProducerStateStore(ABC):
+    """Claim, compare-and-swap writes and release of producer states; two backends implement it."""
+
+    #: how to reset a broken state, for error messages ("delete blob X", "delete Variable Y")
+    @abstractmethod
+    def describe(self, key: StateKey) -> str: ...
+
+    @abstractmethod
+    def reset_hint(self, key: StateKey) -> str: ...
+
+    @abstractmethod
+    def read(self, key: StateKey) -> ProducerState | None:
+        """The state, without claiming it (for ``get_partition_publishing_properties``)."""
+
+    @abstractmethod
+    def _acquire(self, key: StateKey) -> StateClaim:
+        """Take exclusive ownership and return the claim with the current (or a new) state."""
+
+    @abstractmethod
+    def write(self, claim: StateClaim, state: ProducerState) -> None:
+        """Replace the state if this claim still holds it (CAS); else ProducerDisconnectedError."""
+
+    @abstractmethod
+    def release(self, claim: StateClaim) -> None: ...
+
+    def claim(self, key: StateKey, *, owner_level: int | None = None, starting_sequence_number: int | None = None) -> StateClaim:
+        """
+        Take (group, partition): exclusive hold, owner level raised and written.
+
+        :param owner_level: use this owner level instead of stored + 1; a stored level above it means a
+            newer publisher owns the partition (ProducerDisconnectedError).
+        :param starting_sequence_number: first producer sequence number of a partition that has never
+            published; ignored once it has.
+        """
+        claim = self._acquire(key)
+        try:
+            state = claim.state
+            if owner_level is not None and owner_level < state.owner_level:
+                raise ProducerDisconnectedError(
+                    f"{key}: owner level {owner_level} asked for, but a publisher with owner level "
+                    f"{state.owner_level} has claimed the partition; use a higher owner level or none."
+                )
+            state.owner_level = owner_level if owner_level is not None and owner_level > state.owner_level else state.owner_level + 1
+            state.claim_token = uuid.uuid4().hex
+            if starting_sequence_number is not None:
+                if state.last_published_seq < 0 and not state.committed and state.pending is None:
+                    state.last_published_seq = int(starting_sequence_number) - 1
+                elif state.last_published_seq + 1 != starting_sequence_number:
+                    log.info(
+                        "%s: starting_sequence_number %s ignored: the partition already published up to %s",
+                        key, starting_sequence_number, state.last_published_seq,
+                    )
+            self.write(claim, state)
+        except BaseException:
+            self.release(claim)
+            raise
+        return claim

@@ -1,0 +1,33 @@
+"""One publish in its own process, so that tests can SIGKILL it at a crash point.
+
+``python runner.py CONFIG_JSON``: config has ``eh`` (connection string), ``hub``, ``backend``
+(``blob``; the Variables backend is exercised through Airflow in-process), ``blob`` and
+``container``, ``group``, ``batch_id``, ``events`` (list of input events), ``claim_timeout``.
+Prints the results as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from azure.storage.blob import ContainerClient
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
+
+
+def main(config: dict) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    endpoint = EventHubsEndpoint.from_connection_string(config["eh"], config["hub"])
+    container = ContainerClient.from_connection_string(config["blob"], config["container"])
+    store = BlobProducerStateStore(container, claim_timeout=config.get("claim_timeout", 0))
+    publisher = IdempotentPublisher(endpoint, store, producer_group=config["group"])
+    results = publisher.publish(config["events"], batch_id=config["batch_id"])
+    print(json.dumps({p: r.to_dict() for p, r in results.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
