@@ -1,18 +1,28 @@
 """The operators through Airflow itself: ``dag.test()`` with ``AIRFLOW_CONN_*`` connections.
 
 Airflow 3.3's ``dag.test()`` runs DAGs it finds in a DAG bundle, so the DAG is written to a DAGs
-folder of the test's own.
+folder of the test's own, and ``dag.test()`` runs in a fresh process pointed at it.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import sqlite3
+import subprocess
+import sys
 import textwrap
 
 from conftest import publish, stamped
 
 from tests.conftest import connection_env
+
+RUN_DAG_TEST = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("ingest_orders", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(f"state={module.dag.test().state}")
+"""
 
 DAG_FILE = '''
 from datetime import datetime, timezone
@@ -61,12 +71,13 @@ def test_mapped_ingest_and_dead_letter_replay_through_dag_test(airflow_db, conne
     publish(eh_conn_str, events)
     publish(eh_conn_str, {"1": [{"body": "not json"}]})
 
-    spec = importlib.util.spec_from_file_location("ingest_orders", dags / "ingest_orders.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    run = module.dag.test()
-
-    assert run.state == "success"
+    # a fresh process: Airflow reads DAGS_FOLDER once, and earlier tests in this one may hold ORM state
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_DAG_TEST, str(dags / "ingest_orders.py")],
+        capture_output=True, text=True, timeout=180, env=os.environ.copy(),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "state=success", run.stdout[-3000:]
     with sqlite3.connect(db) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM orders")]
         letters = conn.execute("SELECT partition_id, status FROM eh_ingest_dead_letter").fetchall()

@@ -22,7 +22,7 @@ def rows(event):
     return {"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
 
 
-def test_postgres_sink_dedupes_dead_letters_and_resumes_from_its_checkpoint(postgres, eh_conn_str, monkeypatch):
+def test_postgres_sink_dedupes_dead_letters_and_resumes_from_its_checkpoint(airflow_db, postgres, eh_conn_str, monkeypatch):
     with psycopg2.connect(postgres) as conn, conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS events; DROP TABLE IF EXISTS eh_ingest_checkpoint, eh_ingest_dedupe, "
                     "eh_ingest_dead_letter, eh_ingest_session, eh_ingest_deferred")
