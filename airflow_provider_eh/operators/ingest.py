@@ -49,6 +49,10 @@ def _sql_connection(sql_conn_id: str) -> Any:
 class _SqlSinkOperator(BaseOperator):
     """What the ingest and replay operators share: the SQL target and the row function."""
 
+    _sink_fields: tuple[str, ...] = (
+        "table", "sql_conn_id", "columns", "event_hubs_conn_id", "eventhub_name", "consumer_group",
+    )
+
     def __init__(
         self,
         *,
@@ -145,12 +149,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
     """
 
     template_fields: Sequence[str] = (
-        "table",
-        "sql_conn_id",
-        "columns",
-        "event_hubs_conn_id",
-        "eventhub_name",
-        "consumer_group",
+        *_SqlSinkOperator._sink_fields,
         "wasb_conn_id",
         "checkpoint_container",
         "instance",
@@ -280,12 +279,7 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     """
 
     template_fields: Sequence[str] = (
-        "table",
-        "sql_conn_id",
-        "columns",
-        "event_hubs_conn_id",
-        "eventhub_name",
-        "consumer_group",
+        *_SqlSinkOperator._sink_fields,
         "partition_id",
         "sequence_numbers",
         "reasons",

@@ -11,16 +11,11 @@ from pathlib import Path
 
 from azure.storage.blob import ContainerClient
 from conftest import publish, stamped, table_rows
+from worker import rows
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
 
-
-def rows(event):
-    body = event.json()
-    if body.get("poison"):
-        raise ValueError(f"poison event {body['id']}")
-    return {"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
 
 
 def ingest(eh_conn_str, sink_db, *, container=None, sessions=None, row_function=rows, **limits):

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 from conftest import publish, stamped
+from worker import rows
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
@@ -14,12 +15,6 @@ from tests.conftest import connection_env
 
 psycopg2 = pytest.importorskip("psycopg2", reason="the Postgres sink needs apache-airflow-providers-postgres")
 
-
-def rows(event):
-    body = event.json()
-    if body.get("poison"):
-        raise ValueError(f"poison event {body['id']}")
-    return {"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
 
 
 def test_postgres_sink_dedupes_dead_letters_and_resumes_from_its_checkpoint(airflow_db, postgres, eh_conn_str, monkeypatch):
