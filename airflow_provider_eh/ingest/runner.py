@@ -328,6 +328,12 @@ class IngestRun:
                     raise item
                 target = ranges[p][1]
                 events = [IngestEvent.from_event_data(p, e) for e in item]
+                if events and events[0].sequence_number > after[p] + 1:
+                    log.warning(
+                        "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "
+                        "longer in the hub (retention) and were never ingested",
+                        self.owner_id, p, events[0].sequence_number, after[p], after[p] + 1, events[0].sequence_number - 1,
+                    )
                 events = [e for e in events if after[p] < e.sequence_number <= target]
                 if limits.max_events is not None:
                     events = events[: max(0, limits.max_events - self._events)]
