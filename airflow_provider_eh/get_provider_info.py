@@ -93,9 +93,11 @@ _MODULES: dict[str, list[str]] = {
         "airflow_provider_eh.hooks.event_hubs",
         "airflow_provider_eh.hooks.blob",
         "airflow_provider_eh.hooks.checkpoints",
+        "airflow_provider_eh.hooks.producer_state",
     ],
     "operators": [
         "airflow_provider_eh.operators.ingest",
+        "airflow_provider_eh.operators.publish",
     ],
     "sensors": ["airflow_provider_eh.sensors.checkpoint"],
     "triggers": ["airflow_provider_eh.triggers.checkpoint"],

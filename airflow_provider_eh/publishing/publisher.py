@@ -51,6 +51,19 @@ from airflow_provider_eh.publishing.state import (
 log = logging.getLogger(__name__)
 
 
+def _transient(exc: BaseException) -> bool:
+    """An SDK error a new attempt can cure (not authentication, not a closed client), or a retryable one of ours."""
+    from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
+
+    from airflow_provider_eh.errors import ProducerDisconnectedError
+
+    if isinstance(exc, ProducerDisconnectedError):
+        return False
+    if isinstance(exc, EventHubsProviderError):
+        return exc.retryable
+    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))
+
+
 class PartitionSession:
     """A claimed partition with its plan; hand ``plan`` to the sender and the session back to ``commit``."""
 
@@ -83,6 +96,10 @@ class IdempotentPublisher:
     :param producer_group: the default producer group.
     :param partition_options: per-partition overrides (group, owner level, starting sequence number).
     :param max_workers: partitions processed at once; defaults to the number of partitions touched.
+    :param send_attempts: in-process attempts per partition when a send fails with a transient SDK error
+        (connection lost, timeout, server busy); each new attempt recovers by read-back first, exactly
+        like an Airflow retry would.
+    :param send_timeout: seconds one SDK batch may take.
     :param keep_committed: prune the ledger to this many most recent committed batches per partition
         (``None``, the default, keeps every batch: a re-run years later stays a no-op).
     """
@@ -96,6 +113,8 @@ class IdempotentPublisher:
         partition_options: Mapping[str, PartitionOptions] | None = None,
         max_workers: int | None = None,
         keep_committed: int | None = None,
+        send_attempts: int = 3,
+        send_timeout: float = 60.0,
     ):
         self.endpoint = endpoint
         self.store = store
@@ -103,6 +122,8 @@ class IdempotentPublisher:
         self.partition_options = {str(k): v for k, v in (partition_options or {}).items()}
         self.max_workers = max_workers
         self.keep_committed = keep_committed
+        self.send_attempts = max(1, send_attempts)
+        self.send_timeout = send_timeout
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -355,16 +376,28 @@ class IdempotentPublisher:
         fp = Fingerprint()
         for event in events:
             fp.update(event.body, event.properties)
-        session = self.begin(partition_id, batch_id, fp.count, fp.hexdigest())
-        report = None
-        try:
-            if session.plan.send_count:
-                report = send_partition(self.endpoint, session.plan, events, stop_check=session.check)
-                crash_point("after_send")
-        except BaseException:
-            self.abort(session)
-            raise
-        return self.commit(session, report)
+        count, fingerprint = fp.count, fp.hexdigest()
+        for attempt in range(1, self.send_attempts + 1):
+            session = self.begin(partition_id, batch_id, count, fingerprint)
+            report = None
+            try:
+                if session.plan.send_count:
+                    report = send_partition(self.endpoint, session.plan, events, stop_check=session.check,
+                                            send_timeout=self.send_timeout)
+                    crash_point("after_send")
+            except BaseException as exc:
+                self.abort(session)
+                if attempt == self.send_attempts or not _transient(exc):
+                    raise
+                log.warning(
+                    "group %s partition %s batch %s: send attempt %d of %d failed (%s: %s); recovering by read-back",
+                    session.key.group, partition_id, session.plan.batch_stamp, attempt, self.send_attempts,
+                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                )
+                time.sleep(min(2.0 ** attempt, 10.0))
+                continue
+            return self.commit(session, report)
+        raise AssertionError("unreachable")
 
     def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
         """

@@ -49,7 +49,7 @@ def landed_stamps(
     found: dict[int, int] = {}
     reader = PartitionReader(
         endpoint, consumer_group, partition_id, after_sequence_number,
-        max_batch_size=1000, max_wait_time=2.0, prefetch=4000,
+        max_batch_size=1000, max_wait_time=0.2, prefetch=4000,
     )
     idle_since = time.monotonic()
     last = after_sequence_number

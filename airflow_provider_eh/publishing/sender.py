@@ -63,6 +63,7 @@ def send_partition(
     *,
     producer: EventHubProducerClient | None = None,
     stop_check: Callable[[], None] | None = None,
+    send_timeout: float = 60.0,
 ) -> SendReport:
     """
     Stamp and send the plan's events of one partition; pure of any state store.
@@ -73,12 +74,17 @@ def send_partition(
         ``(body bytes, properties)`` pairs; an iterator is read once.
     :param producer: an open producer client to reuse.
     :param stop_check: called before each SDK batch; raises to stop (the driver's lease check).
+    :param send_timeout: seconds one SDK batch may take before the send counts as failed.
+
+    The producer it builds has the SDK's own retries off: a retried SDK send after a lost
+    acknowledgement would land the same stamps twice. Failures surface; the publisher recovers
+    by read-back instead.
     """
     if plan.action != "send":
         raise ValueError(f"partition {plan.partition_id} batch {plan.batch_stamp}: plan says {plan.action!r}, nothing to send")
     started = time.monotonic()
     own = producer is None
-    client = endpoint.producer() if producer is None else producer
+    client = endpoint.producer(retry_total=0) if producer is None else producer
     partition, group, stamp, owner = plan.partition_id, plan.group, plan.batch_stamp, plan.owner_level
     wanted = None if plan.indexes is None else set(from_ranges(plan.indexes))
     fp = Fingerprint()
@@ -110,7 +116,7 @@ def send_partition(
                     ) from None
                 if stop_check is not None:
                     stop_check()
-                client.send_batch(batch)
+                client.send_batch(batch, timeout=send_timeout)
                 batches += 1
                 sent += pending_in_batch
                 crash_point("mid_send", batches)
@@ -129,7 +135,7 @@ def send_partition(
         if pending_in_batch:
             if stop_check is not None:
                 stop_check()
-            client.send_batch(batch)
+            client.send_batch(batch, timeout=send_timeout)
             batches += 1
             sent += pending_in_batch
             crash_point("mid_send", batches)

@@ -32,7 +32,7 @@ def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_grou
         return []
     end = int(props["last_enqueued_sequence_number"])
     out: list[ReadEvent] = []
-    reader = PartitionReader(endpoint, consumer_group, partition_id, -1, max_batch_size=1000, max_wait_time=2.0, prefetch=4000)
+    reader = PartitionReader(endpoint, consumer_group, partition_id, -1, max_batch_size=1000, max_wait_time=0.2, prefetch=4000)
     for events in reader.batches():
         for event in events:
             properties = {_text(k): _text(v) for k, v in (event.properties or {}).items()}

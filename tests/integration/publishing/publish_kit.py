@@ -1,4 +1,4 @@
-"""Fixtures of the publishing tests: the hub's endpoint, a state container, a subprocess runner."""
+"""Helpers of the publishing tests: a test's hub and state container, a subprocess runner, exactly-once checks."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from azure.storage.blob import ContainerClient
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
@@ -18,7 +18,7 @@ from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPub
 from airflow_provider_eh.publishing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.testing.readback import read_hub
 
-RUNNER = Path(__file__).with_name("runner.py")
+RUNNER = Path(__file__).with_name("publish_runner.py")
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -44,17 +44,21 @@ class PublishSetup:
         return IdempotentPublisher(self.endpoint, store, producer_group=group, **kwargs)
 
     def start(self, events: list[Any], batch_id: str, *, group: str = "g", crash_at: str | None = None,
-              claim_timeout: float = 0) -> subprocess.Popen[str]:
+              claim_timeout: float = 0, **options: Any) -> subprocess.Popen[str]:
         config = {
             "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub,
             "blob": self.azurite.connection_string, "container": self.container_name,
             "group": group, "batch_id": batch_id, "events": events, "claim_timeout": claim_timeout,
+            **options,
         }
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         env["PYTHONPATH"] = str(REPO)
         if crash_at:
             env[CRASH_ENV] = crash_at
-        return subprocess.Popen([sys.executable, str(RUNNER), json.dumps(config)], env=env, text=True,
+        fd, path = tempfile.mkstemp(prefix="publish-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(config, fh)
+        return subprocess.Popen([sys.executable, str(RUNNER), path], env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def run(self, events: list[Any], batch_id: str, **kwargs: Any) -> tuple[int, dict[str, Any], str]:
@@ -65,11 +69,6 @@ class PublishSetup:
 
     def read_back(self) -> list[Any]:
         return read_hub(self.endpoint)
-
-
-@pytest.fixture
-def setup(event_hubs: Any, azurite: Any, hub: str, container: str) -> PublishSetup:
-    return PublishSetup(event_hubs, azurite, hub, container)
 
 
 def events_for(prefix: str, n: int, partitions: int = 4, size: int = 0) -> list[dict[str, Any]]:

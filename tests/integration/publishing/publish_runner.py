@@ -1,6 +1,6 @@
 """One publish in its own process, so that tests can SIGKILL it at a crash point.
 
-``python runner.py CONFIG_JSON``: config has ``eh`` (connection string), ``hub``, ``backend``
+``python publish_runner.py CONFIG_FILE``: config has ``eh`` (connection string), ``hub``, ``backend``
 (``blob``; the Variables backend is exercised through Airflow in-process), ``blob`` and
 ``container``, ``group``, ``batch_id``, ``events`` (list of input events), ``claim_timeout``.
 Prints the results as one JSON line.
@@ -24,10 +24,14 @@ def main(config: dict) -> None:
     endpoint = EventHubsEndpoint.from_connection_string(config["eh"], config["hub"])
     container = ContainerClient.from_connection_string(config["blob"], config["container"])
     store = BlobProducerStateStore(container, claim_timeout=config.get("claim_timeout", 0))
-    publisher = IdempotentPublisher(endpoint, store, producer_group=config["group"])
+    publisher = IdempotentPublisher(
+        endpoint, store, producer_group=config["group"],
+        send_timeout=config.get("send_timeout", 60), send_attempts=config.get("send_attempts", 3),
+    )
     results = publisher.publish(config["events"], batch_id=config["batch_id"])
     print(json.dumps({p: r.to_dict() for p, r in results.items()}), flush=True)
 
 
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    with open(sys.argv[1]) as fh:
+        main(json.load(fh))
