@@ -68,6 +68,12 @@ class PartitionTakenOverError(EventHubsProviderError):
     retryable = True
 
 
+class IngestStalledError(EventHubsProviderError):
+    """A partition delivered no event for too long although the run's target was not reached."""
+
+    retryable = True
+
+
 class DeadLetterNotFoundError(EventHubsProviderError):
     """A dead letter asked for (partition, sequence number) is not in the dead-letter table."""
 

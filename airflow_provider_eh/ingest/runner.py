@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_provider_eh.checkpoints import CheckpointReader
 from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError, UnknownPartitionError
+from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError, UnknownPartitionError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
@@ -64,6 +64,8 @@ class RunLimits:
     :param instances: how many instances share the hub (mapped task instances), if known.
     :param poll_interval: seconds between load-balancing cycles while waiting on other instances.
     :param partition_ids: restrict the run to these partitions.
+    :param stall_timeout: seconds a pending partition may deliver nothing before the run fails
+        (retryable) instead of waiting forever.
     """
 
     batch_size: int = 500
@@ -75,6 +77,7 @@ class RunLimits:
     instances: int | None = None
     poll_interval: float = 1.0
     partition_ids: Sequence[str] | None = None
+    stall_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
@@ -311,6 +314,8 @@ class IngestRun:
                 sink=sink,
             ).start()
 
+        progress = {p: time.monotonic() for p in ranges}
+
         def stop(p: str) -> None:
             reader = readers.pop(p, None)
             if reader is not None:
@@ -328,6 +333,14 @@ class IngestRun:
                     raise item
                 target = ranges[p][1]
                 events = [IngestEvent.from_event_data(p, e) for e in item]
+                if not item and time.monotonic() - progress[p] > limits.stall_timeout:
+                    raise IngestStalledError(
+                        f"Partition {p!r} of {self.endpoint.eventhub_name!r}: no event after seq {after[p]} for "
+                        f"{limits.stall_timeout:.0f} s although seq {target} was enqueued when the run started. Check "
+                        "the hub's retention and that the consumer group exists; a retry resumes from the SQL checkpoint."
+                    )
+                if item:
+                    progress[p] = time.monotonic()
                 if events and events[0].sequence_number > after[p] + 1:
                     log.warning(
                         "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "

@@ -139,6 +139,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
     :param max_events: stop after this many events. (templated)
     :param max_duration: stop after this many seconds. (templated)
     :param partition_ids: only these partitions. (templated)
+    :param stall_timeout: seconds a pending partition may deliver nothing before the task fails (and retries).
     :param dedupe: skip stamped events at or below their producer group's high-water mark.
     :param session_key: ``property:NAME`` or ``body:FIELD``: enables in-order processing per session.
     :param session_sequence: where the per-session sequence is (default ``property:eh.seq``).
@@ -175,6 +176,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
         max_events: int | None = None,
         max_duration: float | None = None,
         partition_ids: Sequence[str] | None = None,
+        stall_timeout: float = 120.0,
         dedupe: bool = True,
         session_key: str | None = None,
         session_sequence: str = "property:eh.seq",
@@ -195,6 +197,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
         self.max_events = max_events
         self.max_duration = max_duration
         self.partition_ids = partition_ids
+        self.stall_timeout = stall_timeout
         self.dedupe = dedupe
         self.session_key = session_key
         self.session_sequence = session_sequence
@@ -230,6 +233,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
                 strategy=self.strategy,
                 instances=None if self.instances in (None, "", "None") else int(self.instances),  # type: ignore[arg-type]
                 partition_ids=[str(p) for p in self.partition_ids] if self.partition_ids else None,
+                stall_timeout=float(self.stall_timeout),
             )
             processor = BatchProcessor(self.table, self._row_function(), sessions=sessions, dedupe=self.dedupe)
             container = (

@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from azure.storage.blob import ContainerClient
 from conftest import publish, stamped, table_rows
 from worker import rows
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.errors import IngestStalledError
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
 
 
@@ -108,3 +110,12 @@ def test_without_a_blob_container_a_single_instance_keeps_sql_checkpoints_only(e
     client = ContainerClient.from_connection_string(azurite.connection_string, container)
     assert list(client.list_blobs()) == []
     assert [r[2] for r in table_rows(sink_db)] == [0, 1, 2, 3]
+
+
+def test_partition_that_stops_delivering_before_its_target_fails_the_run_instead_of_hanging(eh_conn_str, sink_db, monkeypatch):
+    publish(eh_conn_str, {"1": stamped("1", 3)})
+    # the hub said seq 5 was enqueued, but only 0..2 can be read (as after a retention cut or a lost hub)
+    monkeypatch.setattr(IngestRun, "_targets", lambda self: {"1": 5})
+    with pytest.raises(IngestStalledError, match="Partition '1'.*no event after seq 2"):
+        ingest(eh_conn_str, sink_db, stall_timeout=1.5)
+    assert [r[2] for r in table_rows(sink_db)] == [0, 1, 2]
