@@ -3,8 +3,9 @@
 A thin pairing of :class:`~airflow_provider_eh.hooks.event_hubs.EventHubsHook` (partition ids and
 last enqueued sequence numbers) with :class:`~airflow_provider_eh.hooks.blob.BlobStorageHook` and the
 package's one checkpoint reader (:mod:`airflow_provider_eh.checkpoints`). One read costs one List
-Blobs request per consumer group and one Event Hubs management connection carrying one hub-properties
-request and one partition-properties request per partition asked about.
+Blobs request per consumer group, and one Event Hubs partition-properties request per partition
+asked about (the SDK opens a connection per management request), plus, on the first read only, one
+hub-properties request whose partition ids are kept to check the targets.
 ``CheckpointHook`` is sync (sensor); ``CheckpointAsyncHook`` is its twin for the trigger.
 """
 
@@ -60,6 +61,7 @@ class CheckpointHook:
         self.container = container
         self.event_hubs_hook = EventHubsHook(event_hubs_conn_id, eventhub_name=eventhub_name)
         self.blob_hook = BlobStorageHook(wasb_conn_id)
+        self._partition_ids: list[str] | None = None
 
     @cached_property
     def reader(self) -> CheckpointReader:
@@ -76,16 +78,19 @@ class CheckpointHook:
 
     def partition_properties(self, partition_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """
-        Properties of ``partition_ids`` (default: every partition) over one management connection.
+        Properties of ``partition_ids`` (default: every partition), one management request each.
+
+        The hub's partition ids are read on the first call only and kept: a hub's partitions do not go away.
 
         :raises UnknownPartitionError: when the hub has no such partition.
         """
         endpoint = self.event_hubs_hook.get_endpoint()
         try:
             with endpoint.producer(retry_total=1) as client:
-                known = list(client.get_eventhub_properties()["partition_ids"])
-                wanted = known if partition_ids is None else [str(p) for p in partition_ids]
-                _check_partitions(endpoint.eventhub_name, known, wanted)
+                if self._partition_ids is None:
+                    self._partition_ids = list(client.get_eventhub_properties()["partition_ids"])
+                wanted = self._partition_ids if partition_ids is None else [str(p) for p in partition_ids]
+                _check_partitions(endpoint.eventhub_name, self._partition_ids, wanted)
                 return {pid: client.get_partition_properties(pid) for pid in wanted}
         except UnknownPartitionError:
             raise
@@ -133,6 +138,7 @@ class CheckpointAsyncHook:
         self.container = container
         self.event_hubs_hook = EventHubsAsyncHook(event_hubs_conn_id, eventhub_name=eventhub_name)
         self.blob_hook = BlobStorageAsyncHook(wasb_conn_id)
+        self._partition_ids: list[str] | None = None
         self._reader: AsyncCheckpointReader | None = None
 
     async def get_reader(self) -> AsyncCheckpointReader:
@@ -153,9 +159,10 @@ class CheckpointAsyncHook:
         endpoint = await self.event_hubs_hook.get_endpoint()
         try:
             async with endpoint.async_producer(retry_total=1) as client:
-                known = list((await client.get_eventhub_properties())["partition_ids"])
-                wanted = known if partition_ids is None else [str(p) for p in partition_ids]
-                _check_partitions(endpoint.eventhub_name, known, wanted)
+                if self._partition_ids is None:
+                    self._partition_ids = list((await client.get_eventhub_properties())["partition_ids"])
+                wanted = self._partition_ids if partition_ids is None else [str(p) for p in partition_ids]
+                _check_partitions(endpoint.eventhub_name, self._partition_ids, wanted)
                 return {pid: await client.get_partition_properties(pid) for pid in wanted}
         except UnknownPartitionError:
             raise

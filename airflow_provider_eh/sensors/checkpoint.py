@@ -30,9 +30,9 @@ class EventHubCheckpointSensor(BaseSensorOperator):
     Checkpoints are read from the standard ``BlobCheckpointStore`` layout that every Azure SDK's
     event processor writes; only sequence numbers are compared (a checkpoint holds the sequence
     number of the last event processed, so a target is reached when ``checkpoint >= target``).
-    Each poke costs one List Blobs request per consumer group and one Event Hubs management
-    connection (hub properties plus one partition-properties request per target partition, for
-    the lag in the log line and in the timeout message).
+    Each poke costs one List Blobs request per consumer group, and one Event Hubs
+    partition-properties request per target partition for the lag in the log line and the timeout
+    message (the first poke also reads the hub's partition ids, once).
 
     With ``deferrable=True`` the sensor pokes once and, if the targets are not reached, hands the
     wait to :class:`~airflow_provider_eh.triggers.checkpoint.EventHubCheckpointTrigger`, which polls

@@ -1,0 +1,147 @@
+"""The checkpoint sensor against the SDK's own consumer (EventHubConsumerClient + BlobCheckpointStore) in a child process.
+
+Events go to the local Event Hubs endpoint with the SDK producer, checkpoints to Azurite. The
+consumer process checkpoints up to per-partition limits, so a test decides exactly where each
+partition's checkpoint stands.
+"""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
+
+from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+
+CONSUMER_GROUP = "analytics"  # created beside $Default by the `hub` fixture
+
+
+def _sensor(connections: dict[str, str], container: str, **kwargs: object) -> EventHubCheckpointSensor:
+    kwargs.setdefault("consumer_groups", CONSUMER_GROUP)
+    kwargs.setdefault("poke_interval", 0.5)
+    kwargs.setdefault("timeout", 60)
+    return EventHubCheckpointSensor(
+        task_id="wait_for_checkpoints",
+        container=container,
+        event_hubs_conn_id=connections["event_hubs"],
+        wasb_conn_id=connections["wasb"],
+        deferrable=False,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _sdk_checkpoints(azurite: object, container: str, event_hubs: object, hub: str) -> dict[str, int]:
+    """The checkpoints as the SDK itself lists them."""
+    store = BlobCheckpointStore.from_connection_string(azurite.connection_string, container)  # type: ignore[attr-defined]
+    namespace = f"{event_hubs.host}:{event_hubs.port}"  # type: ignore[attr-defined]
+    return {c["partition_id"]: c["sequence_number"] for c in store.list_checkpoints(namespace, hub, CONSUMER_GROUP)}
+
+
+def test_poke_mode_times_out_with_per_partition_lag_when_the_consumer_stops_short_then_succeeds_when_it_catches_up(
+    connections: dict[str, str], container: str, publish, consumers, azurite: object, event_hubs: object  # type: ignore[no-untyped-def]
+) -> None:
+    published = publish({"0": 4, "1": 4, "2": 0, "3": 3})  # partition 2: nothing published, nothing to wait for
+    sensor = _sensor(connections, container, targets=published, timeout=3)
+
+    first = sensor.poke({})  # type: ignore[arg-type]
+    assert not first.is_done
+    assert sensor._last_progress.groups_without_checkpoints == (CONSUMER_GROUP,)  # type: ignore[union-attr]
+
+    consumers.run({"0": 3, "1": 1, "3": 2})  # partition 1 stops two events short of its target 3
+    with pytest.raises(AirflowSensorTimeout) as timed_out:
+        sensor.execute({})  # type: ignore[arg-type]
+    message = str(timed_out.value)
+    assert "Sensor has timed out" in message
+    assert "partition 1: checkpoint 1, target 3 (2 to go), last enqueued 3, lag 2" in message
+    assert "partition 0: checkpoint 3, target 3 (reached)" in message
+    assert "partition 3: checkpoint 2, target 2 (reached)" in message
+    assert "partition 2" not in message
+
+    consumers.run({"1": 2})  # one event short still
+    assert not _sensor(connections, container, targets=published).poke({}).is_done  # type: ignore[arg-type]
+
+    consumers.run({"1": 3})
+    result = _sensor(connections, container, targets=published).execute({})  # type: ignore[arg-type]
+    assert result == {CONSUMER_GROUP: {"0": 3, "1": 3, "3": 2}}
+    assert _sdk_checkpoints(azurite, container, event_hubs, connections["hub"]) == {"0": 3, "1": 3, "3": 2}
+
+
+def test_poke_mode_waits_while_the_consumer_runs_and_returns_when_it_has_checkpointed_everything(
+    connections: dict[str, str], container: str, publish, consumers  # type: ignore[no-untyped-def]
+) -> None:
+    published = publish({"0": 5, "1": 2, "2": 7, "3": 1})
+    targets = {p: v["service_last_sequence_number"] for p, v in published.items()}
+    sensor = _sensor(connections, container, targets=published)
+    assert not sensor.poke({}).is_done  # type: ignore[arg-type]
+
+    proc = consumers.start(targets)  # type: ignore[arg-type]
+    result = sensor.execute({})  # type: ignore[arg-type]
+
+    assert result == {CONSUMER_GROUP: targets}
+    assert proc.wait(30) == 0
+
+
+def test_without_targets_the_sensor_waits_for_everything_enqueued_when_it_started(
+    connections: dict[str, str], container: str, publish, consumers  # type: ignore[no-untyped-def]
+) -> None:
+    publish({"0": 2, "1": 2, "2": 2, "3": 2})
+    sensor = _sensor(connections, container, targets=None, timeout=2)
+    with pytest.raises(AirflowSensorTimeout, match="partition 0: checkpoint none, target 1"):
+        sensor.execute({})  # type: ignore[arg-type]
+
+    publish({"0": 3})  # enqueued after the sensor started: not waited for
+    consumers.run({"0": 1, "1": 1, "2": 1, "3": 1})
+    assert sensor.execute({}) == {CONSUMER_GROUP: {"0": 1, "1": 1, "2": 1, "3": 1}}  # type: ignore[arg-type]
+
+
+def test_every_consumer_group_must_reach_the_targets(
+    connections: dict[str, str], container: str, publish, consumers  # type: ignore[no-untyped-def]
+) -> None:
+    published = publish({"0": 2, "1": 1})
+    consumers.run({"0": 1, "1": 0})
+    sensor = _sensor(connections, container, targets=published, consumer_groups=["$Default", CONSUMER_GROUP], timeout=1)
+    with pytest.raises(AirflowSensorTimeout) as timed_out:
+        sensor.execute({})  # type: ignore[arg-type]
+    assert "Consumer group '$Default' has no checkpoints yet" in str(timed_out.value)
+
+    consumers.run({"0": 1, "1": 0}, group="$Default")
+    assert _sensor(connections, container, targets=published, consumer_groups=["$Default", CONSUMER_GROUP]).execute({}) == {  # type: ignore[arg-type]
+        "$Default": {"0": 1, "1": 0},
+        CONSUMER_GROUP: {"0": 1, "1": 0},
+    }
+
+
+def test_a_target_partition_the_hub_does_not_have_fails_naming_it(
+    connections: dict[str, str], container: str
+) -> None:
+    sensor = _sensor(connections, container, targets={"0": 1, "7": 3})
+    with pytest.raises(AirflowFailException, match=r"has no partition '7' \(its partitions are 0, 1, 2, 3\)"):
+        sensor.execute({})  # type: ignore[arg-type]
+
+
+def test_a_missing_checkpoint_container_fails_naming_it(connections: dict[str, str]) -> None:
+    sensor = _sensor(connections, "no-such-checkpoints", targets={"0": 1})
+    with pytest.raises(AirflowFailException, match="container 'no-such-checkpoints' does not exist"):
+        sensor.execute({})  # type: ignore[arg-type]
+
+
+def test_one_poke_lists_blobs_once_per_consumer_group(
+    connections: dict[str, str], container: str, publish, consumers, azurite: object  # type: ignore[no-untyped-def]
+) -> None:
+    from azure.storage.blob import BlobServiceClient
+
+    published = publish({"0": 1, "1": 1, "2": 1, "3": 1})
+    consumers.run({"0": 0, "1": 0, "2": 0, "3": 0})
+    requests: list[tuple[str, str]] = []
+    sensor = _sensor(connections, container, targets=published, consumer_groups=[CONSUMER_GROUP, "$Default"])
+    # The hook's own client, built from the same account, with a request hook that counts.
+    sensor.hook.blob_hook.service_client = BlobServiceClient.from_connection_string(  # type: ignore[misc]
+        azurite.connection_string,  # type: ignore[attr-defined]
+        raw_request_hook=lambda r: requests.append((r.http_request.method, r.http_request.url)),
+    )
+
+    for _ in range(3):
+        sensor.poke({})  # type: ignore[arg-type]
+
+    assert len(requests) == 3 * 2
+    assert all(method == "GET" and "comp=list" in url for method, url in requests)
