@@ -4,6 +4,9 @@ Starts a fresh emulator subprocess, sends ``--events`` events of ``--size`` byte
 one partition, receives them back, and reports events/s and CPU microseconds per event for the
 server process (from /proc via psutil) and for this client process (the SDK's own cost), so the
 ratio shows which side is the bottleneck. The last line is machine-readable ``key=value`` pairs.
+
+Measured on the 2-core development machine (100,000 events, fsync=batch):
+send_eps=19925 receive_eps=23598 server_us_per_event=9.7 client_us_per_event=66.9
 """
 
 from __future__ import annotations

@@ -6,8 +6,11 @@ encoder always writes full-length frames, while proton omits trailing fields and
 message-format (needed to tell an SDK batch from a single event). The hot paths (delivery of
 stored events, acknowledgements) are hand-encoded in ``codec`` and stored events are kept
 delivery-ready, so the server does no per-event encoding at delivery. Measured with
-``bench/emulator_throughput.py`` (2 shared cores, sync SDK, 200-byte events): see the figures
-in that script's docstring; the server costs well under the SDK client per event.
+``bench/emulator_throughput.py --events 100000`` (2 shared cores, sync SDK, 200-byte events,
+fsync=batch): send 19.9k events/s at 6.4 us server CPU per event (client 30.2 us), receive
+23.6k events/s at 3.3 us server CPU per event (client 36.7 us). The server costs about a seventh
+of the client, so the SDK is the bottleneck; the design note's in-memory proof that re-encoded
+every event cost ~50 us per event on the server.
 """
 
 from __future__ import annotations
