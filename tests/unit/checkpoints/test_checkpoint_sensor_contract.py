@@ -1,0 +1,53 @@
+"""The sensor's contract with Airflow that needs no service: resuming from the trigger, and refusing what cannot work."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+
+from airflow_provider_eh.checkpoints import CheckpointProgress, PartitionLag
+from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+
+
+def _sensor(**kwargs: object) -> EventHubCheckpointSensor:
+    return EventHubCheckpointSensor(task_id="wait", container="checkpoints", targets={"0": 3}, **kwargs)  # type: ignore[arg-type]
+
+
+def _progress(checkpoint: int) -> dict:
+    lag = PartitionLag("analytics", "0", target=3, checkpoint=checkpoint, last_enqueued=5)
+    return CheckpointProgress("orders", "checkpoints", (lag,)).to_dict()
+
+
+def test_execute_complete_returns_the_checkpoints_on_success() -> None:
+    event = {"status": "success", "message": "1/1 partition targets reached", "progress": _progress(3)}
+    assert _sensor().execute_complete({}, event) == {"analytics": {"0": 3}}  # type: ignore[arg-type]
+
+
+def test_execute_complete_raises_a_sensor_timeout_carrying_the_lag() -> None:
+    event = {"status": "timeout", "message": "partition 0: checkpoint 1, target 3 (2 to go)", "progress": _progress(1)}
+    with pytest.raises(AirflowSensorTimeout, match=r"timed out after 60.0 seconds\. partition 0: checkpoint 1, target 3 \(2 to go\)"):
+        _sensor(timeout=60).execute_complete({}, event)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("event", [None, {}])
+def test_execute_complete_raises_on_a_missing_event(event: dict | None) -> None:
+    with pytest.raises(AirflowException, match="ended without an event"):
+        _sensor().execute_complete({}, event)  # type: ignore[arg-type]
+
+
+def test_execute_complete_raises_on_an_error_event_with_its_message() -> None:
+    event = {"status": "error", "message": "CheckpointStoreError: Checkpoint container 'x' does not exist"}
+    with pytest.raises(AirflowException, match="waiting on checkpoints failed: CheckpointStoreError: Checkpoint container 'x'"):
+        _sensor().execute_complete({}, event)  # type: ignore[arg-type]
+
+
+def test_reschedule_mode_without_targets_is_refused_because_it_keeps_no_state_between_pokes() -> None:
+    with pytest.raises(ValueError, match="targets=None .* pass targets, or use mode='poke' or deferrable=True"):
+        EventHubCheckpointSensor(task_id="wait", container="c", mode="reschedule", deferrable=False)
+    EventHubCheckpointSensor(task_id="wait2", container="c", mode="reschedule", deferrable=True)
+
+
+def test_connection_ids_targets_and_names_are_templated() -> None:
+    assert set(EventHubCheckpointSensor.template_fields) == {
+        "container", "consumer_groups", "targets", "eventhub_name", "event_hubs_conn_id", "wasb_conn_id",
+    }
