@@ -117,7 +117,8 @@ class EmulatorProcess:
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "airflow_provider_eh.emulator", "--host", self.host, "--port", str(self.port),
                "--admin-port", str(self.admin_port), "--data-dir", str(self.data_dir),
-               "--ready-file", str(self._ready_path), "--sas-key-name", self.key_name, "--sas-key", self.key]
+               "--ready-file", str(self._ready_path), "--sas-key-name", self.key_name, "--sas-key", self.key,
+               "--exit-with-parent", str(os.getpid())]
         for name, partitions in self.hubs.items():
             cmd += ["--hub", f"{name}:{partitions}"]
         for hub, groups in self.consumer_groups.items():

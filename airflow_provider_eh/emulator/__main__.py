@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
     parser.add_argument("--sas-key", default=DEFAULT_KEY)
     parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid} as JSON once listening")
+    parser.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
+                        help="stop when process PID (the parent that started us) is gone")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -78,11 +80,23 @@ async def serve(args: argparse.Namespace) -> None:
         with open(tmp, "w") as fh:
             json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid()}, fh)
         os.replace(tmp, args.ready_file)
+    if args.exit_with_parent:
+        loop.create_task(_watch_parent(args.exit_with_parent, stop))
     await stop.wait()
     log.info("stopping")
     await admin.close()
     await server.close()
     log.info("stopped")
+
+
+async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
+    """Set ``stop`` once ``pid`` no longer is our parent (it died): no orphaned servers after a killed test run."""
+    while not stop.is_set():
+        if os.getppid() != pid:
+            logging.getLogger("airflow_provider_eh.emulator").info("parent %d is gone; stopping", pid)
+            stop.set()
+            return
+        await asyncio.sleep(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
