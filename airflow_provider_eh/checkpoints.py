@@ -230,7 +230,33 @@ def _store_error(exc: Exception, container: str, consumer_group: str, prefix: st
     )
 
 
-class CheckpointReader:
+class _Reader:
+    """What the sync and async readers share: where to list, and how to read the listing."""
+
+    def __init__(self, container_client: Any, fully_qualified_namespace: str, eventhub_name: str):
+        self.container_client = container_client
+        self.fully_qualified_namespace = fully_qualified_namespace
+        self.eventhub_name = eventhub_name
+
+    def _list_kwargs(self, consumer_group: str) -> dict[str, Any]:
+        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
+        return {"name_starts_with": prefix, "include": ["metadata"]}
+
+    def _error(self, exc: Exception, consumer_group: str) -> CheckpointStoreError:
+        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
+        return _store_error(exc, self.container_client.container_name, consumer_group, prefix)
+
+    def _parse(self, blobs: Iterable[Any], consumer_group: str) -> ConsumerGroupCheckpoints:
+        return parse_listing(
+            blobs,
+            fully_qualified_namespace=self.fully_qualified_namespace,
+            eventhub_name=self.eventhub_name,
+            consumer_group=consumer_group,
+            container=self.container_client.container_name,
+        )
+
+
+class CheckpointReader(_Reader):
     """
     Reads consumer checkpoints and ownership of one hub through a sync ``ContainerClient``.
 
@@ -240,29 +266,18 @@ class CheckpointReader:
     :param eventhub_name: the hub.
     """
 
-    def __init__(self, container_client: ContainerClient, fully_qualified_namespace: str, eventhub_name: str):
-        self.container_client = container_client
-        self.fully_qualified_namespace = fully_qualified_namespace
-        self.eventhub_name = eventhub_name
+    container_client: ContainerClient
 
     def read(self, consumer_group: str) -> ConsumerGroupCheckpoints:
         """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs)."""
-        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
-        container = self.container_client.container_name
         try:
-            blobs = list(self.container_client.list_blobs(name_starts_with=prefix, include=["metadata"]))
+            blobs = list(self.container_client.list_blobs(**self._list_kwargs(consumer_group)))
         except Exception as exc:
-            raise _store_error(exc, container, consumer_group, prefix) from exc
-        return parse_listing(
-            blobs,
-            fully_qualified_namespace=self.fully_qualified_namespace,
-            eventhub_name=self.eventhub_name,
-            consumer_group=consumer_group,
-            container=container,
-        )
+            raise self._error(exc, consumer_group) from exc
+        return self._parse(blobs, consumer_group)
 
 
-class AsyncCheckpointReader:
+class AsyncCheckpointReader(_Reader):
     """
     Async twin of :class:`CheckpointReader`, over an ``azure.storage.blob.aio.ContainerClient``.
 
@@ -271,26 +286,15 @@ class AsyncCheckpointReader:
     :param eventhub_name: the hub.
     """
 
-    def __init__(self, container_client: AsyncContainerClient, fully_qualified_namespace: str, eventhub_name: str):
-        self.container_client = container_client
-        self.fully_qualified_namespace = fully_qualified_namespace
-        self.eventhub_name = eventhub_name
+    container_client: AsyncContainerClient
 
     async def read(self, consumer_group: str) -> ConsumerGroupCheckpoints:
         """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs)."""
-        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
-        container = self.container_client.container_name
         try:
-            blobs = [b async for b in self.container_client.list_blobs(name_starts_with=prefix, include=["metadata"])]
+            blobs = [b async for b in self.container_client.list_blobs(**self._list_kwargs(consumer_group))]
         except Exception as exc:
-            raise _store_error(exc, container, consumer_group, prefix) from exc
-        return parse_listing(
-            blobs,
-            fully_qualified_namespace=self.fully_qualified_namespace,
-            eventhub_name=self.eventhub_name,
-            consumer_group=consumer_group,
-            container=container,
-        )
+            raise self._error(exc, consumer_group) from exc
+        return self._parse(blobs, consumer_group)
 
 
 # --- targets and lag -------------------------------------------------------------------------

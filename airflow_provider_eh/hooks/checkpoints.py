@@ -40,15 +40,11 @@ def _last_enqueued(props: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     return {pid: int(p["last_enqueued_sequence_number"]) for pid, p in props.items()}
 
 
-class CheckpointHook:
-    """
-    Consumer checkpoints and partition progress of one hub (sync).
+class _CheckpointHookBase:
+    """Construction shared by the sync and async hooks: the two connections and the container."""
 
-    :param container: the container the consumers' ``BlobCheckpointStore`` writes to.
-    :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
-    :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account.
-    :param eventhub_name: the hub; default: the connection's.
-    """
+    _event_hubs_hook_class: type = EventHubsHook
+    _blob_hook_class: type = BlobStorageHook
 
     def __init__(
         self,
@@ -59,9 +55,30 @@ class CheckpointHook:
         eventhub_name: str | None = None,
     ):
         self.container = container
-        self.event_hubs_hook = EventHubsHook(event_hubs_conn_id, eventhub_name=eventhub_name)
-        self.blob_hook = BlobStorageHook(wasb_conn_id)
+        self.event_hubs_hook = self._event_hubs_hook_class(event_hubs_conn_id, eventhub_name=eventhub_name)
+        self.blob_hook = self._blob_hook_class(wasb_conn_id)
         self._partition_ids: list[str] | None = None
+
+    def _unreachable(self, endpoint: Any, exc: Exception) -> ConnectionUnreachableError:
+        return ConnectionUnreachableError(
+            self.event_hubs_hook.event_hubs_conn_id,
+            f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
+            f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
+        )
+
+
+class CheckpointHook(_CheckpointHookBase):
+    """
+    Consumer checkpoints and partition progress of one hub (sync).
+
+    :param container: the container the consumers' ``BlobCheckpointStore`` writes to.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
+    :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account.
+    :param eventhub_name: the hub; default: the connection's.
+    """
+
+    event_hubs_hook: EventHubsHook
+    blob_hook: BlobStorageHook
 
     @cached_property
     def reader(self) -> CheckpointReader:
@@ -95,11 +112,7 @@ class CheckpointHook:
         except UnknownPartitionError:
             raise
         except Exception as exc:
-            raise ConnectionUnreachableError(
-                self.event_hubs_hook.event_hubs_conn_id,
-                f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
-                f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
-            ) from exc
+            raise self._unreachable(endpoint, exc) from exc
 
     def last_enqueued(self, partition_ids: Iterable[str] | None = None) -> dict[str, int]:
         """Last enqueued sequence number per partition (``-1`` for a partition never written)."""
@@ -117,7 +130,7 @@ class CheckpointHook:
         return measure_progress(targets, self.read(consumer_groups), last)
 
 
-class CheckpointAsyncHook:
+class CheckpointAsyncHook(_CheckpointHookBase):
     """
     Async twin of :class:`CheckpointHook`, for the trigger; ``close()`` releases its clients.
 
@@ -127,19 +140,11 @@ class CheckpointAsyncHook:
     :param eventhub_name: the hub; default: the connection's.
     """
 
-    def __init__(
-        self,
-        *,
-        container: str,
-        event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name,
-        wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name,
-        eventhub_name: str | None = None,
-    ):
-        self.container = container
-        self.event_hubs_hook = EventHubsAsyncHook(event_hubs_conn_id, eventhub_name=eventhub_name)
-        self.blob_hook = BlobStorageAsyncHook(wasb_conn_id)
-        self._partition_ids: list[str] | None = None
-        self._reader: AsyncCheckpointReader | None = None
+    _event_hubs_hook_class = EventHubsAsyncHook
+    _blob_hook_class = BlobStorageAsyncHook
+    event_hubs_hook: EventHubsAsyncHook
+    blob_hook: BlobStorageAsyncHook
+    _reader: AsyncCheckpointReader | None = None
 
     async def get_reader(self) -> AsyncCheckpointReader:
         if self._reader is None:
@@ -167,11 +172,7 @@ class CheckpointAsyncHook:
         except UnknownPartitionError:
             raise
         except Exception as exc:
-            raise ConnectionUnreachableError(
-                self.event_hubs_hook.event_hubs_conn_id,
-                f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
-                f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
-            ) from exc
+            raise self._unreachable(endpoint, exc) from exc
 
     async def progress(self, targets: Mapping[str, int], consumer_groups: Iterable[str]) -> CheckpointProgress:
         last = _last_enqueued(await self.partition_properties(targets))
