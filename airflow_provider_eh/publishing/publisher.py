@@ -134,7 +134,9 @@ class IdempotentPublisher:
     def _key(self, partition_id: str) -> StateKey:
         return StateKey(self.endpoint.namespace, self.endpoint.eventhub_name.lower(), self._group(partition_id), str(partition_id))
 
-    def _partition_end(self, partition_id: str) -> int:
+    def _partition_end(self, partition_id: str, producer: Any = None) -> int:
+        if producer is not None:
+            return int(producer.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
         with self.endpoint.producer() as client:
             return int(client.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
 
@@ -166,10 +168,12 @@ class IdempotentPublisher:
 
     # ---- driver side: begin --------------------------------------------------------------------
 
-    def begin(self, partition_id: str, batch_id: str, event_count: int, fingerprint: str) -> PartitionSession:
+    def begin(self, partition_id: str, batch_id: str, event_count: int, fingerprint: str, *, producer: Any = None) -> PartitionSession:
         """
         Claim the partition, settle the ledger and write the intent; returns a session whose ``plan`` says
         what to send. The claim (lease) is held until ``commit`` or ``abort``.
+
+        :param producer: an open producer client to reuse for partition properties (optional).
         """
         partition_id = str(partition_id)
         key = self._key(partition_id)
@@ -177,7 +181,7 @@ class IdempotentPublisher:
         claim = self.store.claim(key, owner_level=opts.owner_level, starting_sequence_number=opts.starting_sequence_number)
         try:
             crash_point("after_claim")
-            plan = self._plan(key, claim, batch_id, event_count, fingerprint)
+            plan = self._plan(key, claim, batch_id, event_count, fingerprint, producer)
         except BaseException:
             self.store.release(claim)
             raise
@@ -201,7 +205,7 @@ class IdempotentPublisher:
         n = pending["events"] if pending.get("indexes") is None else ranges_len(pending["indexes"])
         return int(pending["first_seq"]) + n - 1
 
-    def _plan(self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str) -> PartitionPlan:
+    def _plan(self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any) -> PartitionPlan:
         state = claim.state
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
         base = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
@@ -262,7 +266,7 @@ class IdempotentPublisher:
             state.pending = {
                 "batch_id": batch_id, "first_seq": first_seq, "indexes": [], "events": count,
                 "fingerprint": fingerprint, "owner_level": state.owner_level,
-                "start_sequence_number": self._partition_end(pid), "landed": to_ranges(landed),
+                "start_sequence_number": self._partition_end(pid, producer), "landed": to_ranges(landed),
                 "batch_first_seq": batch_first_seq if batch_first_seq is not None else first_seq,
             }
             state.partial.pop(batch_id, None)
@@ -273,7 +277,7 @@ class IdempotentPublisher:
             "batch_id": batch_id, "first_seq": first_seq,
             "indexes": None if indexes is None else [list(r) for r in indexes],
             "events": count, "fingerprint": fingerprint, "owner_level": state.owner_level,
-            "start_sequence_number": self._partition_end(pid), "landed": to_ranges(landed),
+            "start_sequence_number": self._partition_end(pid, producer), "landed": to_ranges(landed),
             "batch_first_seq": batch_first_seq if batch_first_seq is not None else first_seq,
             "started_at": datetime.now(timezone.utc).isoformat(),
         }
@@ -285,7 +289,7 @@ class IdempotentPublisher:
 
     # ---- driver side: commit -------------------------------------------------------------------
 
-    def commit(self, session: PartitionSession, report: SendReport | None) -> PartitionResult:
+    def commit(self, session: PartitionSession, report: SendReport | None, *, producer: Any = None) -> PartitionResult:
         """
         Record the sent batch as committed (CAS) and release the claim. ``report`` is the sender's; it
         may be None only for plans that send nothing.
@@ -307,7 +311,7 @@ class IdempotentPublisher:
                     )
                 if report.sent != plan.send_count:
                     raise ValueError(f"{key}: batch {plan.batch_stamp}: sent {report.sent} of {plan.send_count} planned events")
-            service_last = report.service_last_sequence_number if report is not None else self._partition_end(key.partition)
+            service_last = report.service_last_sequence_number if report is not None else self._partition_end(key.partition, producer)
             state = claim.state
             pending = state.pending or {}
             last_seq = plan.first_seq + plan.send_count - 1
@@ -378,25 +382,26 @@ class IdempotentPublisher:
             fp.update(event.body, event.properties)
         count, fingerprint = fp.count, fp.hexdigest()
         for attempt in range(1, self.send_attempts + 1):
-            session = self.begin(partition_id, batch_id, count, fingerprint)
-            report = None
-            try:
-                if session.plan.send_count:
-                    report = send_partition(self.endpoint, session.plan, events, stop_check=session.check,
-                                            send_timeout=self.send_timeout)
-                    crash_point("after_send")
-            except BaseException as exc:
-                self.abort(session)
-                if attempt == self.send_attempts or not _transient(exc):
-                    raise
-                log.warning(
-                    "group %s partition %s batch %s: send attempt %d of %d failed (%s: %s); recovering by read-back",
-                    session.key.group, partition_id, session.plan.batch_stamp, attempt, self.send_attempts,
-                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                )
-                time.sleep(min(2.0 ** attempt, 10.0))
-                continue
-            return self.commit(session, report)
+            with self.endpoint.producer(retry_total=0) as producer:
+                session = self.begin(partition_id, batch_id, count, fingerprint, producer=producer)
+                report = None
+                try:
+                    if session.plan.send_count:
+                        report = send_partition(self.endpoint, session.plan, events, producer=producer,
+                                                stop_check=session.check, send_timeout=self.send_timeout)
+                        crash_point("after_send")
+                except BaseException as exc:
+                    self.abort(session)
+                    if attempt == self.send_attempts or not _transient(exc):
+                        raise
+                    log.warning(
+                        "group %s partition %s batch %s: send attempt %d of %d failed (%s: %s); recovering by read-back",
+                        session.key.group, partition_id, session.plan.batch_stamp, attempt, self.send_attempts,
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                    )
+                    time.sleep(min(2.0 ** attempt, 10.0))
+                    continue
+                return self.commit(session, report, producer=producer)
         raise AssertionError("unreachable")
 
     def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
