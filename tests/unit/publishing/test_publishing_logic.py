@@ -1,0 +1,195 @@
+"""Pure logic of the publishing engine: batch ids, key hash, fingerprints, state documents and the
+ledger's transitions (with an in-memory store and a fake read-back)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventError, InvalidProducerStateError
+from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, partition_for_key
+from airflow_provider_eh.publishing import publisher as publisher_module
+from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.sender import SendReport
+from airflow_provider_eh.publishing.state import (
+    ProducerState,
+    ProducerStateStore,
+    StateClaim,
+    StateKey,
+    from_ranges,
+    to_ranges,
+)
+
+KEY = StateKey("ns.example", "hub", "g", "0")
+
+
+def test_batch_id_is_stable_for_the_same_interval_and_changes_with_generation_and_map_index() -> None:
+    args = dict(interval_start="2026-01-01T00:00:00+00:00", interval_end="2026-01-02T00:00:00+00:00")
+    a = derive_batch_id("g", "dag", "task", **args)
+    assert a == derive_batch_id("g", "dag", "task", **args)
+    assert len(a) == 64
+    assert a != derive_batch_id("g", "dag", "task", generation=1, **args)
+    assert a != derive_batch_id("g", "dag", "task", map_index=2, **args)
+    assert a != derive_batch_id("g", "dag", "task", interval_start="2026-01-02T00:00:00+00:00", interval_end="x")
+    assert derive_batch_id("g", "d", "t", run_id="manual__1") == derive_batch_id("g", "d", "t", run_id="manual__1")
+    with pytest.raises(ValueError, match="data interval"):
+        derive_batch_id("g", "d", "t")
+
+
+def test_partition_key_hash_is_the_documented_sha256_and_refuses_unstable_types() -> None:
+    ids = ["0", "1", "2", "3", "10"]
+    ordered = ["0", "1", "2", "3", "10"]
+    for key in ("order-17", b"\x00\x01", 12345):
+        raw = key if isinstance(key, bytes) else str(key).encode()
+        expected = ordered[int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") % 5]
+        assert partition_for_key(key, ids) == expected
+    assert partition_for_key("k", ["3", "1", "0", "2"]) == partition_for_key("k", ["0", "1", "2", "3"])
+    for bad in (1.5, None, ("a",), True):
+        with pytest.raises(InvalidEventError, match="event 4: field 'partition_key'"):
+            partition_for_key(bad, ids, index=4)
+
+
+def test_fingerprint_depends_on_order_bodies_and_properties_and_is_incremental() -> None:
+    events = [(b"a", {"x": 1}), (b"b", None), (b"c", {"y": b"\x01"})]
+    whole, count = fingerprint_of(events)
+    fp = Fingerprint()
+    for body, props in iter(events):
+        fp.update(body, props)
+    assert (fp.hexdigest(), fp.count) == (whole, count) == (whole, 3)
+    assert fingerprint_of(list(reversed(events)))[0] != whole
+    assert fingerprint_of([(b"a", {"x": 2}), *events[1:]])[0] != whole
+    assert fingerprint_of([(b"ab", None)])[0] != fingerprint_of([(b"a", None), (b"b", None)])[0]
+
+
+def test_ranges_round_trip() -> None:
+    assert to_ranges([5, 1, 2, 3, 9]) == [[1, 4], [5, 6], [9, 10]]
+    assert from_ranges([[1, 4], [9, 10]]) == [1, 2, 3, 9]
+
+
+def test_state_document_checks_json_version_and_hub() -> None:
+    state = ProducerState.new(KEY)
+    assert ProducerState.from_json(state.to_json(), KEY, "blob x", "delete it").hub == "hub"
+    for text, why in (("{", "not JSON"), ('{"version": 2}', "version 2"),
+                      (state.to_json().replace('"hub":"hub"', '"hub":"other"'), "belongs to hub")):
+        with pytest.raises(InvalidProducerStateError, match=why):
+            ProducerState.from_json(text, KEY, "blob x", "delete it")
+
+
+class MemoryStore(ProducerStateStore):
+    """Single-process store: CAS by version counter."""
+
+    def __init__(self) -> None:
+        self.docs: dict[StateKey, str] = {}
+
+    def describe(self, key: StateKey) -> str:
+        return "memory"
+
+    def reset_hint(self, key: StateKey) -> str:
+        return "clear it"
+
+    def read(self, key: StateKey) -> ProducerState | None:
+        text = self.docs.get(key)
+        return None if text is None else ProducerState.from_json(text, key, "memory", "clear it")
+
+    def _acquire(self, key: StateKey) -> StateClaim:
+        return StateClaim(key, self.read(key) or ProducerState.new(key), None, "memory")
+
+    def write(self, claim: StateClaim, state: ProducerState) -> None:
+        self.docs[claim.key] = state.to_json()
+        claim.state = state
+
+    def release(self, claim: StateClaim) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> tuple[IdempotentPublisher, dict[str, Any]]:
+    """A publisher over the memory store; the partition's 'log' is a dict the fake read-back consults."""
+    log: dict[str, Any] = {"end": -1, "landed": {}}
+    monkeypatch.setattr(IdempotentPublisher, "_partition_end", lambda self, pid, producer=None: log["end"])
+    monkeypatch.setattr(publisher_module, "landed_stamps", lambda *a, **k: dict(log["landed"]))
+    endpoint = EventHubsEndpoint("ns.example", "hub", connection_string="Endpoint=sb://x/")
+    return IdempotentPublisher(endpoint, MemoryStore(), producer_group="g"), log
+
+
+def report(plan: Any, sent: int | None = None) -> SendReport:
+    return SendReport(plan.partition_id, plan.batch_id, plan.event_count, plan.fingerprint,
+                      plan.send_count if sent is None else sent, 99, 0.1)
+
+
+def test_ledger_new_then_committed_batch_is_a_no_op(engine: Any) -> None:
+    pub, _ = engine
+    s = pub.begin("0", "b" * 64, 10, "fp")
+    assert (s.plan.action, s.plan.first_seq, s.plan.send_count) == ("send", 0, 10)
+    assert pub.store.read(s.key).pending["batch_id"] == "b" * 64
+    result = pub.commit(s, report(s.plan))
+    assert (result.first_seq, result.last_seq, result.events) == (0, 9, 10)
+    again = pub.begin("0", "b" * 64, 10, "fp")
+    assert again.plan.action == "done" and again.plan.result.status == "already_committed"
+    with pytest.raises(BatchContentChangedError):
+        pub.begin("0", "b" * 64, 10, "other-fp")
+    nxt = pub.begin("0", "c" * 64, 5, "fp2")
+    assert nxt.plan.first_seq == 10
+
+
+def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbers(engine: Any) -> None:
+    pub, log = engine
+    s = pub.begin("0", "b" * 64, 10, "fp")  # crashed after sending seq 0..3 of 0..9
+    log["landed"] = {0: 0, 1: 1, 2: 2, 3: 3}
+    r = pub.begin("0", "b" * 64, 10, "fp")
+    assert r.plan.recovered_from == "pending" and r.plan.landed == 4
+    assert r.plan.indexes == ((4, 10),) and r.plan.first_seq == 10  # above every number assigned before
+    result = pub.commit(r, report(r.plan))
+    assert (result.status, result.first_seq, result.last_seq, result.resent) == ("recovered", 0, 15, 6)
+    pub.begin("0", "d" * 64, 3, "x")  # crashed again, with nothing landed
+    log["landed"] = {}
+    with pytest.raises(BatchContentChangedError, match="bump `generation`"):
+        pub.begin("0", "d" * 64, 4, "y")
+
+
+def test_ledger_other_runs_pending_becomes_partial_and_its_retry_sends_the_rest(engine: Any) -> None:
+    pub, log = engine
+    pub.begin("0", "a" * 64, 6, "fpa")  # run A crashed after its first 2 events landed
+    log["landed"] = {0: 0, 1: 1}
+    b = pub.begin("0", "b" * 64, 3, "fpb")
+    state = pub.store.read(b.key)
+    assert state.partial["a" * 64]["landed"] == [[0, 2]] and b.plan.first_seq == 6
+    pub.commit(b, report(b.plan))
+    log["landed"] = {}
+    a = pub.begin("0", "a" * 64, 6, "fpa")
+    assert a.plan.recovered_from == "partial" and a.plan.indexes == ((2, 6),) and a.plan.first_seq == 9
+    assert "a" * 64 not in pub.store.read(a.key).partial
+    result = pub.commit(a, report(a.plan))
+    assert (result.events, result.first_seq, result.last_seq) == (6, 0, 12)
+
+
+def test_commit_refuses_a_report_of_other_content(engine: Any) -> None:
+    pub, _ = engine
+    s = pub.begin("0", "b" * 64, 10, "fp")
+    bad = SendReport("0", "b" * 64, 10, "not-fp", 10, 9, 0.1)
+    with pytest.raises(BatchContentChangedError, match="not deterministic"):
+        pub.commit(s, bad)
+    assert pub.store.read(s.key).pending is not None
+
+
+def test_pruning_keeps_the_most_recent_batches(engine: Any) -> None:
+    pub, _ = engine
+    pub.keep_committed = 2
+    for i in range(4):
+        s = pub.begin("0", str(i) * 64, 1, "fp")
+        pub.commit(s, report(s.plan))
+    assert sorted(pub.store.read(KEY).committed) == ["2" * 64, "3" * 64]
+
+
+def test_crash_point_is_inert_unless_selected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW_PROVIDER_EH_CRASH_AT", raising=False)
+    crash_point("after_intent")
+    monkeypatch.setenv("AIRFLOW_PROVIDER_EH_CRASH_AT", "mid_send:2")
+    crash_point("mid_send", 1)
+    crash_point("after_intent")
+    monkeypatch.setenv("AIRFLOW_PROVIDER_EH_CRASH_AT", "nowhere")
+    with pytest.raises(ValueError, match="unknown crash point"):
+        crash_point("after_claim")
