@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.errors import ProducerDisconnectedError
+from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
 
 log = logging.getLogger(__name__)
@@ -29,18 +29,56 @@ log = logging.getLogger(__name__)
 BACKENDS = ("blob", "variable")
 
 
+class UnreadableVariableError(Exception):
+    """A Variable row exists but its value cannot be read; never to be mistaken for an absent state."""
+
+
 class _SdkVariables:
-    """``airflow.sdk.Variable`` behind the three calls the store needs (works inside a running task)."""
+    """
+    ``airflow.sdk.Variable`` behind the two calls the store needs.
+
+    In a task run by a supervisor (every worker) writes go through the Task SDK. ``dag.test()`` in
+    Airflow 3.3 runs tasks in-process without the supervisor channel ``Variable.set`` needs; there,
+    and only there, reads and writes fall back to the metadata DB through ``airflow.models.Variable``.
+    """
+
+    description = "airflow-provider-eh producer state; see the provider README before editing"
+
+    @staticmethod
+    def _supervised() -> bool:
+        import sys
+
+        return hasattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS")
 
     def get(self, key: str) -> str | None:
-        from airflow.sdk import Variable
+        if self._supervised():
+            from airflow.sdk import Variable
 
-        return Variable.get(key, default=None)
+            return Variable.get(key, default=None)
+        from airflow.models.variable import Variable as DbVariable
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            row = session.scalar(select(DbVariable).where(DbVariable.key == key))
+            if row is None:
+                return None
+            value = row.val
+            if value is None and row._val is not None:
+                raise UnreadableVariableError(
+                    f"Airflow Variable {key!r} exists but cannot be decrypted (the Fernet key changed?)"
+                )
+            return value
 
     def set(self, key: str, value: str) -> None:
-        from airflow.sdk import Variable
+        if self._supervised():
+            from airflow.sdk import Variable
 
-        Variable.set(key, value, description="airflow-provider-eh producer state; see the provider README before editing")
+            Variable.set(key, value, description=self.description)
+            return
+        from airflow.models.variable import Variable as DbVariable
+
+        DbVariable.set(key, value, description=self.description)
 
 
 class VariableProducerStateStore(ProducerStateStore):
@@ -70,7 +108,13 @@ class VariableProducerStateStore(ProducerStateStore):
         return f"delete Airflow Variable {self.variable_name(key)!r} (`airflow variables delete {self.variable_name(key)}`)"
 
     def read(self, key: StateKey) -> ProducerState | None:
-        text = self.variables.get(self.variable_name(key))
+        try:
+            text = self.variables.get(self.variable_name(key))
+        except UnreadableVariableError as exc:
+            raise InvalidProducerStateError(
+                f"producer state {self.describe(key)} for {key}: {exc}. Restore the Fernet key, or to start over "
+                f"{self.reset_hint(key)}."
+            ) from None
         if text is None:
             return None
         return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
