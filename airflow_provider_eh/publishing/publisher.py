@@ -388,7 +388,8 @@ class IdempotentPublisher:
                 try:
                     if session.plan.send_count:
                         report = send_partition(self.endpoint, session.plan, events, producer=producer,
-                                                stop_check=session.check, send_timeout=self.send_timeout)
+                                                stop_check=session.check, send_timeout=self.send_timeout,
+                                                fingerprint=fingerprint)
                         crash_point("after_send")
                 except BaseException as exc:
                     self.abort(session)

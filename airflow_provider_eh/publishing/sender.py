@@ -21,7 +21,7 @@ from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batch import OutgoingEvent
 from airflow_provider_eh.publishing.crash import crash_point
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.stamps import BATCH, GROUP, OWNER, SEQ
+from airflow_provider_eh.publishing.stamps import StampEncoder
 from airflow_provider_eh.publishing.state import from_ranges
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ def send_partition(
     producer: EventHubProducerClient | None = None,
     stop_check: Callable[[], None] | None = None,
     send_timeout: float = 60.0,
+    fingerprint: str | None = None,
 ) -> SendReport:
     """
     Stamp and send the plan's events of one partition; pure of any state store.
@@ -75,6 +76,9 @@ def send_partition(
     :param producer: an open producer client to reuse.
     :param stop_check: called before each SDK batch; raises to stop (the driver's lease check).
     :param send_timeout: seconds one SDK batch may take before the send counts as failed.
+    :param fingerprint: the events' fingerprint when the caller has just computed it over the same
+        in-memory events (the driver-side ``publish``); executors leave it None so the report proves
+        what they iterated.
 
     The producer it builds has the SDK's own retries off: a retried SDK send after a lost
     acknowledgement would land the same stamps twice. Failures surface; the publisher recovers
@@ -87,24 +91,23 @@ def send_partition(
     client = endpoint.producer(retry_total=0) if producer is None else producer
     partition, group, stamp, owner = plan.partition_id, plan.group, plan.batch_stamp, plan.owner_level
     wanted = None if plan.indexes is None else set(from_ranges(plan.indexes))
-    fp = Fingerprint()
+    fp = Fingerprint() if fingerprint is None else None
+    stamps = StampEncoder(group, stamp, owner)
     seq = plan.first_seq
+    count = 0
     sent = batches = 0
     last_progress = started
     try:
         batch = client.create_batch(partition_id=partition)
         pending_in_batch = 0
         for index, (body, props) in enumerate(_pairs(events)):
-            fp.update(body, props)
+            count += 1
+            if fp is not None:
+                fp.update(body, props)
             if wanted is not None and index not in wanted:
                 continue
             event = EventData(body)
-            properties = dict(props) if props else {}
-            properties[GROUP] = group
-            properties[SEQ] = seq
-            properties[BATCH] = stamp
-            properties[OWNER] = owner
-            event.properties = properties
+            event.properties = stamps.properties(props, seq)
             try:
                 batch.add(event)
             except ValueError:
@@ -148,4 +151,4 @@ def send_partition(
         "group %s partition %s batch %s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
         group, partition, stamp, sent, batches, seconds, sent / seconds if seconds else 0.0,
     )
-    return SendReport(partition, plan.batch_id, fp.count, fp.hexdigest(), sent, end, seconds)
+    return SendReport(partition, plan.batch_id, count, fp.hexdigest() if fp is not None else str(fingerprint), sent, end, seconds)
