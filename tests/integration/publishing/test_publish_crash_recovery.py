@@ -3,6 +3,7 @@ again: reading the hub back finds every event exactly once, in eh.seq order."""
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -32,15 +33,15 @@ def test_retry_after_crash_at_each_step_publishes_each_event_once(setup: Publish
     for point, proc in crashed.items():
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == -signal.SIGKILL, f"{point}: exit {proc.returncode}\n{err[-2000:]}"
-    if True:  # the crash left something behind (except after_claim, where nothing was sent)
-        assert len(setups["after_send"].read_back()) == len(EVENTS)
-        assert 0 < len(setups["mid_send:1"].read_back()) < len(EVENTS)
+    # the crashes left in-doubt sends behind: all of them after the send, part of them mid-send
+    assert len(setups["after_send"].read_back()) == len(EVENTS)
+    assert 0 < len(setups["mid_send:1"].read_back()) < len(EVENTS)
     retried = {point: s.start(EVENTS, batch("crash"), claim_timeout=40) for point, s in setups.items()}
     for point, proc in retried.items():
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, f"{point}: exit {proc.returncode}\n{err[-3000:]}"
         assert_exactly_once(setups[point].read_back(), EVENTS)
-        statuses = {r["status"] for r in __import__("json").loads(out.strip().splitlines()[-1]).values()}
+        statuses = {r["status"] for r in json.loads(out.strip().splitlines()[-1]).values()}
         assert CRASHES[point] in statuses, (point, statuses)
 
 
@@ -52,8 +53,12 @@ def test_send_faults_then_retry_publish_each_event_once(setup: PublishSetup, fau
     events = events_for(fault, 800, size=2000)
     setup.event_hubs.admin.set_fault(fault, hub=setup.hub, **params)
     # The first run either recovers in-process (a failed send is followed by read-back) or fails.
-    setup.run(events, batch(fault), send_timeout=1.5, send_attempts=2)
-    assert setup.event_hubs.admin.faults()[0]["triggered"] > 0, "the fault must have hit a send"
+    try:
+        setup.publisher(send_timeout=1.5, send_attempts=2).publish(events, batch_id=batch(fault))
+    except Exception:
+        pass
+    left = setup.event_hubs.admin.faults()  # a one-shot fault disappears once it fired
+    assert all(f["triggered"] > 0 for f in left), f"the fault must have hit a send: {left}"
     setup.event_hubs.admin.clear_faults()
     code, result, err = setup.run(events, batch(fault), claim_timeout=40)
     assert code == 0, err[-3000:]
