@@ -19,6 +19,7 @@ from azure.eventhub import EventData
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batch import OutgoingEvent
+from airflow_provider_eh.publishing.batching import add_event, fast_path_available
 from airflow_provider_eh.publishing.crash import crash_point
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.stamps import StampEncoder
@@ -99,6 +100,7 @@ def send_partition(
     last_progress = started
     try:
         batch = client.create_batch(partition_id=partition)
+        fast = fast_path_available(batch)
         pending_in_batch = 0
         for index, (body, props) in enumerate(_pairs(events)):
             count += 1
@@ -109,7 +111,7 @@ def send_partition(
             event = EventData(body)
             event.properties = stamps.properties(props, seq)
             try:
-                batch.add(event)
+                add_event(batch, event, fast)
             except ValueError:
                 if pending_in_batch == 0:
                     raise EventTooLargeError(
@@ -124,7 +126,7 @@ def send_partition(
                 sent += pending_in_batch
                 crash_point("mid_send", batches)
                 batch = client.create_batch(partition_id=partition)
-                batch.add(event)
+                add_event(batch, event, fast)
                 pending_in_batch = 0
                 now = time.monotonic()
                 if now - last_progress >= PROGRESS_EVERY:

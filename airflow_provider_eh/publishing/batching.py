@@ -1,0 +1,55 @@
+"""Filling an SDK ``EventDataBatch`` with one AMQP encode per event instead of two.
+
+``EventDataBatch.add`` (azure-eventhub 5.x, pyamqp transport) encodes each message once to measure
+it and again to append it. The encoder is pure Python and, with our four stamps, dominates the cost
+of publishing. :func:`add_event` encodes once, measures the bytes it will append, and applies the
+SDK's own size rule (``size + 5`` bytes of batch overhead under 256 bytes, else ``+ 8``). It uses the
+batch's private fields, so it is only taken when they look exactly as expected (checked once per
+batch, :func:`fast_path_available`); otherwise it calls ``batch.add``. The unit tests pin that both
+paths build byte-identical batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:  # the SDK internals the fast path relies on
+    from azure.eventhub import EventData
+    from azure.eventhub._common import _BATCH_MESSAGE_OVERHEAD_COST
+    from azure.eventhub._pyamqp.utils import encode_payload
+    from azure.eventhub._tracing import trace_message
+    from azure.eventhub._transport._pyamqp_transport import PyamqpTransport
+    from azure.eventhub._utils import transform_outbound_single_message
+
+    _IMPORTED = True
+except ImportError:  # another SDK layout: always the public path
+    _IMPORTED = False
+
+
+def fast_path_available(batch: Any) -> bool:
+    """True when ``batch`` is a pyamqp EventDataBatch with the fields :func:`add_event` maintains."""
+    return (
+        _IMPORTED
+        and getattr(batch, "_amqp_transport", None) is PyamqpTransport
+        and not getattr(batch, "_partition_key", None)
+        and all(hasattr(batch, name) for name in ("_message", "_internal_events", "_size", "_count", "_tracing_attributes"))
+    )
+
+def add_event(batch: Any, event: EventData, fast: bool) -> None:
+    """Add ``event`` to ``batch``; ``ValueError`` when it does not fit (as ``batch.add``)."""
+    if not fast:
+        batch.add(event)
+        return
+    transport = batch._amqp_transport
+    outgoing = transform_outbound_single_message(event, EventData, transport.to_outgoing_amqp_message)
+    message = trace_message(outgoing._message, amqp_transport=transport, additional_attributes=batch._tracing_attributes)
+    output = bytearray()
+    encode_payload(output, message)
+    size = len(output)
+    size_after_add = batch._size + size + _BATCH_MESSAGE_OVERHEAD_COST[0 if size < 256 else 1]
+    if size_after_add > batch.max_size_in_bytes:
+        raise ValueError(f"EventDataBatch has reached its size limit: {batch.max_size_in_bytes}")
+    batch._internal_events.append(event)
+    batch._message[5].append(output)
+    batch._size = size_after_add
+    batch._count += 1
