@@ -22,7 +22,7 @@ check-tools:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "missing: Python 3.11+ ($(PYTHON) is older)"; exit 1; }
 	@command -v java >/dev/null || { echo "missing: java (Java 17 runs Spark local mode). Install openjdk-17-jre-headless"; exit 1; }
 	@command -v node >/dev/null && command -v npm >/dev/null || { echo "missing: node and npm (Node 18+ runs Azurite). Install nodejs and npm"; exit 1; }
-	@node -e 'process.exit(parseInt(process.versions.node) < 18)' || { echo "missing: Node 18+ (found $$(node --version))"; exit 1; }
+	@node -e 'process.exit(parseInt(process.versions.node) < 18 ? 1 : 0)' || { echo "missing: Node 18+ (found $$(node --version))"; exit 1; }
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/dev.lock pyproject.toml | check-tools
