@@ -41,12 +41,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
-    """A fresh Airflow metadata DB (SQLite) in the session's own AIRFLOW_HOME."""
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "reset", "--yes", "--skip-init"],
-        check=True, capture_output=True, env=os.environ.copy(),
-    )
+    """A fresh Airflow metadata DB (SQLite) in the session's own, new AIRFLOW_HOME.
+
+    Migrated in a child process, as ``airflow db migrate`` runs in production. The home is new, so
+    there is nothing to reset; pooled in-process connections opened before (by a DAG import, say)
+    are dropped so that they reopen on the migrated file.
+    """
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
+    if "airflow.settings" in sys.modules:
+        from airflow import settings
+
+        if getattr(settings, "engine", None) is not None:
+            settings.engine.dispose()
     return _AIRFLOW_HOME
 
 

@@ -177,7 +177,7 @@ class EventHubsHook(_EventHubsConnection, BaseHook):
             props = self.get_eventhub_properties()
         except Exception as exc:
             return False, str(exc)
-        return True, f"Event Hub {props['name']!r} reachable with {len(props['partition_ids'])} partitions"
+        return True, f"Event Hub {props['eventhub_name']!r} reachable with {len(props['partition_ids'])} partitions"
 
 
 class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
