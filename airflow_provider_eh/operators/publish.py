@@ -8,22 +8,18 @@ task's XComs before a retry); the producer state store holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_eh.errors import EventHubsProviderError
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.hooks.producer_state import ProducerStateHook
-from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, derive_batch_id
+from airflow_provider_eh.operators.base_publish import BasePublishOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class EventHubPublishOperator(BaseOperator):
+class EventHubPublishOperator(BasePublishOperator):
     """
     Publish a batch of events to one hub, each event exactly once across retries, re-runs and backfills.
 
@@ -54,17 +50,6 @@ class EventHubPublishOperator(BaseOperator):
     :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
     """
 
-    template_fields: Sequence[str] = (
-        "eventhub_name",
-        "event_hubs_conn_id",
-        "state_backend",
-        "wasb_conn_id",
-        "state_container",
-        "producer_group",
-        "generation",
-    )
-    ui_color = "#0078d4"
-
     def __init__(
         self,
         *,
@@ -84,21 +69,14 @@ class EventHubPublishOperator(BaseOperator):
         claim_timeout: float = 0.0,
         **kwargs: Any,
     ):
-        super().__init__(**kwargs)
+        super().__init__(
+            eventhub_name=eventhub_name, event_hubs_conn_id=event_hubs_conn_id, state_backend=state_backend,
+            wasb_conn_id=wasb_conn_id, state_container=state_container, producer_group=producer_group,
+            generation=generation, partition_options=partition_options, keep_committed=keep_committed,
+            send_attempts=send_attempts, lease_seconds=lease_seconds, claim_timeout=claim_timeout, **kwargs,
+        )
         self.events = events
-        self.eventhub_name = eventhub_name
-        self.event_hubs_conn_id = event_hubs_conn_id
-        self.state_backend = state_backend
-        self.wasb_conn_id = wasb_conn_id
-        self.state_container = state_container
-        self.producer_group = producer_group
-        self.generation = generation
         self.partition_id = partition_id
-        self.partition_options = partition_options
-        self.keep_committed = keep_committed
-        self.send_attempts = send_attempts
-        self.lease_seconds = lease_seconds
-        self.claim_timeout = claim_timeout
 
     def _events(self, context: Context) -> Iterable[Any]:
         events = self.events
@@ -110,48 +88,14 @@ class EventHubPublishOperator(BaseOperator):
             raise AirflowFailException(f"Task {self.task_id!r}: `events` resolved to None; nothing to publish")
         return events
 
-    def batch_id(self, context: Context, group: str) -> str:
-        """The derived batch id of this task instance."""
-        ti = context["ti"]
-        return derive_batch_id(
-            group, self.dag_id, self.task_id,
-            interval_start=context.get("data_interval_start"), interval_end=context.get("data_interval_end"),
-            logical_date=context.get("logical_date"), run_id=context.get("run_id"),
-            map_index=getattr(ti, "map_index", -1) if getattr(ti, "map_index", None) is not None else -1,
-            generation=int(self.generation or 0),
-        )
-
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
-        group = self.producer_group or f"{self.dag_id}.{self.task_id}"
-        backend = self.state_backend or ("blob" if self.state_container else "variable")
-        try:
-            endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-            store = ProducerStateHook(
-                backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
-                lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
-            ).get_store()
-            options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
-            publisher = IdempotentPublisher(
-                endpoint, store, producer_group=group, partition_options=options,
-                keep_committed=self.keep_committed, send_attempts=self.send_attempts,
-            )
+        group = self.publish_group
+        with self.provider_errors():
+            publisher = self.get_publisher()
             batch_id = self.batch_id(context, group)
             self.log.info(
                 "group %s batch %s: publishing to hub %s with the %s state backend (attempt %s)",
-                group, batch_id[:16], endpoint.eventhub_name, backend, context["ti"].try_number,
+                group, batch_id[:16], publisher.endpoint.eventhub_name, self.backend, context["ti"].try_number,
             )
             results = publisher.publish(self._events(context), batch_id=batch_id, default_partition=self.partition_id)
-        except EventHubsProviderError as exc:
-            if exc.retryable:
-                raise
-            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
-        except ValueError as exc:  # configuration errors (backend name, missing container, lease bounds)
-            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
-        for pid, result in sorted(results.items()):
-            self.log.info(
-                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
-                group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
-                result.service_last_sequence_number,
-                f" (recovery: {result.landed} landed, {result.resent} resent)" if result.status == "recovered" else "",
-            )
-        return {pid: result.as_xcom() for pid, result in sorted(results.items())}
+        return self.report(batch_id, results)

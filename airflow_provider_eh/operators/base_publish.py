@@ -1,0 +1,142 @@
+"""What the publishing operators share: their state arguments, the batch id, the publisher, the error mapping.
+
+:class:`BasePublishOperator` is the base of :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
+and :class:`~airflow_provider_eh.operators.spark_publish.SparkToEventHubOperator`; each subclass only
+says where its events come from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.producer_state import ProducerStateHook
+from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class BasePublishOperator(BaseOperator):
+    """
+    Base of the operators that publish a batch exactly once.
+
+    :param eventhub_name: the hub (templated); default: the connection's.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
+    :param state_backend: ``"blob"`` or ``"variable"`` (templated); default ``"blob"`` when
+        ``state_container`` is given, else ``"variable"`` (single-writer: serialise runs of the group).
+    :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
+    :param state_container: the container holding producer states (templated).
+    :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
+    :param generation: bump to republish the same interval on purpose (templated).
+    :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
+    :param keep_committed: prune the ledger to this many recent batches per partition (default: keep all;
+        a pruned batch re-run would publish again).
+    :param send_attempts: in-process attempts per partition on transient send errors.
+    :param lease_seconds: blob lease duration (15 to 60).
+    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+    """
+
+    template_fields: Sequence[str] = (
+        "eventhub_name",
+        "event_hubs_conn_id",
+        "state_backend",
+        "wasb_conn_id",
+        "state_container",
+        "producer_group",
+        "generation",
+    )
+    ui_color = "#0078d4"
+
+    def __init__(
+        self,
+        *,
+        eventhub_name: str | None = None,
+        event_hubs_conn_id: str = "azure_event_hubs_default",
+        state_backend: str | None = None,
+        wasb_conn_id: str = "wasb_default",
+        state_container: str | None = None,
+        producer_group: str | None = None,
+        generation: int | str = 0,
+        partition_options: Mapping[str, Mapping[str, Any]] | None = None,
+        keep_committed: int | None = None,
+        send_attempts: int = 3,
+        lease_seconds: int = 15,
+        claim_timeout: float = 0.0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.eventhub_name = eventhub_name
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.state_backend = state_backend
+        self.wasb_conn_id = wasb_conn_id
+        self.state_container = state_container
+        self.producer_group = producer_group
+        self.generation = generation
+        self.partition_options = partition_options
+        self.keep_committed = keep_committed
+        self.send_attempts = send_attempts
+        self.lease_seconds = lease_seconds
+        self.claim_timeout = claim_timeout
+
+    @property
+    def publish_group(self) -> str:
+        """The producer group of this task."""
+        return self.producer_group or f"{self.dag_id}.{self.task_id}"
+
+    @property
+    def backend(self) -> str:
+        return self.state_backend or ("blob" if self.state_container else "variable")
+
+    def batch_id(self, context: Context, group: str) -> str:
+        """The derived batch id of this task instance."""
+        ti = context["ti"]
+        return derive_batch_id(
+            group, self.dag_id, self.task_id,
+            interval_start=context.get("data_interval_start"), interval_end=context.get("data_interval_end"),
+            logical_date=context.get("logical_date"), run_id=context.get("run_id"),
+            map_index=getattr(ti, "map_index", -1) if getattr(ti, "map_index", None) is not None else -1,
+            generation=int(self.generation or 0),
+        )
+
+    def get_publisher(self, **kwargs: Any) -> IdempotentPublisher:
+        """The engine's publisher on this task's hub, state store and producer group."""
+        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        store = ProducerStateHook(
+            self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
+            lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
+        ).get_store()
+        options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
+        return IdempotentPublisher(
+            endpoint, store, producer_group=self.publish_group, partition_options=options,
+            keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
+        )
+
+    @contextmanager
+    def provider_errors(self) -> Iterator[None]:
+        """Non-retryable provider errors and configuration errors fail the task without burning retries."""
+        try:
+            yield
+        except EventHubsProviderError as exc:
+            if exc.retryable:
+                raise
+            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
+        except ValueError as exc:  # configuration errors (backend name, missing container, lease bounds)
+            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
+
+    def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, int]]:
+        """Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq, service_last_sequence_number}``."""
+        for pid, result in sorted(results.items()):
+            self.log.info(
+                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
+                self.publish_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
+                result.service_last_sequence_number,
+                f" (recovery: {result.landed} landed, {result.resent} resent)" if result.status == "recovered" else "",
+            )
+        return {pid: result.as_xcom() for pid, result in sorted(results.items())}
