@@ -98,6 +98,7 @@ _MODULES: dict[str, list[str]] = {
     "operators": [
         "airflow_provider_eh.operators.ingest",
         "airflow_provider_eh.operators.publish",
+        "airflow_provider_eh.operators.spark_publish",
     ],
     "sensors": ["airflow_provider_eh.sensors.checkpoint"],
     "triggers": ["airflow_provider_eh.triggers.checkpoint"],

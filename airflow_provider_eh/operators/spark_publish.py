@@ -1,0 +1,217 @@
+"""Publish the materialised output of a Spark job to Event Hubs exactly once, per partition, from executors.
+
+The driver (this task) reads the output, claims and plans every Event Hubs partition and commits;
+Spark executors map rows to events, fingerprint them and send them, in parallel. Nothing of the
+dataset reaches the driver or XCom. See :mod:`airflow_provider_eh.spark.job` for the steps.
+
+**Where Spark runs** comes from the ``spark_default`` connection, read as the Spark provider reads
+it: host ``local[*]`` (also the default when the connection does not exist), ``spark://host:7077``,
+``yarn``, ``k8s://https://host:443``, or a ``spark_connect`` connection / ``sc://host:15002`` host for
+Spark Connect. Extras ``queue``, ``namespace``, ``principal`` and ``keytab`` become the matching
+``spark.*`` properties; ``spark_conf`` is merged on top. The session runs in client mode inside the
+task; a session built here is stopped at the end, an already active one is left running.
+
+**Shipping the package to executors.** Executors import ``airflow_provider_eh`` (with ``azure-eventhub``
+and ``pyarrow``) to build and send events. Either install the provider in the cluster's image
+(``pip install airflow-provider-eh`` in every executor's Python), or ship a wheel with the job:
+``spark_conf={"spark.submit.pyFiles": "/opt/wheels/airflow_provider_eh-<version>-py3-none-any.whl"}``
+(the same as ``spark-submit --py-files``); its dependencies (``azure-eventhub``) must then be in the
+executors' environment already, e.g. from a packed virtualenv given as ``spark.archives``. With
+Spark Connect the server's executors need the package installed. Executors reach the hub with the
+credential of the ``azure_event_hubs`` connection (it is pickled into the tasks, never logged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_eh.operators.base_publish import BasePublishOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_eh.spark.session import SparkSettings
+
+
+def spark_settings(spark_conn_id: str, spark_conf: Mapping[str, Any] | None = None) -> SparkSettings:
+    """Where Spark runs, from a ``spark`` or ``spark_connect`` connection; ``local[*]`` when it does not exist."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from airflow_provider_eh.spark.session import SparkSettings
+
+    conf: dict[str, Any] = {}
+    try:
+        conn = SparkSubmitHook.get_connection(spark_conn_id)
+    except AirflowNotFoundException:
+        return SparkSettings(master="local[*]", conf=dict(spark_conf or {}))
+    host = conn.host or ""
+    if conn.conn_type == "spark_connect" or host.startswith("sc://"):
+        return SparkSettings(remote=SparkConnectHook(spark_conn_id).get_connection_url(), conf=dict(spark_conf or {}))
+    # as SparkSubmitHook._resolve_connection: a full master URL in the host, else <conn type>://host
+    if conn.conn_type == "spark" and host and ("://" in host or not conn.port):
+        master = host
+    else:
+        master = f"{conn.conn_type}://{host}"
+    if conn.port:
+        master = f"{master}:{conn.port}"
+    extra = conn.extra_dejson
+    if extra.get("deploy-mode") == "cluster":
+        raise ValueError(
+            f"Spark connection {spark_conn_id!r}: deploy-mode 'cluster' is not possible here; the publishing "
+            "driver runs inside the Airflow task (client mode). Remove deploy-mode from the connection."
+        )
+    for name, key in (("queue", "spark.yarn.queue"), ("namespace", "spark.kubernetes.namespace"),
+                      ("principal", "spark.kerberos.principal"), ("keytab", "spark.kerberos.keytab")):
+        if extra.get(name):
+            conf[key] = extra[name]
+    return SparkSettings(master=master, conf={**conf, **dict(spark_conf or {})})
+
+
+class SparkToEventHubOperator(BasePublishOperator):
+    """
+    Publish the output of an upstream Spark job to one hub, each row exactly once, sent by Spark executors.
+
+    Each row becomes one event: its body is ``body_column``, or ``serializer(row_dict)``, or the row as
+    JSON; ``property_columns`` become application properties. Its partition is ``partition_column``, or
+    ``key_column`` hashed by the provider's documented stable hash (the same as ``partition_key`` in
+    :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`). Each partition's events
+    are ordered by ``order_by``, ties broken by a hash of the event, so every retry sends the same batch.
+
+    Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number}``.
+
+    :param path: the output's path (templated), e.g. ``"/data/orders/{{ ds }}"``.
+    :param format: ``parquet`` (default), ``json``, ``csv``, ``orc``, or ``delta`` with ``delta-spark`` installed.
+    :param table: a table name instead of ``path`` (templated).
+    :param read_options: options of the Spark reader (``{"header": "true"}`` for csv).
+    :param eventhub_name: the hub (templated); default: the connection's.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
+    :param spark_conn_id: the ``spark`` or ``spark_connect`` connection (templated).
+    :param spark_conf: Spark properties merged over the connection's.
+    :param body_column: the column holding each event's body (bytes, str, or a value sent as JSON).
+    :param serializer: a picklable ``row_dict -> bytes | str | JSON-serialisable`` building the body.
+    :param property_columns: columns copied into each event's application properties.
+    :param partition_column: the column holding each row's partition id.
+    :param key_column: the column hashed to each row's partition (instead of ``partition_column``).
+    :param order_by: the columns ordering each partition's events.
+    :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
+    :param generation: bump to republish the same interval on purpose (templated).
+    :param state_backend: ``"blob"`` or ``"variable"`` (templated).
+    :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
+    :param state_container: the container holding producer states (templated).
+    :param on_empty: an output without rows: ``"succeed"`` publishes nothing and succeeds (returns ``{}``),
+        ``"fail"`` fails the task.
+    :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
+    :param keep_committed: prune the ledger to this many recent batches per partition.
+    :param lease_seconds: blob lease duration (15 to 60).
+    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+    """
+
+    template_fields: Sequence[str] = (
+        "path",
+        "table",
+        "spark_conn_id",
+        *BasePublishOperator.template_fields,
+    )
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        format: str = "parquet",
+        table: str | None = None,
+        read_options: Mapping[str, Any] | None = None,
+        eventhub_name: str | None = None,
+        event_hubs_conn_id: str = "azure_event_hubs_default",
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        body_column: str | None = None,
+        serializer: Callable[[dict[str, Any]], Any] | None = None,
+        property_columns: Sequence[str] = (),
+        partition_column: str | None = None,
+        key_column: str | None = None,
+        order_by: Sequence[str] = (),
+        producer_group: str | None = None,
+        generation: int | str = 0,
+        state_backend: str | None = None,
+        wasb_conn_id: str = "wasb_default",
+        state_container: str | None = None,
+        on_empty: str = "succeed",
+        partition_options: Mapping[str, Mapping[str, Any]] | None = None,
+        keep_committed: int | None = None,
+        lease_seconds: int = 15,
+        claim_timeout: float = 0.0,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            eventhub_name=eventhub_name, event_hubs_conn_id=event_hubs_conn_id, state_backend=state_backend,
+            wasb_conn_id=wasb_conn_id, state_container=state_container, producer_group=producer_group,
+            generation=generation, partition_options=partition_options, keep_committed=keep_committed,
+            lease_seconds=lease_seconds, claim_timeout=claim_timeout, **kwargs,
+        )
+        self.path = path
+        self.format = format
+        self.table = table
+        self.read_options = read_options
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.body_column = body_column
+        self.serializer = serializer
+        self.property_columns = tuple(property_columns)
+        self.partition_column = partition_column
+        self.key_column = key_column
+        self.order_by = tuple(order_by)
+        self.on_empty = on_empty
+
+    def execute(self, context: Context) -> dict[str, dict[str, int]]:
+        from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource, require_delta
+        from airflow_provider_eh.spark.mapping import RowMapping
+        from airflow_provider_eh.spark.session import get_session
+
+        group = self.publish_group
+        with self.provider_errors():
+            if not (self.path or self.table):
+                raise ValueError(
+                    "no output to publish: `path` (and `format`) or `table` is empty; pass the upstream Spark job's "
+                    "output location, e.g. path='/data/orders/{{ ds }}'"
+                )
+            source = SparkSource(path=self.path or None, format=self.format, table=self.table or None,
+                                 read_options=dict(self.read_options or {}))
+            mapping = RowMapping(
+                body_column=self.body_column, serializer=self.serializer, property_columns=self.property_columns,
+                partition_column=self.partition_column, key_column=self.key_column, order_by=self.order_by,
+            )
+            settings = spark_settings(self.spark_conn_id, self.spark_conf)
+            publisher = self.get_publisher()
+            batch_id = self.batch_id(context, group)
+            self.log.info(
+                "group %s batch %s: publishing %s to hub %s with Spark (%s) and the %s state backend (attempt %s)",
+                group, batch_id[:16], source.describe(), publisher.endpoint.eventhub_name, settings.describe(),
+                self.backend, context["ti"].try_number,
+            )
+            if self.format == "delta" and not self.table:
+                require_delta()
+                settings = _with_delta(settings)
+            spark, owned = get_session(settings)
+            try:
+                job = SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty)
+                results = job.publish(source, batch_id)
+            finally:
+                if owned:
+                    spark.stop()
+        return self.report(batch_id, results)
+
+
+def _with_delta(settings: SparkSettings) -> SparkSettings:
+    """Delta's jars, SQL extension and catalog, unless the conf sets them."""
+    from dataclasses import replace
+    from importlib.metadata import version
+
+    delta = {
+        "spark.jars.packages": f"io.delta:delta-spark_2.13:{version('delta-spark')}",
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
+    return replace(settings, conf={**delta, **dict(settings.conf)})

@@ -1,0 +1,59 @@
+"""Errors of publishing Spark output, and bringing executors' errors back to the driver as themselves.
+
+An error raised in a Python worker reaches the driver as Spark's ``PythonException`` (or a
+``Py4JJavaError``) whose text holds the worker's traceback. :func:`raise_from_spark` finds the
+provider error in that text and raises it again as its own class with its own message, so the
+operator can tell a bad row (not retryable) from a lost executor (retryable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from airflow_provider_eh import errors
+from airflow_provider_eh.errors import EventHubsProviderError
+
+
+class SparkPublishError(EventHubsProviderError):
+    """Publishing a Spark output failed; ``retryable`` says whether a new run can complete it."""
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class OutputNotFoundError(SparkPublishError):
+    """The output path or table does not exist."""
+
+
+class EmptyOutputError(SparkPublishError):
+    """The output has no rows and ``on_empty="fail"``."""
+
+
+_WORKER_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+Error): (.+)$", re.MULTILINE)
+
+
+def from_worker_text(text: str) -> EventHubsProviderError | None:
+    """The last provider error named in a worker's traceback text, rebuilt; ``None`` if there is none."""
+    found = None
+    for name, message in _WORKER_ERROR.findall(text):
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, EventHubsProviderError) and cls.__init__ is Exception.__init__:
+            found = cls(message.strip())
+    return found
+
+
+@contextmanager
+def raise_from_spark() -> Iterator[None]:
+    """Re-raise a provider error that an executor raised as itself; anything else unchanged."""
+    try:
+        yield
+    except EventHubsProviderError:
+        raise
+    except Exception as exc:
+        rebuilt = from_worker_text(str(exc))
+        if rebuilt is None:
+            raise
+        raise rebuilt from None

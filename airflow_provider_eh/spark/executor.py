@@ -1,0 +1,187 @@
+"""What runs on Spark executors, one Spark partition at a time, over Arrow record batches.
+
+No Spark and no Airflow import: these are the functions the job hands to ``mapInArrow``, and they
+only need ``pyarrow``, the mapping and the publishing engine. Three steps:
+
+* :func:`map_rows`: row → partition, body, content hash (the order's tie-breaker) and the slot that
+  routes the row to its Spark partition; every per-row check runs here;
+* :func:`fingerprint_rows` (pass 1): per Event Hubs partition, count and fingerprint, in order;
+* :func:`send_rows` (pass 2): per partition with a plan, :func:`~airflow_provider_eh.publishing.send_partition`;
+  returns the pickled :class:`~airflow_provider_eh.publishing.SendReport`, or the error, as data.
+
+The prepared rows arrive sorted by (partition, order columns, content hash), so each partition's
+events are one consecutive run of rows in a deterministic order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_eh.publishing.fingerprint import Fingerprint
+from airflow_provider_eh.publishing.readback import landed_stamps
+from airflow_provider_eh.publishing.sender import send_partition
+from airflow_provider_eh.spark.mapping import BODY_COL, HASH_COL, PARTITION_COL, SLOT_COL, RowMapping, content_hash
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.publishing.plan import PartitionPlan
+
+
+def map_rows(
+    batches: Iterable[pa.RecordBatch],
+    mapping: RowMapping,
+    partition_ids: Sequence[str],
+    slots: Mapping[str, int],
+    kept: Sequence[str],
+) -> Iterator[pa.RecordBatch]:
+    """Each input row as ``(partition, slot, hash, body, *kept columns)``; raises on the first bad row."""
+    import pyarrow as pa
+
+    for batch in batches:
+        rows = (batch if mapping.whole_row else batch.select(mapping.required_columns())).to_pylist()
+        partitions, slot_values, hashes, bodies = [], [], [], []
+        for row in rows:
+            partition, body, props = mapping.event_of(row, partition_ids)
+            partitions.append(partition)
+            slot_values.append(slots[partition])
+            hashes.append(content_hash(body, props))
+            bodies.append(body)
+        columns = [
+            pa.array(partitions, pa.string()),
+            pa.array(slot_values, pa.int64()),
+            pa.array(hashes, pa.binary()),
+            pa.array(bodies, pa.binary()),
+            *(batch.column(name) for name in kept),
+        ]
+        yield pa.RecordBatch.from_arrays(columns, names=[PARTITION_COL, SLOT_COL, HASH_COL, BODY_COL, *kept])
+
+
+def _events(batches: Iterable[pa.RecordBatch], mapping: RowMapping) -> Iterator[tuple[str, bytes, dict[str, Any] | None]]:
+    """``(partition, body, properties)`` of every prepared row, in order."""
+    props_cols = mapping.property_columns
+    for batch in batches:
+        partitions = batch.column(PARTITION_COL).to_pylist()
+        bodies = batch.column(BODY_COL).to_pylist()
+        if not props_cols:
+            yield from zip(partitions, bodies, itertools.repeat(None))
+            continue
+        values = [batch.column(c).to_pylist() for c in props_cols]
+        for partition, body, *row in zip(partitions, bodies, *values):
+            yield partition, body, mapping.event_properties(dict(zip(props_cols, row)))
+
+
+def _by_partition(
+    batches: Iterable[pa.RecordBatch], mapping: RowMapping
+) -> Iterator[tuple[str, Iterator[tuple[bytes, dict[str, Any] | None]]]]:
+    """Consecutive runs of one partition's events; a partition split over two runs is a bug, so it raises."""
+    seen: set[str] = set()
+    for partition, group in itertools.groupby(_events(batches, mapping), key=lambda e: e[0]):
+        if partition in seen:
+            raise RuntimeError(f"partition {partition}: its rows are not consecutive in the Spark partition")
+        seen.add(partition)
+        yield partition, ((body, props) for _, body, props in group)
+
+
+def fingerprint_rows(batches: Iterable[pa.RecordBatch], mapping: RowMapping) -> Iterator[pa.RecordBatch]:
+    """Pass 1: one row ``(partition, count, fingerprint)`` per Event Hubs partition in this Spark partition."""
+    import pyarrow as pa
+
+    out: list[tuple[str, int, str]] = []
+    for partition, events in _by_partition(batches, mapping):
+        fp = Fingerprint()
+        for body, props in events:
+            fp.update(body, props)
+        out.append((partition, fp.count, fp.hexdigest()))
+    if out:
+        partitions, counts, digests = zip(*out)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(partitions, pa.string()), pa.array(counts, pa.int64()), pa.array(digests, pa.string())],
+            names=["partition", "count", "fingerprint"],
+        )
+
+
+def _first_attempt() -> bool:
+    """False in a retried or speculative Spark task: it must not send, or stamps would land twice."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # outside Spark (unit tests)
+        return True
+    ctx = TaskContext.get()
+    return ctx is None or ctx.attemptNumber() == 0
+
+
+def _sent_before(endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int | None) -> bool:
+    """
+    True when events of this plan already landed after the intent's start point: the task runs again
+    (a resubmitted stage restarts attempt numbers at 0). Costs one partition-properties call when
+    nothing was sent to the partition since the intent; reads back only when something was.
+    """
+    if start is None:
+        return False
+    found = landed_stamps(endpoint, plan.partition_id, after_sequence_number=start, group=plan.group,
+                          batch_stamp=plan.batch_stamp)
+    return any(plan.first_seq <= seq < plan.first_seq + plan.send_count for seq in found)
+
+
+def send_rows(
+    batches: Iterable[pa.RecordBatch],
+    mapping: RowMapping,
+    endpoint: EventHubsEndpoint,
+    plans: Mapping[str, PartitionPlan],
+    starts: Mapping[str, int] | None = None,
+    send_timeout: float = 60.0,
+) -> Iterator[pa.RecordBatch]:
+    """
+    Pass 2: send each planned partition's events; one row ``(partition, outcome)`` per planned partition.
+
+    ``outcome`` is a pickled ``("sent", SendReport)`` or ``("failed", error type, message, retryable)``:
+    errors travel as data so Spark never retries a send (a retried task would resend the same stamps).
+    A retried or speculative task attempt, or one that finds the plan's stamps already after the
+    intent's start point ``starts[partition]`` (the partition's end when the intent was written), sends
+    nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
+    """
+    import pyarrow as pa
+
+    first = _first_attempt()
+    out: list[tuple[str, bytes]] = []
+    for partition, events in _by_partition(batches, mapping):
+        plan = plans.get(partition)
+        if plan is None:
+            for _ in events:  # nothing to send; drain the run
+                pass
+            continue
+        refused = (
+            f"partition {partition}: a retried Spark task attempt does not send; the intent stays pending and is "
+            "recovered by read-back"
+        )
+        outcome: tuple[Any, ...]
+        try:
+            if not first or _sent_before(endpoint, plan, (starts or {}).get(partition)):
+                for _ in events:
+                    pass
+                outcome = ("failed", "RetriedSparkTask", refused, True)
+            else:
+                outcome = ("sent", send_partition(endpoint, plan, events, send_timeout=send_timeout))
+        except Exception as exc:
+            outcome = ("failed", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", _retryable(exc))
+        out.append((partition, pickle.dumps(outcome)))
+    if out:
+        partitions, outcomes = zip(*out)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(partitions, pa.string()), pa.array(outcomes, pa.binary())], names=["partition", "outcome"]
+        )
+
+
+def _retryable(exc: BaseException) -> bool:
+    from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
+
+    from airflow_provider_eh.errors import EventHubsProviderError
+
+    if isinstance(exc, EventHubsProviderError):
+        return exc.retryable
+    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))

@@ -1,0 +1,348 @@
+"""The driver side of publishing a Spark job's output: read, prepare, fingerprint, claim, send, commit.
+
+No Airflow import: :class:`SparkPublishJob` takes a ``SparkSession`` and an
+:class:`~airflow_provider_eh.publishing.IdempotentPublisher`. Nothing of the dataset reaches the
+driver; it only collects one small row per Event Hubs partition in each pass.
+
+1. **Prepare** (executors): each row's partition (its partition column, or its key hashed by
+   :func:`~airflow_provider_eh.publishing.partition_for_key`, as the non-Spark path does), body,
+   properties and content hash; every row check runs here, before any claim. The rows are then
+   repartitioned so that each Event Hubs partition lands in exactly one Spark partition, sorted within
+   it by (order columns, content hash), and persisted for the two passes (a lost cached block is
+   recomputed to the same order).
+2. **Pass 1** (executors): count and fingerprint per partition.
+3. **Begin** (driver, partitions concurrently): claim, settle the ledger, write the intent.
+4. **Pass 2** (executors, in parallel): send each planned partition; reports come back as data.
+5. **Commit** (driver): each partition whose report matches its plan; a failed partition is aborted
+   (its intent stays for recovery) and, on a transient error, begun again (read-back) and resent.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_eh.errors import UnknownPartitionError
+from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.spark import executor
+from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, raise_from_spark
+from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_provider_eh.publishing import IdempotentPublisher, PartitionResult, PartitionSession, SendReport
+
+log = logging.getLogger(__name__)
+
+ON_EMPTY = ("succeed", "fail")
+
+
+@dataclass(frozen=True)
+class SparkSource:
+    """
+    Where the output is: a path and format, or a table.
+
+    :param path: the materialised output (a directory or file; globs allowed).
+    :param format: ``parquet``, ``json``, ``csv``, ``orc`` or ``delta`` (needs ``delta-spark``).
+    :param table: a table name instead of a path (``spark.table(name)``).
+    :param read_options: options of the reader (``{"header": "true"}`` for csv, ...).
+    """
+
+    path: str | None = None
+    format: str = "parquet"
+    table: str | None = None
+    read_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if bool(self.path) == bool(self.table):
+            raise ValueError("give the output's path (with its format) or a table name, exactly one of them")
+
+    def describe(self) -> str:
+        return f"table {self.table}" if self.table else f"{self.format} output {self.path}"
+
+    def read(self, spark: SparkSession) -> DataFrame:
+        """The output as a DataFrame; a missing path or table raises :class:`OutputNotFoundError`."""
+        from airflow_provider_eh.spark.errors import OutputNotFoundError
+
+        try:
+            if self.table:
+                return spark.table(self.table)
+            if self.format == "delta":
+                require_delta()
+            return spark.read.format(self.format).options(**{k: str(v) for k, v in self.read_options.items()}).load(self.path)
+        except Exception as exc:
+            condition = _error_condition(exc)
+            if condition in ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND") or "Path does not exist" in str(exc):
+                raise OutputNotFoundError(
+                    f"{self.describe()}: does not exist. Did the upstream Spark job write this interval's output? "
+                    "Check the templated path (or table name) against what the job wrote."
+                ) from None
+            if condition == "DELTA_MISSING_DELTA_TABLE" or "is not a Delta table" in str(exc):
+                raise OutputNotFoundError(f"{self.describe()}: is not a Delta table (no _delta_log)") from None
+            raise
+
+
+def require_delta() -> None:
+    """Raise a clear error when ``delta-spark`` is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("delta") is None:
+        raise SparkPublishError(
+            "format 'delta' needs the delta-spark package: install the provider's `delta` extra "
+            "(pip install 'airflow-provider-eh[delta]') where the driver runs, and the Delta jars on the cluster "
+            "(spark.jars.packages io.delta:delta-spark_2.13:<version>); or read the table with format='parquet' "
+            "from a plain export"
+        )
+
+
+def _error_condition(exc: BaseException) -> str | None:
+    for name in ("getCondition", "getErrorClass"):
+        getter = getattr(exc, name, None)
+        if getter is not None:
+            try:
+                return getter()
+            except Exception:
+                return None
+    return None
+
+
+class SparkPublishJob:
+    """
+    Publish a Spark job's output exactly once, per Event Hubs partition.
+
+    :param spark: the session (the caller owns it).
+    :param publisher: the driver side of the protocol (endpoint, state store, producer group).
+    :param mapping: row → event.
+    :param on_empty: ``"succeed"``: an output without rows publishes nothing and succeeds;
+        ``"fail"``: it raises :class:`EmptyOutputError`.
+    :param send_attempts: attempts per partition on transient send errors within one run.
+    :param send_timeout: seconds one SDK batch may take.
+    :param storage_level: how the prepared rows are persisted between the two passes.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        publisher: IdempotentPublisher,
+        mapping: RowMapping,
+        *,
+        on_empty: str = "succeed",
+        send_attempts: int = 3,
+        send_timeout: float = 60.0,
+        storage_level: str = "MEMORY_AND_DISK",
+    ):
+        if on_empty not in ON_EMPTY:
+            raise ValueError(f"on_empty={on_empty!r}: choose 'succeed' (publish nothing) or 'fail'")
+        self.spark = spark
+        self.publisher = publisher
+        self.mapping = mapping
+        self.on_empty = on_empty
+        self.send_attempts = max(1, send_attempts)
+        self.send_timeout = send_timeout
+        self.storage_level = storage_level
+
+    # ---- preparing -----------------------------------------------------------------------------
+
+    def partition_ids(self) -> list[str]:
+        """The hub's partition ids, checked against the publisher's partition options."""
+        ids = self.publisher.partition_ids()
+        for pid in self.publisher.partition_options:
+            if pid not in ids:
+                raise UnknownPartitionError(
+                    f"partition_options names partition {pid!r}; the hub {self.publisher.endpoint.eventhub_name!r} "
+                    f"has partitions {', '.join(ids)}"
+                )
+        return ids
+
+    def slots(self, partition_ids: list[str]) -> dict[str, int]:
+        """
+        Per partition a value that Spark's hash partitioning sends to its own Spark partition.
+
+        ``repartition(n, col)`` puts a row in ``pmod(hash(col), n)``; hashing partition ids directly can
+        put two of them in one Spark partition (and run them one after the other). Asking Spark which
+        small integers land where gives a one-to-one routing.
+        """
+        from pyspark.sql import functions as F
+
+        n = len(partition_ids)
+        probe = self.spark.range(0, 64 * n).select("id", F.expr(f"pmod(hash(id), {n})").alias("p"))
+        first = {int(r["p"]): int(r["id"]) for r in probe.groupBy("p").agg(F.min("id").alias("id")).collect()}
+        if len(first) < n:
+            raise RuntimeError(f"no routing value found for {n - len(first)} of {n} partitions")
+        ordered = sorted(partition_ids, key=lambda p: (len(p), p))
+        return {pid: first[i] for i, pid in enumerate(ordered)}
+
+    def prepare(self, df: DataFrame, partition_ids: list[str], *, source: str) -> DataFrame:
+        """Mapped, routed, sorted and persisted rows: ``(partition, slot, hash, body, order..., properties...)``."""
+        from pyspark import StorageLevel
+        from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+        mapping = self.mapping
+        mapping.check_schema(df.columns, source=source)
+        if not mapping.whole_row:
+            df = df.select(*mapping.required_columns())
+        kept = mapping.kept_columns()
+        schema = StructType(
+            [
+                StructField(PARTITION_COL, StringType(), False),
+                StructField(SLOT_COL, LongType(), False),
+                StructField(HASH_COL, BinaryType(), False),
+                StructField("__eh_body", BinaryType(), False),
+                *(df.schema[c] for c in kept),
+            ]
+        )
+        slots = self.slots(partition_ids)
+        mapped = df.mapInArrow(
+            partial(executor.map_rows, mapping=mapping, partition_ids=partition_ids, slots=slots, kept=kept), schema
+        )
+        prepared = mapped.repartition(len(partition_ids), SLOT_COL).sortWithinPartitions(
+            PARTITION_COL, *mapping.order_by, HASH_COL
+        )
+        return prepared.persist(getattr(StorageLevel, self.storage_level))
+
+    def fingerprints(self, prepared: DataFrame) -> dict[str, tuple[int, str]]:
+        """Pass 1: ``{partition: (count, fingerprint)}`` over the prepared rows."""
+        rows = prepared.mapInArrow(
+            partial(executor.fingerprint_rows, mapping=self.mapping),
+            "partition string, count long, fingerprint string",
+        ).collect()
+        out: dict[str, tuple[int, str]] = {}
+        for row in rows:
+            if row["partition"] in out:
+                raise RuntimeError(f"partition {row['partition']}: split over two Spark partitions")
+            out[row["partition"]] = (int(row["count"]), row["fingerprint"])
+        return out
+
+    def send(self, prepared: DataFrame, sessions: dict[str, PartitionSession]) -> dict[str, tuple[Any, ...]]:
+        """Pass 2: ``{partition: outcome}`` for the sessions' plans, sent by executors in parallel."""
+        plans = {pid: s.plan for pid, s in sessions.items()}
+        starts = {pid: int((s.claim.state.pending or {}).get("start_sequence_number", -1)) for pid, s in sessions.items()}
+        rows = prepared.mapInArrow(
+            partial(executor.send_rows, mapping=self.mapping, endpoint=self.publisher.endpoint, plans=plans,
+                    starts=starts, send_timeout=self.send_timeout),
+            "partition string, outcome binary",
+        ).collect()
+        return {row["partition"]: pickle.loads(row["outcome"]) for row in rows}
+
+    # ---- the whole -----------------------------------------------------------------------------
+
+    def publish(self, source: SparkSource, batch_id: str) -> dict[str, PartitionResult]:
+        """Publish the output of ``source`` exactly once as batch ``batch_id``; per partition its result."""
+        started = time.monotonic()
+        group, stamp = self.publisher.producer_group, batch_stamp(batch_id)
+        partition_ids = self.partition_ids()
+        df = source.read(self.spark)
+        with raise_from_spark():
+            prepared = self.prepare(df, partition_ids, source=source.describe())
+        try:
+            with raise_from_spark():
+                counts = self.fingerprints(prepared)
+            total = sum(c for c, _ in counts.values())
+            log.info(
+                "group %s batch %s: %s has %d rows for %d partitions (%s); fingerprinted in %.1fs",
+                group, stamp, source.describe(), total, len(counts),
+                ", ".join(f"{p}: {c}" for p, (c, _) in sorted(counts.items(), key=lambda i: (len(i[0]), i[0]))),
+                time.monotonic() - started,
+            )
+            if total == 0:
+                if self.on_empty == "fail":
+                    raise EmptyOutputError(
+                        f"{source.describe()}: the output has no rows; nothing to publish. on_empty='fail' makes that "
+                        "an error; check the upstream job, or set on_empty='succeed' to publish nothing and succeed."
+                    )
+                log.info("group %s batch %s: %s has no rows; nothing published (on_empty='succeed')",
+                         group, stamp, source.describe())
+                return {}
+            results = self._run(prepared, batch_id, counts)
+        finally:
+            prepared.unpersist()
+        log.info("group %s batch %s: %d partitions, %d events done in %.1fs",
+                 group, stamp, len(results), sum(r.events for r in results.values()), time.monotonic() - started)
+        return results
+
+    def _begin_all(self, batch_id: str, counts: dict[str, tuple[int, str]]) -> dict[str, PartitionSession]:
+        """Begin every partition concurrently; if one fails, release the others' claims and raise."""
+        begin = self.publisher.begin
+        sessions: dict[str, PartitionSession] = {}
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=max(1, len(counts)), thread_name_prefix="eh-begin") as pool:
+            futures = {pid: pool.submit(begin, pid, batch_id, c, fp) for pid, (c, fp) in counts.items()}
+            for pid, future in futures.items():
+                try:
+                    sessions[pid] = future.result()
+                except BaseException as exc:
+                    errors.append(exc)
+        if errors:
+            for session in sessions.values():
+                self.publisher.abort(session)
+            errors.sort(key=lambda e: getattr(e, "retryable", True))
+            raise errors[0]
+        return sessions
+
+    def _run(self, prepared: DataFrame, batch_id: str, counts: dict[str, tuple[int, str]]) -> dict[str, PartitionResult]:
+        group, stamp = self.publisher.producer_group, batch_stamp(batch_id)
+        results: dict[str, PartitionResult] = {}
+        todo = dict(counts)
+        for attempt in range(1, self.send_attempts + 1):
+            sessions = self._begin_all(batch_id, todo)
+            plans = {pid: s.plan for pid, s in sessions.items() if s.plan.send_count}
+            outcomes: dict[str, tuple[Any, ...]] = {}
+            if plans:
+                try:
+                    with raise_from_spark():
+                        outcomes = self.send(prepared, {pid: sessions[pid] for pid in plans})
+                except BaseException:
+                    for session in sessions.values():
+                        self.publisher.abort(session)
+                    raise
+                crash_point("after_send")
+            failed: dict[str, tuple[Any, ...]] = {}
+            for pid, session in sorted(sessions.items()):
+                outcome = outcomes.get(pid) if pid in plans else ("sent", None)
+                if outcome is None:
+                    outcome = ("failed", "MissingReport", f"partition {pid}: no send report came back", True)
+                if outcome[0] != "sent":
+                    self.publisher.abort(session)
+                    failed[pid] = outcome
+                    continue
+                report: SendReport | None = outcome[1]
+                results[pid] = self.publisher.commit(session, report)
+            if not failed:
+                return results
+            retry = {pid: o for pid, o in failed.items() if o[3]}
+            for pid, (_, kind, message, retryable) in sorted(failed.items()):
+                log.warning("group %s partition %s batch %s: send attempt %d of %d failed (%s: %s)%s",
+                            group, pid, stamp, attempt, self.send_attempts, kind, message,
+                            "; recovering by read-back" if retryable and attempt < self.send_attempts else "")
+            if len(retry) < len(failed) or attempt == self.send_attempts:
+                pid, (_, kind, message, retryable) = sorted(failed.items(), key=lambda i: i[1][3])[0]
+                raise SparkPublishError(
+                    f"group {group} batch {stamp}: partition {pid} failed to send ({kind}: {message}). "
+                    f"{len(results)} partitions committed; the failed ones keep their intent and the next run "
+                    "recovers them by read-back.", retryable=retryable,
+                )
+            todo = {pid: counts[pid] for pid in retry}
+            time.sleep(min(2.0 ** attempt, 10.0))
+        raise AssertionError("unreachable")
+
+
+def publish_output(
+    spark: SparkSession,
+    publisher: IdempotentPublisher,
+    source: SparkSource,
+    mapping: RowMapping,
+    batch_id: str,
+    **options: Any,
+) -> dict[str, PartitionResult]:
+    """One call: :class:`SparkPublishJob` ``(spark, publisher, mapping, **options).publish(source, batch_id)``."""
+    return SparkPublishJob(spark, publisher, mapping, **options).publish(source, batch_id)
+
+
