@@ -108,6 +108,7 @@ class BasePublishOperator(BaseOperator):
     def get_publisher(self, **kwargs: Any) -> IdempotentPublisher:
         """The engine's publisher on this task's hub, state store and producer group."""
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
         store = ProducerStateHook(
             self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
             lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
@@ -117,6 +118,22 @@ class BasePublishOperator(BaseOperator):
             endpoint, store, producer_group=self.publish_group, partition_options=options,
             keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
         )
+
+    def lineage_inputs(self) -> list[tuple[str, str]]:
+        """``(namespace, name)`` of what the events come from, for OpenLineage; none by default."""
+        return []
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage datasets (called only with the OpenLineage provider installed): the hub published to."""
+        from airflow.providers.common.compat.openlineage.facet import Dataset
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_provider_eh.lineage import eventhub_dataset
+
+        hub = getattr(self, "_lineage_hub", None)
+        outputs = [Dataset(namespace=ns, name=name) for ns, name in ([eventhub_dataset(*hub)] if hub else [])]
+        inputs = [Dataset(namespace=ns, name=name) for ns, name in self.lineage_inputs()]
+        return OperatorLineage(inputs=inputs, outputs=outputs)
 
     @contextmanager
     def provider_errors(self) -> Iterator[None]:

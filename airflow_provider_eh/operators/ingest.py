@@ -217,6 +217,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
         try:
             sessions = None
             if self.session_key:
@@ -257,6 +258,20 @@ class EventHubIngestOperator(_SqlSinkOperator):
                 store.close()
         except EventHubsProviderError as exc:
             self._fail(exc)
+
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage datasets (called only with the OpenLineage provider installed): the hub read, the table written."""
+        from airflow.providers.common.compat.openlineage.facet import Dataset
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_provider_eh.lineage import eventhub_dataset, table_dataset
+
+        hub = getattr(self, "_lineage_hub", None)
+        inputs = [Dataset(namespace=ns, name=name) for ns, name in ([eventhub_dataset(*hub)] if hub else [])]
+        conn = BaseHook.get_connection(self.sql_conn_id)
+        ns, name = table_dataset(conn.conn_type, conn.host, self.table, port=conn.port, schema=conn.schema)
+        return OperatorLineage(inputs=inputs, outputs=[Dataset(namespace=ns, name=name)])
 
 
 class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
