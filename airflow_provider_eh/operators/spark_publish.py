@@ -203,6 +203,14 @@ class SparkToEventHubOperator(BasePublishOperator):
                     spark.stop()
         return self.report(batch_id, results)
 
+    def lineage_inputs(self) -> list[tuple[str, str]]:
+        """The Spark output read, for OpenLineage: its path (a table is named as is, without namespace)."""
+        from airflow_provider_eh.lineage import path_dataset
+
+        if self.path:
+            return [path_dataset(self.path)]
+        return [("spark", self.table)] if self.table else []
+
 
 def _with_delta(settings: SparkSettings) -> SparkSettings:
     """Delta's jars, SQL extension and catalog, unless the conf sets them."""
