@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="eh-tests-airflow-"))
+# Once per process: a test module importing ``tests.conftest`` by name runs this file a second
+# time, and must not move the session to a new, unmigrated Airflow home.
+_AIRFLOW_HOME = Path(os.environ.get("EH_TESTS_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="eh-tests-airflow-"))
+os.environ["EH_TESTS_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_AIRFLOW_HOME),
