@@ -1,0 +1,31 @@
+"""Fixtures of the Spark publishing tests: one ``local[2]`` session per module, a hub and container per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_kit import TEST_CONF, SparkSetup
+
+from airflow_provider_eh.spark.session import SparkSettings, get_session
+
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A ``local[2]`` session shared by a module's tests (jobs that write outputs, in-process publishes)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    if owned:
+        session.stop()
+
+
+@pytest.fixture
+def setup(event_hubs: Any, azurite: Any, hub: str, container: str, tmp_path: Path) -> SparkSetup:
+    return SparkSetup(event_hubs, azurite, hub, container, tmp_path)

@@ -1,0 +1,113 @@
+"""Helpers of the Spark publishing tests: the test's hub and container, outputs written by Spark,
+in-process and subprocess publishes, and reading the hub back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from azure.storage.blob import ContainerClient
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, PartitionResult, derive_batch_id
+from airflow_provider_eh.publishing.crash import ENV as CRASH_ENV
+from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
+from airflow_provider_eh.spark.mapping import RowMapping
+from airflow_provider_eh.testing.readback import ReadEvent, read_hub
+
+RUNNER = Path(__file__).with_name("spark_runner.py")
+
+# Small sessions on a shared 2-core machine: no UI, 4 shuffle partitions, and a JVM that spends its
+# short life running rather than compiling (C1 only) and collecting (serial GC).
+TEST_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.memory": "1g",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+REPO = Path(__file__).resolve().parents[3]
+
+# What the tests' outputs look like: an order id, a customer (the key), a region (a property), a padding.
+ORDERS_SQL = (
+    "id", "concat('customer-', cast(id % 1009 as string)) as customer", "cast(id % 7 as int) as region",
+    "concat('order-', cast(id as string)) as order_id",
+)
+
+
+def write_orders(spark: Any, path: str, rows: int, *, pad: int = 0, files: int = 4, start: int = 0) -> str:
+    """A Spark step writing ``rows`` orders as parquet (in ``files`` files, shuffled so order is not given)."""
+    cols = list(ORDERS_SQL) + ([f"repeat('x', {pad}) as pad"] if pad else [])
+    df = spark.range(start, start + rows).selectExpr(*cols)
+    df.repartition(files).write.mode("overwrite").parquet(path)
+    return path
+
+
+def batch(name: str, generation: int = 0) -> str:
+    return derive_batch_id("g", "spark_dag", name, logical_date="2026-05-01T00:00:00+00:00", generation=generation)
+
+
+ORDERS_MAPPING = {"key_column": "customer", "property_columns": ["region"], "order_by": ["id"]}
+
+
+@dataclass
+class SparkSetup:
+    """One test's hub and blob container, and ways to publish Spark output into them."""
+
+    event_hubs: Any
+    azurite: Any
+    hub: str
+    container_name: str
+    tmp: Path
+
+    @property
+    def endpoint(self) -> EventHubsEndpoint:
+        return EventHubsEndpoint.from_connection_string(self.event_hubs.connection_string(self.hub), self.hub)
+
+    def publisher(self, group: str = "g", **kwargs: Any) -> IdempotentPublisher:
+        container = ContainerClient.from_connection_string(self.azurite.connection_string, self.container_name)
+        store = BlobProducerStateStore(container, claim_timeout=kwargs.pop("claim_timeout", 0))
+        return IdempotentPublisher(self.endpoint, store, producer_group=group, **kwargs)
+
+    def publish(self, spark: Any, path: str, batch_id: str, mapping: dict[str, Any] | None = None,
+                **options: Any) -> dict[str, PartitionResult]:
+        """Publish in this process with the tests' session."""
+        publisher = self.publisher(claim_timeout=options.pop("claim_timeout", 0))
+        job = SparkPublishJob(spark, publisher, RowMapping(**(mapping or ORDERS_MAPPING)), **options)
+        return job.publish(SparkSource(path=path), batch_id)
+
+    def start(self, path: str, batch_id: str, *, crash_at: str | None = None, claim_timeout: float = 0,
+              mapping: dict[str, Any] | None = None) -> subprocess.Popen[str]:
+        """Publish in a child process that owns its SparkSession (``local[2]``), optionally crashing at a point."""
+        config = {
+            "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub,
+            "blob": self.azurite.connection_string, "container": self.container_name, "group": "g",
+            "batch_id": batch_id, "path": path, "mapping": mapping or ORDERS_MAPPING, "claim_timeout": claim_timeout,
+        }
+        env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+        env["PYTHONPATH"] = str(REPO)
+        if crash_at:
+            env[CRASH_ENV] = crash_at
+        fd, config_path = tempfile.mkstemp(prefix="spark-publish-", suffix=".json", dir=self.tmp)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(config, fh)
+        return subprocess.Popen([sys.executable, str(RUNNER), config_path], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read_back(self) -> list[ReadEvent]:
+        return read_hub(self.endpoint)
+
+    def ends(self) -> dict[str, int]:
+        """Each partition's last service sequence number (-1 when empty)."""
+        with self.endpoint.producer() as client:
+            return {p: int(client.get_partition_properties(p)["last_enqueued_sequence_number"])
+                    for p in client.get_partition_ids()}
+
+
+def result_of(out: str) -> dict[str, Any]:
+    return json.loads(out.strip().splitlines()[-1])

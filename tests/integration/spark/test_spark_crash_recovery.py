@@ -1,0 +1,57 @@
+"""A Spark publish killed at each protocol step, on the driver (the task's process, SIGKILLed) and on an
+executor (a Python worker SIGKILLed mid-send), then run again: reading the hub back finds every row
+exactly once. Each crash is a child process owning its own ``local[2]`` session, all crashing at once;
+the re-runs use the test's session."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from typing import Any
+
+from spark_kit import SparkSetup, batch, write_orders
+
+ROWS = 10_000
+# ~1 KB rows: each partition's ~2,500 events take 3 SDK batches, so mid_send:2 cuts a send short.
+PAD = 1000
+
+# after_claim is left out: it leaves a lease and nothing else, what after_intent covers and more.
+CRASHES = {  # crash point -> status the re-run reports for some partition
+    "after_intent": "recovered",
+    "mid_send:2": "recovered",  # on an executor: the job fails, the driver exits with an error
+    "after_send": "recovered",
+    "during_commit": "already_committed",
+}
+
+
+def test_rerun_after_driver_or_executor_killed_at_each_step_publishes_each_row_once(spark: Any, setup: SparkSetup) -> None:
+    path = write_orders(spark, str(setup.tmp / "orders"), ROWS, pad=PAD)
+    setups = {}
+    for i, point in enumerate(CRASHES):
+        name = setup.hub if i == 0 else f"{setup.hub[:40]}-{i}"
+        if name != setup.hub:
+            setup.event_hubs.admin.create_hub(name, partitions=4)
+        setups[point] = SparkSetup(setup.event_hubs, setup.azurite, name, setup.container_name, setup.tmp)
+
+    crashed = {point: s.start(path, batch("crash"), crash_at=point) for point, s in setups.items()}
+    for point, proc in crashed.items():
+        out, err = proc.communicate(timeout=300)
+        if point.startswith("mid_send"):  # the executor died; the driver saw the job fail and exited
+            assert proc.returncode not in (0, -signal.SIGKILL), f"{point}: exit {proc.returncode}\n{err[-3000:]}"
+            assert "Python worker exited unexpectedly" in err or "crashed" in err, err[-3000:]
+        else:
+            assert proc.returncode == -signal.SIGKILL, f"{point}: exit {proc.returncode}\n{err[-3000:]}"
+    landed = {point: sum(end + 1 for end in s.ends().values()) for point, s in setups.items()}
+    assert landed["after_intent"] == 0
+    assert landed["after_send"] == ROWS and landed["during_commit"] == ROWS
+    assert 0 < landed["mid_send:2"] < ROWS, landed
+
+    # the re-run, as a retry on another worker would: here in the test's process and session
+    for point, s in setups.items():
+        results = s.publish(spark, path, batch("crash"), claim_timeout=40)
+        read = s.read_back()
+        ids = Counter(json.loads(e.body)["id"] for e in read)
+        assert len(ids) == ROWS and set(ids.values()) == {1}, f"{point}: {len(read)} events, {len(ids)} distinct"
+        statuses = {r.status for r in results.values()}
+        assert CRASHES[point] in statuses, (point, statuses)
