@@ -93,9 +93,16 @@ def postgres() -> Iterator[str]:
 
     from airflow_provider_eh.testing.azurite import free_port
 
-    initdb, server = shutil.which("initdb"), shutil.which("postgres")
+    import glob
+
+    # On PATH, or where Debian's postgresql package puts them (.ci/run installs it).
+    bindirs = [None, *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+    initdb = next((found for d in bindirs if (found := shutil.which("initdb", path=d))), None)
+    server = next((found for d in bindirs if (found := shutil.which("postgres", path=d))), None)
     if not initdb or not server:
-        pytest.skip("no Postgres server installed (initdb, postgres)")
+        if os.environ.get("EH_REQUIRE_POSTGRES"):
+            pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
+        pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
     import tempfile
 
     data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
