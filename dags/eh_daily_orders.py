@@ -1,0 +1,162 @@
+"""Daily orders: generate a day's orders with Spark, publish them exactly once, wait for the analytics consumer.
+
+One run per day (``catchup=True``, so unpausing or ``airflow backfill create`` fills past days):
+
+1. ``generate_orders`` (PySpark, ``spark_default``): writes the interval's order events as parquet to
+   ``<data_dir>/orders/ds=<interval start>``; the same interval always gives the same events.
+2. ``publish_orders`` (:class:`SparkToEventHubOperator`): publishes them to the hub, keyed by
+   customer, each event exactly once: a retry, a re-run or a backfill of the same interval adds nothing.
+3. ``load_analytics`` (:class:`EventHubIngestOperator`): the analytics consumer group loads what is
+   new into SQLite (``eh_example_db``) and checkpoints in blob storage as every Event Hubs SDK does.
+4. ``wait_for_analytics`` (:class:`EventHubCheckpointSensor`, deferrable): waits in the triggerer
+   until the consumer group has checkpointed past everything this run published.
+5. ``summarize``: logs and returns the run's counts.
+
+Trigger it from the UI to change the params below; a different ``rows`` for an interval already
+published is refused as changed content unless ``generation`` is bumped (a deliberate republish).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
+
+import _orders as orders
+from airflow_provider_eh.operators.ingest import EventHubIngestOperator
+from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+
+HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
+
+
+@dag(
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=True,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=30)},
+    tags=["event-hubs", "spark", "example"],
+    doc_md=__doc__,
+    params={
+        "rows": Param(
+            200, type="integer", minimum=1, maximum=100_000, title="Orders",
+            description="Orders to generate for the interval (1 to 100000); each order is 2 or 3 events.",
+        ),
+        "hub": Param(
+            orders.HUB, type="string", pattern=HUB_NAME_PATTERN, title="Event Hub",
+            description="The hub to publish to: letters, digits, '.', '_' or '-', starting with a letter or digit.",
+        ),
+        "producer_group": Param(
+            "eh_daily_orders", type="string", minLength=1, maxLength=120, title="Producer group",
+            description="Publishers of one producer group never publish an interval twice; another group publishes it again.",
+        ),
+        "generation": Param(
+            0, type="integer", minimum=0, title="Generation",
+            description="0 or more. Bump it to republish an interval on purpose (after fixing its data, say).",
+        ),
+        "state_backend": Param(
+            "blob", type="string", enum=["blob", "variable"], title="State backend",
+            description="Where publishing state lives: 'blob' (leases, safe for concurrent runs) or 'variable' (Airflow Variables, one run at a time).",
+        ),
+        "data_dir": Param(
+            orders.DATA_DIR, type="string", minLength=1, title="Data directory",
+            description="Base directory of the generated parquet; each interval writes <data_dir>/orders/ds=<date>.",
+        ),
+    },
+)
+def eh_daily_orders() -> None:
+    @task.pyspark(
+        conn_id="spark_default",
+        config_kwargs={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        outlets=[orders.ORDERS_FILES],
+    )
+    def generate_orders(spark: Any = None, sc: Any = None, params: dict | None = None,
+                        data_interval_start: Any = None, data_interval_end: Any = None) -> dict[str, Any]:
+        """Write the interval's orders as parquet; return the path and the event count."""
+        path = orders.interval_path(params["data_dir"], data_interval_start)
+        count = orders.generate_orders(spark, data_interval_start, data_interval_end, params["rows"], path)
+        print(f"interval {data_interval_start.isoformat()}: {count} order events ({params['rows']} orders) in {path}")
+        return {"path": path, "events": count}
+
+    generated = generate_orders()
+
+    publish = SparkToEventHubOperator(
+        task_id="publish_orders",
+        path=generated["path"],
+        format="parquet",
+        eventhub_name="{{ params.hub }}",
+        spark_conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        key_column="customer_id",
+        property_columns=("order_id", "step", "event_type", "final"),
+        order_by=("order_id", "step"),
+        producer_group="{{ params.producer_group }}",
+        generation="{{ params.generation }}",
+        state_backend="{{ params.state_backend }}",
+        state_container=orders.STATE_CONTAINER,
+        claim_timeout=60,
+        inlets=[orders.ORDERS_FILES],
+        outlets=[orders.ORDERS_HUB],
+    )
+
+    @task
+    def create_tables() -> None:
+        """Create the example tables in ``eh_example_db`` when missing."""
+        from airflow.sdk import BaseHook
+
+        BaseHook.get_connection(orders.SQL_CONN_ID).get_hook().run(orders.TABLES_DDL)
+
+    load = EventHubIngestOperator(
+        task_id="load_analytics",
+        table=orders.ANALYTICS_TABLE,
+        sql_conn_id=orders.SQL_CONN_ID,
+        columns=list(orders.EVENT_COLUMNS),
+        eventhub_name="{{ params.hub }}",
+        consumer_group="analytics",
+        checkpoint_container=orders.CHECKPOINT_CONTAINER,
+        max_wait_time=0.5,
+        max_duration=600,
+        inlets=[orders.ORDERS_HUB],
+    )
+
+    wait = EventHubCheckpointSensor(
+        task_id="wait_for_analytics",
+        container=orders.CHECKPOINT_CONTAINER,
+        consumer_groups="analytics",
+        targets=publish.output,
+        eventhub_name="{{ params.hub }}",
+        deferrable=True,
+        poke_interval=5,
+        timeout=900,
+    )
+
+    @task
+    def summarize(generated: dict[str, Any], published: dict[str, dict[str, int]], loaded: dict[str, Any],
+                  checkpoints: dict[str, dict[str, int]], data_interval_start: Any = None,
+                  params: dict | None = None) -> dict[str, Any]:
+        """Log and return the run's counts: generated, in the hub for this interval, loaded, checkpointed."""
+        summary = {
+            "interval_start": data_interval_start.isoformat(),
+            "hub": params["hub"],
+            "generated_events": generated["events"],
+            "published_events": sum(p["events"] for p in published.values()),
+            "per_partition": {pid: p["events"] for pid, p in sorted(published.items())},
+            "loaded_by_analytics": loaded["events"],
+            "analytics_checkpoints": checkpoints.get("analytics", {}),
+        }
+        print(
+            "interval {interval_start} hub {hub}: {published_events} events of this interval in the hub "
+            "(per partition {per_partition}); analytics loaded {loaded_by_analytics} new events, "
+            "checkpoints {analytics_checkpoints}".format(**summary)
+        )
+        return summary
+
+    tables = create_tables()
+    tables >> load
+    publish >> load >> wait
+    summarize(generated, publish.output, load.output, wait.output)
+
+
+eh_daily_orders()

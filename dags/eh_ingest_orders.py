@@ -1,0 +1,116 @@
+"""Warehouse ingestion: load the orders hub into SQLite exactly once, each order's events in order.
+
+Scheduled on the hub's asset: every successful ``publish_orders`` of ``eh_daily_orders`` queues a run.
+``load_orders`` (:class:`EventHubIngestOperator`) reads what the ``$Default`` consumer group has not
+yet loaded, up to the hub's end when the run starts, and writes each batch in one SQLite transaction
+(``eh_example_db``, table ``order_events``) together with its checkpoint, so a retry or a re-run
+loads nothing twice. Each order is a session: its events (``step`` 0, 1, 2) are applied in order,
+an early one waits in the ``deferred`` table for its predecessors, and the event flagged ``final``
+closes the order. Events the row function refuses (an unknown currency) become dead letters with
+the reason; once their cause is fixed, trigger a run with ``replay_dead_letters`` to apply them again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+
+from airflow.sdk import Param, dag, task
+from airflow.sdk.exceptions import AirflowSkipException
+
+import _orders as orders
+from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator, EventHubIngestOperator
+
+
+def skip_unless_replay_requested(context: Any) -> None:
+    """Run the replay only when the run's ``replay_dead_letters`` param asks for it."""
+    if not context["params"]["replay_dead_letters"]:
+        raise AirflowSkipException("replay_dead_letters is off; trigger with it on to apply the dead letters again")
+
+
+@dag(
+    schedule=[orders.ORDERS_HUB],
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=30)},
+    tags=["event-hubs", "example"],
+    doc_md=__doc__,
+    params={
+        "hub": Param(
+            orders.HUB, type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$", title="Event Hub",
+            description="The hub to load from.",
+        ),
+        "replay_dead_letters": Param(
+            False, type="boolean", title="Replay dead letters",
+            description="Apply this hub's dead letters again after loading (once their cause is fixed).",
+        ),
+    },
+)
+def eh_ingest_orders() -> None:
+    @task
+    def create_tables() -> None:
+        """Create the example tables in ``eh_example_db`` when missing."""
+        from airflow.sdk import BaseHook
+
+        BaseHook.get_connection(orders.SQL_CONN_ID).get_hook().run(orders.TABLES_DDL)
+
+    load = EventHubIngestOperator(
+        task_id="load_orders",
+        table=orders.WAREHOUSE_TABLE,
+        sql_conn_id=orders.SQL_CONN_ID,
+        row_function=orders.warehouse_row,
+        eventhub_name="{{ params.hub }}",
+        consumer_group="$Default",
+        checkpoint_container=orders.CHECKPOINT_CONTAINER,
+        session_key="property:order_id",
+        session_sequence="property:step",
+        session_end="property:final",
+        max_wait_time=0.5,
+        max_duration=600,
+        inlets=[orders.ORDERS_HUB],
+    )
+
+    replay = EventHubDeadLetterReplayOperator(
+        task_id="replay_dead_letters",
+        table=orders.WAREHOUSE_TABLE,
+        sql_conn_id=orders.SQL_CONN_ID,
+        row_function=orders.warehouse_row,
+        eventhub_name="{{ params.hub }}",
+        consumer_group="$Default",
+        fail_on_error=False,
+        pre_execute=skip_unless_replay_requested,
+    )
+
+    @task(trigger_rule="none_failed")
+    def report(loaded: dict[str, Any], params: dict | None = None) -> dict[str, Any]:
+        """Log and return what the run loaded and what waits as dead letters."""
+        from airflow.sdk import BaseHook
+
+        hook = BaseHook.get_connection(orders.SQL_CONN_ID).get_hook()
+        rows = hook.get_first(f"SELECT COUNT(*) FROM {orders.WAREHOUSE_TABLE}")[0]
+        dead = dict(hook.get_records("SELECT status, COUNT(*) FROM eh_ingest_dead_letter GROUP BY status"))
+        parts = loaded["partitions"].values()
+        summary = {
+            "hub": params["hub"],
+            "events_read": loaded["events"],
+            "rows_written": sum(p.get("rows", 0) for p in parts),
+            "duplicates_skipped": sum(p.get("duplicates", 0) for p in parts),
+            "new_dead_letters": sum(p.get("dead_letters", 0) for p in parts),
+            "table_rows": rows,
+            "dead_letters": dead,
+        }
+        print(
+            "hub {hub}: read {events_read} events, wrote {rows_written} rows, skipped {duplicates_skipped} "
+            "duplicates, {new_dead_letters} new dead letters; {table_rows} rows in the table, dead letters by "
+            "status {dead_letters}".format(**summary)
+        )
+        return summary
+
+    tables = create_tables()
+    tables >> load >> replay
+    [load, replay] >> report(load.output)
+
+
+eh_ingest_orders()

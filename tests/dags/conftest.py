@@ -1,0 +1,105 @@
+"""Fixtures of the example DAG tests: a hub, a SQLite file and a data dir of the test's own, and a DAG runner.
+
+The example DAGs run through ``dag.test()`` in a child process (as ``airflow dags test`` does): Airflow
+reads the DAGs folder and the connections once per process, and earlier tests may hold ORM state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, connection_env, unique_name
+
+DAGS = REPO / "dags"
+
+RUN_DAG_TEST = """
+import json, sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow.dag_processing.dagbag import BundleDagBag
+
+dags, dag_id, dates, confs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+dag = BundleDagBag(dag_folder=str(dags), bundle_path=dags).get_dag(dag_id)
+for date in dates:
+    for conf in confs:
+        logical_date = datetime.fromisoformat(date).replace(tzinfo=timezone.utc) if date else None
+        try:
+            state = str(dag.test(logical_date=logical_date, run_conf=conf or None).state)
+        except Exception as exc:
+            print("RESULT " + json.dumps({"date": date, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        else:
+            print("RESULT " + json.dumps({"date": date, "state": state}), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class ExampleStack:
+    """Where one test's example DAG runs publish, load and write."""
+
+    hub: str
+    db: Path
+    data_dir: Path
+    event_hubs: Any
+    env: dict[str, str]
+
+    def endpoint(self, hub: str | None = None) -> Any:
+        from airflow_provider_eh.endpoint import EventHubsEndpoint
+
+        return EventHubsEndpoint.from_connection_string(self.event_hubs.connection_string(), hub or self.hub)
+
+    def run(self, dag_id: str, dates: list[str | None], *confs: dict[str, Any],
+            timeout: float = 600) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess]:
+        """``dag.test()`` per logical date and conf, in order, in one child process; the results and the process.
+
+        A result is ``{"date", "state"}``, or ``{"date", "error"}`` when ``dag.test()`` raised.
+        """
+        proc = subprocess.run(
+            [sys.executable, "-c", RUN_DAG_TEST, str(DAGS), dag_id, json.dumps(dates), json.dumps(list(confs) or [{}])],
+            capture_output=True, text=True, timeout=timeout, env=self.env, cwd=REPO,
+        )
+        results = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        return results, proc
+
+
+def order_event_keys(events: list[Any]) -> Counter:
+    """How often each order event ``(order_id, step)`` is in the hub."""
+    return Counter((e.properties["order_id"], int(e.properties["step"])) for e in events)
+
+
+@pytest.fixture(scope="module")
+def example_stack(airflow_db: Path, event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> ExampleStack:
+    """A 2-partition hub with the ``analytics`` consumer group, a SQLite file and a data dir; env for the DAGs.
+
+    One per test module: a module's tests follow one hub through several runs.
+    """
+    tmp_path = tmp_path_factory.mktemp("example")
+    hub = unique_name("orders")
+    event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
+    db = tmp_path / "example.db"
+    data_dir = tmp_path / "data"
+    env = dict(os.environ)
+    for conn_id, conn_type, fields in (
+        ("azure_event_hubs_default", "azure_event_hubs", {"extra": {"connection_string": event_hubs.connection_string()}}),
+        ("wasb_default", "wasb", {"extra": {"connection_string": azurite.connection_string}}),
+        ("spark_default", "spark", {"host": "local[2]"}),
+        ("eh_example_db", "sqlite", {"host": str(db)}),
+    ):
+        name, value = connection_env(conn_id, conn_type, **fields)
+        env[name] = value
+    env.update({
+        "EH_EXAMPLE_DATA_DIR": str(data_dir),
+        "PYSPARK_PYTHON": sys.executable,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+    })
+    return ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)

@@ -1,0 +1,111 @@
+"""The example DAGs end to end through ``dag.test()`` on the local stack, one hub followed through all runs.
+
+The daily pipeline runs for three consecutive days, then for the same three days again (a re-run
+backfill); then the ingestion DAG loads the hub, and loads it again with a dead-letter replay.
+Every count is taken from what is really there: the hub read back, the parquet written, the SQLite rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.dags.conftest import ExampleStack, order_event_keys
+
+# dag.test(logical_date=D) of a daily data-interval schedule processes the day before D
+RUN_DATES = ["2026-11-03", "2026-11-04", "2026-11-05"]
+DAYS = ["2026-11-02", "2026-11-03", "2026-11-04"]
+ROWS = 12
+
+
+def generated_events(stack: ExampleStack) -> list[dict[str, Any]]:
+    """Every order event the Spark task wrote, over all days, from the parquet files."""
+    import pyarrow.parquet as pq
+
+    return [row for day in DAYS for row in pq.read_table(stack.data_dir / "orders" / f"ds={day}").to_pylist()]
+
+
+def hub_events(stack: ExampleStack) -> list[Any]:
+    from airflow_provider_eh.testing.readback import read_hub
+
+    return read_hub(stack.endpoint())
+
+
+@pytest.fixture(scope="module")
+def backfilled_twice(example_stack: ExampleStack) -> dict[str, Any]:
+    """The three days run, the hub read back, the same three days run again, the hub read back again."""
+    conf = {"hub": example_stack.hub, "rows": ROWS}
+    first, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
+    assert [r.get("state") for r in first] == ["success"] * 3, (first, proc.stderr[-3000:])
+    after_first = hub_events(example_stack)
+    second, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
+    assert [r.get("state") for r in second] == ["success"] * 3, (second, proc.stderr[-3000:])
+    return {"after_first": after_first, "after_second": hub_events(example_stack), "log": proc.stdout}
+
+
+def test_three_day_backfill_run_twice_leaves_exactly_one_copy_of_each_event(
+    example_stack: ExampleStack, backfilled_twice: dict[str, Any]
+) -> None:
+    expected = Counter((e["order_id"], e["step"]) for e in generated_events(example_stack))
+    assert len(expected) > 3 * ROWS * 2 - 1 and max(expected.values()) == 1
+    assert order_event_keys(backfilled_twice["after_first"]) == expected
+    assert order_event_keys(backfilled_twice["after_second"]) == expected  # the re-run published nothing
+    assert {e.properties["eh.group"] for e in backfilled_twice["after_second"]} == {"eh_daily_orders"}
+
+
+def test_each_daily_run_loads_its_events_once_and_reports_its_interval(
+    example_stack: ExampleStack, backfilled_twice: dict[str, Any]
+) -> None:
+    with sqlite3.connect(example_stack.db) as conn:
+        rows = conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall()
+    assert Counter(rows) == Counter((e["order_id"], e["step"]) for e in generated_events(example_stack))
+    for day in DAYS:  # the second pass's summaries: nothing new loaded, the interval's events in the hub
+        assert f"interval {day}T00:00:00+00:00 hub {example_stack.hub}:" in backfilled_twice["log"]
+    assert "analytics loaded 0 new events" in backfilled_twice["log"]
+
+
+def test_ingest_dag_loads_each_order_event_once_and_dead_letters_unknown_currencies(
+    example_stack: ExampleStack, backfilled_twice: dict[str, Any]
+) -> None:
+    conf = {"hub": example_stack.hub}
+    results, proc = example_stack.run("eh_ingest_orders", [None], conf)
+    assert results == [{"date": None, "state": "success"}], proc.stderr[-3000:]
+    # again, with the replay: nothing new is loaded; the replay fails again (the cause is not fixed) and says so
+    results, proc = example_stack.run("eh_ingest_orders", [None], {**conf, "replay_dead_letters": True})
+    assert results == [{"date": None, "state": "success"}], proc.stderr[-3000:]
+
+    generated = generated_events(example_stack)
+    valid = Counter((e["order_id"], e["step"]) for e in generated if e["currency"] != "XXX")
+    rejected = {(e["order_id"], e["step"]) for e in generated if e["currency"] == "XXX"}
+    assert rejected, "the generator is expected to emit some orders in currency XXX"
+    with sqlite3.connect(example_stack.db) as conn:
+        rows = Counter(conn.execute("SELECT order_id, step FROM order_events").fetchall())
+        letters = conn.execute(
+            "SELECT reason, status, attempts, error FROM eh_ingest_dead_letter WHERE consumer_group = '$Default'"
+        ).fetchall()
+        sessions = dict(conn.execute(
+            "SELECT session_key, completed FROM eh_ingest_session WHERE consumer_group = '$Default'"
+        ).fetchall())
+    assert rows == valid
+    assert len(letters) == len(rejected)
+    assert {(reason, status, attempts) for reason, status, attempts, _ in letters} == {("rejected", "dead", 2)}
+    assert all("currency 'XXX'" in error for *_, error in letters)
+    assert set(sessions) == {e["order_id"] for e in generated}  # a rejected event still takes its turn
+    assert set(sessions.values()) == {1}  # every order reached its final event
+
+
+def test_invalid_params_fail_the_run_with_the_params_message(example_stack: ExampleStack) -> None:
+    cases = [
+        ({"rows": 0}, "Invalid input for param rows: 0 is less than the minimum of 1"),
+        ({"rows": 100_001}, "Invalid input for param rows: 100001 is greater than the maximum of 100000"),
+        ({"generation": -1}, "Invalid input for param generation: -1 is less than the minimum of 0"),
+        ({"state_backend": "s3"}, "Invalid input for param state_backend: 's3' is not one of ['blob', 'variable']"),
+        ({"hub": "no spaces"}, "Invalid input for param hub: 'no spaces' does not match"),
+    ]
+    results, proc = example_stack.run("eh_daily_orders", [RUN_DATES[0]], *[conf for conf, _ in cases], timeout=180)
+    assert len(results) == len(cases), proc.stderr[-3000:]
+    for (conf, message), result in zip(cases, results):
+        assert message in result.get("error", ""), (conf, result)
