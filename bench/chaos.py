@@ -1,0 +1,562 @@
+"""Chaos: randomized publish runs, each SIGKILLed at a random moment or hit by an endpoint fault, then
+retried until it succeeds, while a backfill publishes other intervals of the same producer groups;
+then every partition of every hub is read back and checked.
+
+``python bench/chaos.py --runs 200 --seed 1``
+
+One local Event Hubs endpoint and one Azurite serve the whole run. Hubs of 1 to 8 partitions; each
+run publishes a batch of mixed size (1 to 1500 events of up to 8 KB, by partition id or by key)
+with the blob state store (Azurite) or the Airflow Variables store (a SQLite metadata DB in a
+temporary AIRFLOW_HOME, migrated once), in a child process of its own. The first attempt is
+disrupted: SIGKILL after a random delay, SIGKILL at a random protocol crash point
+(``AIRFLOW_PROVIDER_EH_CRASH_AT``), or an endpoint fault (drop_after, store_no_ack, server_busy,
+delay_ack) on the run's hub. Retries may be killed again; the last one runs clean. Meanwhile a
+backfill process works through other intervals in the same blob producer groups, so it fights the
+runs for the partitions' leases. ``--spark-runs K`` makes K of the runs Spark runs (the driver/executor
+split of ``airflow_provider_eh.spark``; slow).
+
+The check: every expected event id is in the hub exactly once (``duplicates`` counts extra copies,
+``losses`` missing ids), on the partition it was meant for, and ``eh.seq`` strictly increases in
+log order per (hub, partition, producer group). Exit status 1 on any violation.
+
+Attempts fork from a fork server that imported the SDK, the provider and Airflow once, so a child
+starts in milliseconds; each is still a process of its own, killed with SIGKILL (its whole session).
+``CHAOS_TRACE=1`` prints every attempt with its disruption, exit status and duration.
+
+Last line: ``runs=… kills=… faults=… events=… duplicates=… losses=…``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CRASH_ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
+# A fixed Fernet key: every child must decrypt the Variables the previous one wrote.
+FERNET_KEY = "t8tKM1Dc9vVqJ7q0d5qf3kE8u2m4b6m0Zr3xLw9yQ1A="
+PARTITION_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8)
+SIZES = (1, 5, 40, 150, 400, 1500)
+PADS = (0, 100, 1000, 8000)
+CRASH_POINTS = ("after_claim", "after_intent", "mid_send:1", "mid_send:2", "after_send", "during_commit")
+FAULTS = ("drop_after", "store_no_ack", "server_busy", "delay_ack")
+MAX_ATTEMPTS = 12
+
+
+# ---- what one batch is ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch: everything a child needs to rebuild the same events on every attempt."""
+
+    name: str  # unique; prefixes the event ids; makes the batch id
+    hub: str
+    partitions: int
+    backend: str  # "blob" | "variable" | "spark"
+    group: str
+    events: int
+    pad: int
+    by_key: bool
+    seed: int
+
+    @property
+    def batch_id(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(f"chaos-v1/{self.group}/{self.name}".encode()).hexdigest()
+
+
+def make_events(batch: Batch) -> list[dict[str, Any]]:
+    """The batch's events, identical on every call (pads vary per event, up to ``batch.pad`` bytes)."""
+    rng = random.Random(batch.seed)
+    out = []
+    for i in range(batch.events):
+        body = {"id": f"{batch.name}-{i}", "pad": "x" * rng.randint(0, batch.pad)}
+        event: dict[str, Any] = {"body": body, "properties": {"i": i}}
+        if batch.by_key:
+            event["partition_key"] = f"key-{rng.randrange(10_000)}"
+        else:
+            event["partition_id"] = str(rng.randrange(batch.partitions))
+        out.append(event)
+    return out
+
+
+# ---- the child: one publish attempt -------------------------------------------------------------
+
+# Imported once by the fork server; each attempt is a fresh process forked from it, so an attempt
+# starts in milliseconds instead of re-importing the SDK (and Airflow, for the Variables store).
+PRELOAD = ["azure.eventhub", "azure.storage.blob", "airflow_provider_eh.publishing",
+           "airflow_provider_eh.hooks.producer_state"]
+
+
+def child_entry(config: dict[str, Any], crash_at: str | None, files: dict[str, str]) -> None:
+    """One attempt in its own process (and session, so a kill takes Spark's JVM too): publish the batch
+    once; ``files["ready"]`` appears just before publishing, ``files["result"]`` holds the statuses."""
+    os.setsid()
+    fd = os.open(files["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ.pop(CRASH_ENV, None)
+    if crash_at:
+        os.environ[CRASH_ENV] = crash_at
+    try:
+        statuses = publish_once(config, files["ready"])
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    Path(files["result"]).write_text(json.dumps(statuses))
+    os._exit(0)
+
+
+def publish_once(config: dict[str, Any], ready: str) -> dict[str, str]:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", force=True)
+    batch = Batch(**config["batch"])
+    from airflow_provider_eh.endpoint import EventHubsEndpoint
+
+    endpoint = EventHubsEndpoint.from_connection_string(config["eh"], batch.hub)
+    if batch.backend == "spark":
+        return spark_child(config, batch, endpoint, ready)
+    from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
+
+    events = make_events(batch)
+    if batch.backend == "blob":
+        from azure.storage.blob import ContainerClient
+
+        container = ContainerClient.from_connection_string(config["blob"], config["container"])
+        store: Any = BlobProducerStateStore(container, claim_timeout=config["claim_timeout"])
+    else:
+        from airflow_provider_eh.hooks.producer_state import VariableProducerStateStore
+
+        store = VariableProducerStateStore()
+    publisher = IdempotentPublisher(endpoint, store, producer_group=batch.group,
+                                    send_timeout=config["send_timeout"], send_attempts=config["send_attempts"])
+    Path(ready).touch()
+    results = publisher.publish(events, batch_id=batch.batch_id)
+    return {p: r.status for p, r in results.items()}
+
+
+def spark_output(batch: Batch, path: Path) -> None:
+    """The Spark run's input as Parquet (written once by the driver; every attempt reads the same files)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    events = make_events(batch)
+    pq.write_table(pa.table({
+        "body": [json.dumps(e["body"], sort_keys=True, separators=(",", ":")) for e in events],
+        "key": [e.get("partition_key") for e in events],
+        "partition": [e.get("partition_id") for e in events],
+        "i": [e["properties"]["i"] for e in events],
+    }), str(path))
+
+
+def spark_child(config: dict[str, Any], batch: Batch, endpoint: Any, ready: str) -> dict[str, str]:
+    """The Spark path: the driver claims and plans, executors fingerprint and send (blob state)."""
+    from azure.storage.blob import ContainerClient
+
+    from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
+    from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
+    from airflow_provider_eh.spark.mapping import RowMapping
+    from airflow_provider_eh.spark.session import SparkSettings, get_session
+
+    container = ContainerClient.from_connection_string(config["blob"], config["container"])
+    store = BlobProducerStateStore(container, claim_timeout=config["claim_timeout"])
+    publisher = IdempotentPublisher(endpoint, store, producer_group=batch.group)
+    spark, _ = get_session(SparkSettings(master="local[1]", conf={
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"}))
+    spark.sparkContext.setLogLevel("ERROR")
+    mapping = RowMapping(body_column="body", property_columns=("i",), order_by=("i",),
+                         **({"key_column": "key"} if batch.by_key else {"partition_column": "partition"}))
+    Path(ready).touch()
+    try:
+        job = SparkPublishJob(spark, publisher, mapping, send_timeout=config["send_timeout"],
+                              send_attempts=config["send_attempts"])
+        results = job.publish(SparkSource(path=config["spark_input"]), batch.batch_id)
+    finally:
+        spark.stop()
+    return {p: r.status for p, r in results.items()}
+
+
+# ---- the driver ---------------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    runs: int = 0
+    kills: int = 0
+    faults: int = 0
+    attempts: int = 0
+    backfill_batches: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    disruptions: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+
+class Chaos:
+    """Plans the batches, runs attempts in child processes, disrupts them, checks the hubs at the end."""
+
+    def __init__(self, eh: Any, azurite: Any, *, runs: int, seed: int, workers: int, work_dir: Path,
+                 variable_share: float = 0.3, spark_runs: int = 0, tag: str = "",
+                 partition_counts: tuple[int, ...] = PARTITION_COUNTS, blob_groups: int = 1):
+        self.eh = eh
+        self.azurite = azurite
+        self.rng = random.Random(seed)
+        self.runs = runs
+        self.workers = workers
+        self.work_dir = work_dir
+        self.variable_share = variable_share
+        self.spark_runs = spark_runs
+        self.tag = tag or f"{seed}-{os.getpid()}"
+        self.container = f"chaos-{self.tag}".lower()[:60]
+        self.hubs = {f"chaos-{self.tag}-p{n}".lower(): n for n in partition_counts}
+        self.blob_groups = blob_groups
+        self.variable_locks = {self.group(hub, "variable"): threading.Lock() for hub in self.hubs}
+        self.fault_lock = threading.Lock()
+        self.expected: list[Batch] = []
+        self.tally = Tally()
+        self.done = threading.Event()
+        self.children: set[Any] = set()
+        self.mp = multiprocessing.get_context("forkserver")
+        self.mp.set_forkserver_preload(PRELOAD)
+        self.children_lock = threading.Lock()
+
+    # -- setup
+
+    def setup(self) -> None:
+        from azure.storage.blob import BlobServiceClient
+
+        for hub, partitions in self.hubs.items():
+            self.eh.admin.create_hub(hub, partitions=partitions)
+        BlobServiceClient.from_connection_string(self.azurite.connection_string).create_container(self.container)
+
+    def group(self, hub: str, backend: str, index: int = 0) -> str:
+        # The Variables store is per group (its Variable names carry no hub), so a group per hub.
+        kind = "var" if backend == "variable" else f"blob{index}"
+        return f"chaos-{self.tag}.{kind}.p{self.hubs[hub]}".lower()
+
+    def plan(self, name: str, rng: random.Random, backend: str | None = None) -> Batch:
+        hub = rng.choice(sorted(self.hubs))
+        if backend is None:
+            backend = "variable" if rng.random() < self.variable_share else "blob"
+        group = self.group(hub, "blob" if backend == "spark" else backend, rng.randrange(self.blob_groups))
+        return Batch(name=name, hub=hub, partitions=self.hubs[hub], backend=backend, group=group,
+                     events=rng.choice(SIZES), pad=rng.choice(PADS), by_key=rng.random() < 0.5,
+                     seed=rng.randrange(2**31))
+
+    # -- one attempt
+
+    def attempt(self, batch: Batch, *, crash_at: str | None = None, kill_after: float | None = None,
+                send_timeout: float = 30.0, send_attempts: int = 3) -> tuple[str, dict[str, str], str]:
+        """One attempt in a child process: ``("ok", statuses, "")``, ``("killed", {}, "")`` or ``("failed", {}, stderr tail)``.
+
+        ``kill_after``: SIGKILL that many seconds after the child starts publishing (if still running).
+        """
+        config = {"batch": asdict(batch), "eh": self.eh.connection_string(batch.hub),
+                  "blob": self.azurite.connection_string, "container": self.container,
+                  "claim_timeout": 45, "send_timeout": send_timeout, "send_attempts": send_attempts,
+                  "spark_input": str(self.work_dir / f"{batch.name}.parquet")}
+        with self.tally.lock:
+            self.tally.attempts += 1
+            base = self.work_dir / f"attempt-{self.tally.attempts}"
+        files = {k: f"{base}.{k}" for k in ("ready", "result", "err")}
+        began = time.monotonic()
+        proc = self.mp.Process(target=child_entry, args=(config, crash_at, files), name=f"chaos-{batch.name}")
+        proc.start()
+        with self.children_lock:
+            self.children.add(proc)
+        try:
+            if kill_after is not None:
+                while proc.is_alive() and not os.path.exists(files["ready"]):
+                    time.sleep(0.005)
+                proc.join(kill_after)
+                if proc.is_alive():
+                    self.kill(proc)
+            proc.join(300)
+            if proc.is_alive():
+                self.kill(proc)
+                proc.join()
+        finally:
+            with self.children_lock:
+                self.children.discard(proc)
+        code = proc.exitcode
+        tail = Path(files["err"]).read_text(errors="replace")[-3000:] if os.path.exists(files["err"]) else ""
+        result = Path(files["result"]).read_text() if code == 0 else ""
+        for path in files.values():
+            Path(path).unlink(missing_ok=True)
+        if os.environ.get("CHAOS_TRACE"):
+            print(f"    {time.strftime('%H:%M:%S')} {batch.name} {batch.backend} {batch.events}x{batch.pad} "
+                  f"crash={crash_at} kill_after={kill_after} -> {code} in {time.monotonic() - began:.1f}s",
+                  file=sys.stderr, flush=True)
+            if code not in (0, -signal.SIGKILL):
+                print("      " + "\n      ".join(tail.strip().splitlines()[-3:]), file=sys.stderr, flush=True)
+        if code == -signal.SIGKILL:
+            self.tally.add(kills=1)
+            return "killed", {}, ""
+        if code == 0:
+            return "ok", json.loads(result), ""
+        return "failed", {}, f"exit {code}: {tail}"
+
+    @staticmethod
+    def kill(proc: Any) -> None:
+        """SIGKILL the attempt's whole session: the child and anything it started (Spark's JVM)."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    @staticmethod
+    def estimate(batch: Batch) -> float:
+        """Rough seconds a clean attempt spends publishing (after ``ready``): where a random kill should land."""
+        base = {"blob": 0.4, "variable": 1.0, "spark": 15.0}[batch.backend]
+        return base + batch.events / 2500 + batch.events * batch.pad / 2 / 4e6
+
+    def disrupt(self, batch: Batch, rng: random.Random, *, faults_allowed: bool) -> tuple[str, dict[str, str], str]:
+        """An attempt with a random kill (delay or crash point) or, if allowed, a random endpoint fault."""
+        kinds = ("delay", "crash", "fault") if faults_allowed else ("delay", "crash")
+        kind = rng.choice(kinds if batch.backend != "spark" else [k for k in kinds if k != "crash"])
+        with self.tally.lock:
+            self.tally.disruptions[kind] += 1
+        if kind == "delay":
+            return self.attempt(batch, kill_after=rng.uniform(0.0, 1.2 * self.estimate(batch)))
+        if kind == "crash":
+            return self.attempt(batch, crash_at=rng.choice(CRASH_POINTS))
+        fault = rng.choice(FAULTS)
+        params: dict[str, Any] = {}
+        if fault == "drop_after":
+            params["transfers"] = rng.randint(1, max(1, batch.events // 2))
+        elif fault == "delay_ack":
+            params["ms"] = rng.choice((500, 1500, 3000))
+        # One fault at a time (clear_faults clears them all), on for a short window: the attempt may
+        # outlast it and recover in-process, or fail and be retried; other runs on the hub are hit too.
+        self.fault_lock.acquire()
+        lifted = threading.Lock()
+
+        def lift() -> None:
+            if not lifted.acquire(blocking=False):
+                return
+            try:
+                left = [f for f in self.eh.admin.faults() if f["kind"] == fault]
+                if not left or any(f["triggered"] > 0 for f in left):  # a one-shot fault is gone once it fired
+                    self.tally.add(faults=1)
+                self.eh.admin.clear_faults()
+            finally:
+                self.fault_lock.release()
+
+        timer = threading.Timer(rng.uniform(1.0, 4.0), lift)
+        try:
+            self.eh.admin.set_fault(fault, hub=batch.hub, **params)
+            timer.start()
+            outcome = self.attempt(batch, send_timeout=1.5, send_attempts=rng.choice((1, 2, 3)))
+        finally:
+            timer.cancel()
+            lift()
+        return outcome
+
+    def publish_until_done(self, batch: Batch, rng: random.Random, *, faults_allowed: bool, disrupted: bool = True) -> None:
+        """First attempt disrupted; retries killed again with falling odds; retried until one succeeds."""
+        outcome = self.disrupt(batch, rng, faults_allowed=faults_allowed) if disrupted else self.attempt(batch)
+        attempt = 1
+        while outcome[0] != "ok":
+            if outcome[0] == "failed" and attempt >= 3:
+                self.tally.failures.append(f"{batch.name} attempt {attempt}: {outcome[2][-600:]}")
+            if attempt >= MAX_ATTEMPTS:
+                raise RuntimeError(f"{batch.name}: no success after {attempt} attempts: {outcome[2]}")
+            attempt += 1
+            if attempt <= 3 and rng.random() < 0.25:
+                outcome = self.disrupt(batch, rng, faults_allowed=False)
+            else:
+                outcome = self.attempt(batch)
+        with self.tally.lock:
+            self.tally.statuses.update(outcome[1].values())
+
+    # -- the run and the backfill
+
+    def run_one(self, batch: Batch, seed: int) -> None:
+        rng = random.Random(seed)
+        if batch.backend == "variable":  # the Variables store is single-writer: its runs of one group in turn
+            with self.variable_locks[batch.group]:
+                self.publish_until_done(batch, rng, faults_allowed=True)
+        else:  # blob runs of one group contend for the partitions' leases, as concurrent Airflow runs would
+            self.publish_until_done(batch, rng, faults_allowed=True)
+        self.tally.add(runs=1)
+        done = self.tally.runs
+        if done % 10 == 0 or done == self.runs:
+            print(f"  {done}/{self.runs} runs, {self.tally.kills} kills, {self.tally.faults} faults "
+                  f"({time.strftime('%H:%M:%S')})", flush=True)
+
+    def backfill(self, seed: int) -> None:
+        """Other intervals, one after another, in the runs' blob producer groups (lease contention)."""
+        rng = random.Random(seed)
+        k = 0
+        while not self.done.is_set():
+            batch = self.plan(f"bf{k}", rng, backend="blob")
+            self.expected.append(batch)
+            self.publish_until_done(batch, rng, faults_allowed=False, disrupted=rng.random() < 0.3)
+            self.tally.add(backfill_batches=1)
+            k += 1
+
+    def run(self) -> None:
+        self.setup()
+        spark_at = set(self.rng.sample(range(self.runs), min(self.spark_runs, self.runs)))
+        batches = [self.plan(f"r{i}", self.rng, backend="spark" if i in spark_at else None) for i in range(self.runs)]
+        for batch in batches:
+            if batch.backend == "spark":
+                spark_output(batch, self.work_dir / f"{batch.name}.parquet")
+        self.expected.extend(batches)
+        seeds = [self.rng.randrange(2**31) for _ in batches]
+        with ThreadPoolExecutor(max_workers=self.workers + 1, thread_name_prefix="chaos") as pool:
+            backfill = pool.submit(self.backfill, self.rng.randrange(2**31))
+            try:
+                for future in [pool.submit(self.run_one, b, s) for b, s in zip(batches, seeds)]:
+                    future.result()
+            finally:
+                self.done.set()
+                backfill.result()
+
+    def kill_children(self) -> None:
+        with self.children_lock:
+            for proc in list(self.children):
+                if proc.is_alive():
+                    self.kill(proc)
+
+    # -- the check
+
+    def check(self) -> dict[str, int]:
+        from airflow_provider_eh.endpoint import EventHubsEndpoint
+        from airflow_provider_eh.publishing import partition_for_key
+        from airflow_provider_eh.testing.readback import read_hub
+
+        where: dict[str, str] = {}  # event id -> hub/partition it must be on
+        for batch in self.expected:
+            pids = [str(p) for p in range(batch.partitions)]
+            for event in make_events(batch):
+                pid = partition_for_key(event["partition_key"], pids) if batch.by_key else event["partition_id"]
+                where[event["body"]["id"]] = f"{batch.hub}/{pid}"
+        seen: Counter = Counter()
+        misplaced = stamp_breaks = 0
+        for hub in self.hubs:
+            endpoint = EventHubsEndpoint.from_connection_string(self.eh.connection_string(hub), hub)
+            last: dict[tuple[str, str], int] = {}
+            for event in read_hub(endpoint):
+                event_id = json.loads(event.body)["id"]
+                seen[event_id] += 1
+                if where.get(event_id) != f"{hub}/{event.partition}":
+                    misplaced += 1
+                slot = (event.partition, event.properties["eh.group"])
+                seq = int(event.properties["eh.seq"])
+                if slot in last and seq <= last[slot]:
+                    stamp_breaks += 1
+                last[slot] = seq
+        return {
+            "events": len(where),
+            "read": sum(seen.values()),
+            "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+            "losses": sum(1 for event_id in where if seen[event_id] == 0),
+            "unexpected": sum(1 for event_id in seen if event_id not in where),
+            "misplaced": misplaced,
+            "stamp_breaks": stamp_breaks,
+        }
+
+
+def migrate_airflow_home(home: Path) -> None:
+    """A fresh SQLite metadata DB in ``home`` for the Variables store; the children inherit the env."""
+    os.environ.update({
+        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY,
+    })
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+
+
+def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 6, variable_share: float = 0.3,
+              spark_runs: int = 0, work_dir: Path | None = None, tag: str = "",
+              partition_counts: tuple[int, ...] = PARTITION_COUNTS, blob_groups: int = 1) -> dict[str, int]:
+    """Run the chaos against an endpoint and Azurite already running; returns the figures.
+
+    The Variables store needs ``AIRFLOW_HOME`` / ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` of a migrated DB
+    in the environment when ``variable_share > 0``. Attempts fork from a fork server that imports the
+    SDK and the provider once; ``bench/`` must be on ``sys.path`` when this module is imported elsewhere.
+    """
+    started = time.monotonic()
+    # before the fork server starts: every attempt must decrypt the Variables the previous one wrote
+    os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", FERNET_KEY)
+    with ExitStack() as stack:
+        if work_dir is None:
+            work_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-")))
+        chaos = Chaos(eh, azurite, runs=runs, seed=seed, workers=workers, work_dir=work_dir,
+                      variable_share=variable_share, spark_runs=spark_runs, tag=tag, partition_counts=partition_counts,
+                      blob_groups=blob_groups)
+        try:
+            chaos.run()
+        finally:
+            chaos.kill_children()
+        published = time.monotonic()
+        figures = chaos.check()
+    t = chaos.tally
+    print(f"runs {t.runs} ({runs - spark_runs if spark_runs else runs} engine, {spark_runs} Spark) and "
+          f"{t.backfill_batches} backfill batches in {t.attempts} attempts; disruptions {dict(t.disruptions)}")
+    print(f"kills {t.kills} (SIGKILL observed), faults {t.faults} (fired); final statuses {dict(t.statuses)}")
+    for failure in t.failures[:5]:
+        print(f"  a retry failed before succeeding: {failure[:300]}")
+    print(f"read back {figures['read']} events for {figures['events']} expected: {figures['duplicates']} duplicates, "
+          f"{figures['losses']} losses, {figures['unexpected']} unexpected, {figures['misplaced']} misplaced, "
+          f"{figures['stamp_breaks']} eh.seq breaks; publishing {published - started:.0f}s, "
+          f"check {time.monotonic() - published:.0f}s")
+    return {"runs": t.runs, "kills": t.kills, "faults": t.faults, "backfill": t.backfill_batches, **figures,
+            "seconds": round(time.monotonic() - started)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=6, help="runs in flight at once (most of them wait on leases)")
+    parser.add_argument("--variable-share", type=float, default=0.3, help="share of runs on the Variables store")
+    parser.add_argument("--spark-runs", type=int, default=0, help="runs through the Spark path (slow)")
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)  # the SDK's notes on connections closed at shutdown are not findings
+    from airflow_provider_eh.emulator import EmulatorProcess
+    from airflow_provider_eh.testing.azurite import AzuriteProcess
+
+    with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp:
+        root = Path(tmp)
+        if args.variable_share > 0:
+            migrate_airflow_home(root / "airflow")
+        with EmulatorProcess(root / "eh", extra_args=["--fsync", "never", "--log-level", "WARNING"]) as eh, \
+                AzuriteProcess(root / "azurite") as azurite:
+            (root / "work").mkdir()
+            figures = run_chaos(eh, azurite, runs=args.runs, seed=args.seed, workers=args.workers,
+                                variable_share=args.variable_share, spark_runs=args.spark_runs, work_dir=root / "work")
+    bad = figures["duplicates"] or figures["losses"] or figures["unexpected"] or figures["misplaced"] or figures["stamp_breaks"]
+    print(f"runs={figures['runs']} kills={figures['kills']} faults={figures['faults']} events={figures['events']} "
+          f"duplicates={figures['duplicates']} losses={figures['losses']}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
