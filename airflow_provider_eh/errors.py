@@ -42,6 +42,10 @@ class InvalidProducerStateError(EventHubsProviderError):
     """The stored producer state cannot be reconciled with what the partition holds."""
 
 
+class ProducerStateStoreError(EventHubsProviderError):
+    """The producer state store itself cannot be used: its container is missing, or access is refused."""
+
+
 class EventTooLargeError(EventHubsProviderError):
     """One event is larger than the link's maximum message size."""
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 
-from airflow_provider_eh.errors import ProducerDisconnectedError
+from airflow_provider_eh.errors import ProducerDisconnectedError, ProducerStateStoreError
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class BlobProducerStateStore(ProducerStateStore):
 
     def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float = 0.0):
         if not 15 <= lease_seconds <= 60:
-            raise ValueError("lease_seconds must be between 15 and 60 (Azure Blob lease limits)")
+            raise ValueError(f"lease_seconds={lease_seconds!r}: must be between 15 and 60 (Azure Blob lease limits)")
         self.container = container
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
@@ -63,6 +63,14 @@ class BlobProducerStateStore(ProducerStateStore):
             blob.upload_blob(ProducerState.new(key).to_json(), overwrite=False)
         except ResourceExistsError:
             pass
+        except ResourceNotFoundError as exc:
+            if getattr(exc, "error_code", None) != "ContainerNotFound":
+                raise
+            raise ProducerStateStoreError(
+                f"{key}: the state container {self.container.container_name!r} does not exist in storage account "
+                f"{self.container.account_name!r}. Nothing was sent. Create the container (the operators create it "
+                "when the wasb connection may), or point state_container at the one holding this group's states."
+            ) from None
         deadline = time.monotonic() + self.claim_timeout
         while True:
             try:

@@ -146,11 +146,19 @@ class IdempotentPublisher:
             with self.endpoint.producer(retry_total=1) as client:
                 return [str(p) for p in client.get_partition_ids()]
         except Exception as exc:
+            from azure.eventhub.exceptions import AuthenticationError
+
             text = f"{type(exc).__name__}: {exc}"
-            if "not-found" in text or "NotFound" in text or "could not be found" in text or "unauthorized" in text.lower():
+            where = f"Event Hub {self.endpoint.eventhub_name!r} on {self.endpoint.fully_qualified_namespace}"
+            first = text.splitlines()[0].rstrip(".")
+            if isinstance(exc, AuthenticationError) or "unauthorized" in text.lower():
                 raise UnknownEventHubError(
-                    f"Event Hub {self.endpoint.eventhub_name!r} on {self.endpoint.fully_qualified_namespace}: {text.splitlines()[0]}. "
-                    "Check the hub name and the connection's credentials."
+                    f"{where}: the service refused the connection's credential ({first}). Nothing was sent. Check the "
+                    "SAS key name and key (or the identity's role on the hub) in the Event Hubs connection."
+                ) from None
+            if "not-found" in text or "NotFound" in text or "could not be found" in text:
+                raise UnknownEventHubError(
+                    f"{where}: {first}. Nothing was sent. Check the hub name and the connection's credentials."
                 ) from None
             raise
 

@@ -131,7 +131,12 @@ class ProducerState:
             key.namespace.lower(),
             key.hub.lower(),
         ):
-            raise bad(f"belongs to hub {doc.get('namespace')}/{doc.get('hub')}, not {key.namespace}/{key.hub}")
+            raise InvalidProducerStateError(
+                f"producer state {where} for {key}: belongs to hub {doc.get('namespace')}/{doc.get('hub')}, not "
+                f"{key.namespace}/{key.hub}. Nothing was sent. A producer group publishes to one hub: give this task "
+                "its own producer_group (or state_container) for this hub; that state stays valid for its own hub, "
+                "so do not delete it."
+            )
         try:
             return cls(
                 namespace=doc["namespace"],
