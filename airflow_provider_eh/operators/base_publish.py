@@ -105,8 +105,44 @@ class BasePublishOperator(BaseOperator):
             generation=int(self.generation or 0),
         )
 
+    def check_arguments(self) -> None:
+        """Refuse out-of-range arguments (after templating) with the argument, its value and the allowed range."""
+
+        def whole(name: str, value: Any, low: int, high: int | None = None, why: str = "") -> int:
+            try:
+                number = int(value)
+                ok = not isinstance(value, bool) and number == float(value) and number >= low and (high is None or number <= high)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+                raise ValueError(f"{name}={value!r}: must be a whole number {bounds}{why}")
+            return number
+
+        whole("generation", self.generation, 0, why="; bump it by one to republish an interval on purpose")
+        whole("send_attempts", self.send_attempts, 1)
+        if self.backend == "blob":
+            whole("lease_seconds", self.lease_seconds, 15, 60, why=" (Azure Blob lease limits)")
+        if self.keep_committed is not None:
+            whole("keep_committed", self.keep_committed, 1,
+                  why=" or None; a pruned batch is published again when its interval re-runs")
+        if not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0:
+            raise ValueError(f"claim_timeout={self.claim_timeout!r}: must be a number of seconds >= 0")
+        allowed = set(PartitionOptions.__dataclass_fields__)
+        for pid, options in (self.partition_options or {}).items():
+            unknown = set(dict(options)) - allowed
+            if unknown:
+                raise ValueError(
+                    f"partition_options[{pid!r}]: unknown option(s) {', '.join(sorted(unknown))}; "
+                    f"allowed: {', '.join(sorted(allowed))}"
+                )
+            for name in ("owner_level", "starting_sequence_number"):
+                if dict(options).get(name) is not None:
+                    whole(f"partition_options[{pid!r}][{name!r}]", dict(options)[name], 0)
+
     def get_publisher(self, **kwargs: Any) -> IdempotentPublisher:
-        """The engine's publisher on this task's hub, state store and producer group."""
+        """The engine's publisher on this task's hub, state store and producer group (arguments checked first)."""
+        self.check_arguments()
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
         self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
         store = ProducerStateHook(
@@ -144,7 +180,7 @@ class BasePublishOperator(BaseOperator):
             if exc.retryable:
                 raise
             raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
-        except ValueError as exc:  # configuration errors (backend name, missing container, lease bounds)
+        except ValueError as exc:  # configuration errors (backend name, missing container, argument ranges)
             raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
 
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, int]]:
