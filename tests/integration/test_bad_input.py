@@ -1,0 +1,232 @@
+"""Bad input refused with an error that names the field and what to do, and nothing already accepted lost:
+each test publishes a good batch first, feeds the bad input, checks the error text, reads the hub back
+(the good batch still exactly once, the bad one not sent or completed by the retry the error asks for).
+
+Rows covered elsewhere (see the README's bad-input table): oversize event and wrong partition id
+(``test_bad_event_fails_before_anything_is_sent``), unknown hub
+(``test_unknown_hub_and_unknown_partition_option_are_named``), corrupt or foreign state blob and wrong
+state version (``test_corrupt_or_foreign_state_blob_is_named_with_how_to_reset``) and content changed on
+retry (``test_retry_with_changed_content_fails_and_sends_nothing``), all in
+``tests/integration/publishing/test_publish_behaviour.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+sys.path.insert(0, str(Path(__file__).with_name("publishing")))
+from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # noqa: E402
+
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.errors import (  # noqa: E402
+    InvalidProducerStateError,
+    ProducerStateStoreError,
+    UnknownEventHubError,
+)
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher  # noqa: E402
+from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
+from tests.conftest import connection_env, unique_name  # noqa: E402
+
+SAS_KEY_NAME, SAS_KEY = "publisher", "the-right-key-for-bad-input-tests"
+
+
+def id_counts(read: list[Any]) -> Counter:
+    return Counter(json.loads(e.body)["id"] for e in read)
+
+
+@pytest.fixture
+def setup(event_hubs: Any, azurite: Any, hub: str, container: str) -> PublishSetup:
+    return PublishSetup(event_hubs, azurite, hub, container)
+
+
+# ---- wrong credentials --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+    """A local endpoint that validates SAS tokens against one key (``--require-auth``)."""
+    data = tmp_path_factory.mktemp("secured-eh")
+    proc = EmulatorProcess(data, extra_args=["--require-auth", "--fsync", "never"], key_name=SAS_KEY_NAME, key=SAS_KEY)
+    with proc:
+        yield proc
+
+
+def test_wrong_sas_key_is_refused_before_anything_is_sent_and_the_retry_with_the_right_key_completes(
+    secured: EmulatorProcess, azurite: Any, container: str
+) -> None:
+    hub = unique_name("auth")
+    secured.admin.create_hub(hub, partitions=2)
+    state = ContainerClient.from_connection_string(azurite.connection_string, container)
+    right = EventHubsEndpoint.from_connection_string(secured.connection_string(hub), hub)
+    wrong = EventHubsEndpoint.from_connection_string(
+        secured.connection_string(hub).replace(f"SharedAccessKey={SAS_KEY}", "SharedAccessKey=not-the-key"), hub
+    )
+    earlier, events = events_for("before", 20, partitions=2), events_for("auth", 30, partitions=2)
+    IdempotentPublisher(right, BlobProducerStateStore(state), producer_group="g").publish(earlier, batch_id=batch("before"))
+
+    with pytest.raises(UnknownEventHubError) as info:
+        IdempotentPublisher(wrong, BlobProducerStateStore(state), producer_group="g").publish(events, batch_id=batch("auth"))
+    message = str(info.value)
+    assert f"Event Hub {hub!r} on 127.0.0.1:{secured.port}: the service refused the connection's credential" in message
+    assert "Nothing was sent" in message and "SAS key name and key" in message
+    assert "not-the-key" not in message
+    assert_exactly_once(read_hub(right), earlier)
+
+    IdempotentPublisher(right, BlobProducerStateStore(state), producer_group="g").publish(events, batch_id=batch("auth"))
+    assert_exactly_once(read_hub(right), earlier + events)
+
+
+# ---- the state store -----------------------------------------------------------------------------
+
+def test_missing_state_container_is_named_and_nothing_is_sent(setup: PublishSetup) -> None:
+    earlier, events = events_for("before", 20), events_for("late", 20)
+    setup.publisher().publish(earlier, batch_id=batch("before"))
+    missing = ContainerClient.from_connection_string(setup.azurite.connection_string, "no-such-state")
+    publisher = IdempotentPublisher(setup.endpoint, BlobProducerStateStore(missing), producer_group="g")
+    with pytest.raises(ProducerStateStoreError) as info:
+        publisher.publish(events, batch_id=batch("late"))
+    message = str(info.value)
+    assert "the state container 'no-such-state' does not exist in storage account 'devstoreaccount1'" in message
+    assert "Nothing was sent" in message and "point state_container at the one holding this group's states" in message
+    assert_exactly_once(setup.read_back(), earlier)
+    setup.publisher().publish(events, batch_id=batch("late"))  # the right container: the batch completes
+    assert_exactly_once(setup.read_back(), earlier + events)
+
+
+@pytest.fixture
+def variables(airflow_db: Path) -> Any:
+    """Read, write and delete Airflow Variables in the test's metadata DB (as the store does under dag.test)."""
+    from airflow.models.variable import Variable
+
+    return Variable
+
+
+def variable_publisher(setup: PublishSetup, group: str, hub: str | None = None) -> IdempotentPublisher:
+    from airflow_provider_eh.hooks.producer_state import VariableProducerStateStore
+
+    endpoint = setup.endpoint if hub is None else setup.endpoint.with_hub(hub)
+    return IdempotentPublisher(endpoint, VariableProducerStateStore(), producer_group=group)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [("not json", "is not JSON"), ('{"version": 99}', "has version 99, this provider reads version 1")],
+)
+def test_corrupt_state_variable_fails_its_partition_only_and_the_retry_after_reset_completes(
+    setup: PublishSetup, variables: Any, content: str, why: str
+) -> None:
+    group = unique_name("var")
+    earlier, events = events_for("before", 40), events_for("after", 40)
+    variable_publisher(setup, group).publish(earlier, batch_id=batch("before"))
+    name = f"eh_producer_state.{group}.0"
+    variables.set(name, content)
+
+    with pytest.raises(InvalidProducerStateError) as info:
+        variable_publisher(setup, group).publish(events, batch_id=batch("after"))
+    message = str(info.value)
+    assert f"producer state Airflow Variable {name!r} for group {group!r} partition 0" in message
+    assert why in message and f"`airflow variables delete {name}`" in message
+    read = setup.read_back()
+    counts = id_counts(read)
+    assert all(counts[e["body"]["id"]] == 1 for e in earlier)  # what was accepted stays, once
+    sent = [e for e in events if counts[e["body"]["id"]]]
+    assert {e["partition_id"] for e in sent} == {"1", "2", "3"} and all(counts[e["body"]["id"]] == 1 for e in sent)
+    assert not any(e.partition == "0" and json.loads(e.body)["id"].startswith("after") for e in read)
+
+    variables.delete(name)  # what the error says to do; partition 0's retry then sends its share, once
+    variable_publisher(setup, group).publish(events, batch_id=batch("after"))
+    assert id_counts(setup.read_back()) == Counter({e["body"]["id"]: 1 for e in earlier + events})
+
+
+def test_state_variable_of_another_hub_is_refused_naming_both_hubs(setup: PublishSetup, variables: Any) -> None:
+    group = unique_name("shared")
+    other = unique_name("other")
+    setup.event_hubs.admin.create_hub(other, partitions=4)
+    earlier, events = events_for("before", 20), events_for("elsewhere", 20)
+    variable_publisher(setup, group).publish(earlier, batch_id=batch("before"))
+
+    with pytest.raises(InvalidProducerStateError) as info:
+        variable_publisher(setup, group, hub=other).publish(events, batch_id=batch("elsewhere"))
+    message = str(info.value)
+    ns = setup.endpoint.namespace
+    assert f"belongs to hub {ns}/{setup.hub}, not {ns}/{other}" in message
+    assert "give this task its own producer_group" in message and "do not delete it" in message
+    other_endpoint = setup.endpoint.with_hub(other)
+    assert read_hub(other_endpoint) == []
+    assert_exactly_once(setup.read_back(), earlier)
+
+    variable_publisher(setup, f"{group}-b", hub=other).publish(events, batch_id=batch("elsewhere"))
+    assert_exactly_once(read_hub(other_endpoint), events)
+    assert_exactly_once(setup.read_back(), earlier)
+
+
+# ---- operator arguments out of range ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def operator_hub(event_hubs: Any, azurite: Any) -> Iterator[dict[str, Any]]:
+    """One hub and state container for the argument tests, with one good batch published through the operator."""
+    from azure.storage.blob import BlobServiceClient
+
+    hub, container = unique_name("args"), unique_name("c")
+    event_hubs.admin.create_hub(hub, partitions=4)
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(container)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (
+            connection_env("eh_args", "azure_event_hubs", extra={"connection_string": event_hubs.connection_string(hub)}),
+            connection_env("wasb_args", "wasb", extra={"connection_string": azurite.connection_string}),
+        ):
+            mp.setenv(name, value)
+        good = events_for("good", 40)
+        run_operator(container, events=good)
+        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub)
+        yield {"hub": hub, "container": container, "endpoint": endpoint, "good": good}
+
+
+def run_operator(container: str, **arguments: Any) -> Any:
+    """``EventHubPublishOperator.execute`` with the context of the 2026-05-01 interval's first try."""
+    from airflow_provider_eh.operators.publish import EventHubPublishOperator
+
+    arguments = {"events": events_for("bad", 8), "event_hubs_conn_id": "eh_args", "wasb_conn_id": "wasb_args",
+                 "state_container": container, "producer_group": "args.publish", **arguments}
+    operator = EventHubPublishOperator(task_id="publish", **arguments)
+    start = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    context = {"ti": SimpleNamespace(try_number=1, map_index=-1), "data_interval_start": start,
+               "data_interval_end": start, "logical_date": start, "run_id": "scheduled__2026-05-01"}
+    return operator.execute(context)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"generation": -1}, "generation=-1: must be a whole number >= 0; bump it by one"),
+        ({"generation": "two"}, "generation='two': must be a whole number >= 0"),
+        ({"lease_seconds": 10}, r"lease_seconds=10: must be a whole number between 15 and 60 \(Azure Blob lease limits\)"),
+        ({"lease_seconds": 61}, "lease_seconds=61: must be a whole number between 15 and 60"),
+        ({"send_attempts": 0}, "send_attempts=0: must be a whole number >= 1"),
+        ({"keep_committed": 0}, "keep_committed=0: must be a whole number >= 1 or None; a pruned batch is published again"),
+        ({"claim_timeout": -5}, "claim_timeout=-5: must be a number of seconds >= 0"),
+        ({"partition_options": {"0": {"owner": 2}}}, r"partition_options\['0'\]: unknown option\(s\) owner; allowed: "),
+        ({"partition_options": {"1": {"owner_level": -1}}}, r"partition_options\['1'\]\['owner_level'\]=-1: must be a whole number >= 0"),
+        ({"state_backend": "s3"}, "state_backend 's3': choose one of blob, variable"),
+    ],
+    ids=["negative-generation", "text-generation", "short-lease", "long-lease", "no-attempts", "keep-none",
+         "negative-claim-timeout", "unknown-partition-option", "negative-owner-level", "unknown-backend"],
+)
+def test_argument_out_of_range_fails_the_task_naming_it_and_sends_nothing(
+    operator_hub: dict[str, Any], arguments: dict[str, Any], message: str
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match=f"^Task 'publish': {message}"):
+        run_operator(operator_hub["container"], **arguments)
+    assert_exactly_once(read_hub(operator_hub["endpoint"]), operator_hub["good"])
