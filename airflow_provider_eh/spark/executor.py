@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -115,17 +117,75 @@ def _first_attempt() -> bool:
     return ctx is None or ctx.attemptNumber() == 0
 
 
-def _sent_before(endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int | None) -> bool:
+class _AlreadySent(Exception):
+    """The plan's stamps are already on the partition: this task ran before."""
+
+
+def _sent_before(endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int) -> bool:
     """
     True when events of this plan already landed after the intent's start point: the task runs again
     (a resubmitted stage restarts attempt numbers at 0). Costs one partition-properties call when
     nothing was sent to the partition since the intent; reads back only when something was.
     """
-    if start is None:
+    with endpoint.producer(retry_total=1) as client:
+        end = int(client.get_partition_properties(plan.partition_id)["last_enqueued_sequence_number"])
+    if end <= start:
         return False
     found = landed_stamps(endpoint, plan.partition_id, after_sequence_number=start, group=plan.group,
                           batch_stamp=plan.batch_stamp)
     return any(plan.first_seq <= seq < plan.first_seq + plan.send_count for seq in found)
+
+
+class _SentBeforeCheck:
+    """:func:`_sent_before` on a thread, overlapping the first SDK batch's encoding; ``__call__`` (the
+    sender's ``stop_check``, run before each SDK send) waits for it once and raises if the plan was sent."""
+
+    def __init__(self, endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int | None):
+        self._result: list[Any] = []
+        self._thread: threading.Thread | None = None
+        if start is not None:
+            self._thread = threading.Thread(target=self._run, args=(endpoint, plan, start), daemon=True)
+            self._thread.start()
+
+    def _run(self, endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int) -> None:
+        try:
+            self._result.append(_sent_before(endpoint, plan, start))
+        except BaseException as exc:
+            self._result.append(exc)
+
+    def __call__(self) -> None:
+        if self._thread is None:
+            return
+        self._thread.join()
+        self._thread = None
+        outcome = self._result[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome:
+            raise _AlreadySent()
+
+
+# Producer clients kept per worker process between tasks (Spark reuses Python workers), for at most
+# _IDLE_SECONDS: opening a link costs about a second of handshakes, more than sending 10,000 events.
+_PRODUCERS: dict[EventHubsEndpoint, tuple[Any, float]] = {}
+_IDLE_SECONDS = 30.0
+
+
+def _producer(endpoint: EventHubsEndpoint) -> Any:
+    cached = _PRODUCERS.pop(endpoint, None)
+    if cached is not None:
+        client, last_used = cached
+        if time.monotonic() - last_used < _IDLE_SECONDS:
+            return client
+        client.close()
+    return endpoint.producer(retry_total=0)
+
+
+def _release(endpoint: EventHubsEndpoint, client: Any, healthy: bool) -> None:
+    if healthy:
+        _PRODUCERS[endpoint] = (client, time.monotonic())
+    else:
+        client.close()
 
 
 def send_rows(
@@ -148,27 +208,31 @@ def send_rows(
     import pyarrow as pa
 
     first = _first_attempt()
+    starts = starts or {}
+    refused = "a retried Spark task attempt does not send; the intent stays pending and is recovered by read-back"
     out: list[tuple[str, bytes]] = []
     for partition, events in _by_partition(batches, mapping):
         plan = plans.get(partition)
-        if plan is None:
+        if plan is None or not first:
             for _ in events:  # nothing to send; drain the run
                 pass
+            if plan is not None:
+                out.append((partition, pickle.dumps(("failed", "RetriedSparkTask", f"partition {partition}: {refused}", True))))
             continue
-        refused = (
-            f"partition {partition}: a retried Spark task attempt does not send; the intent stays pending and is "
-            "recovered by read-back"
-        )
         outcome: tuple[Any, ...]
+        producer = _producer(endpoint)
+        healthy = False
         try:
-            if not first or _sent_before(endpoint, plan, (starts or {}).get(partition)):
-                for _ in events:
-                    pass
-                outcome = ("failed", "RetriedSparkTask", refused, True)
-            else:
-                outcome = ("sent", send_partition(endpoint, plan, events, send_timeout=send_timeout))
+            check = _SentBeforeCheck(endpoint, plan, starts.get(partition))
+            report = send_partition(endpoint, plan, events, producer=producer, stop_check=check, send_timeout=send_timeout)
+            check()
+            outcome, healthy = ("sent", report), True
+        except _AlreadySent:
+            outcome = ("failed", "RetriedSparkTask", f"partition {partition}: {refused}", True)
         except Exception as exc:
             outcome = ("failed", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", _retryable(exc))
+        finally:
+            _release(endpoint, producer, healthy)
         out.append((partition, pickle.dumps(outcome)))
     if out:
         partitions, outcomes = zip(*out)

@@ -1,4 +1,4 @@
-"""Fixtures of the Spark publishing tests: one ``local[2]`` session per module, a hub and container per test."""
+"""Fixtures of the Spark publishing tests: one ``local[2]`` session for all of them, a hub and container per test."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from airflow_provider_eh.spark.session import SparkSettings, get_session
 
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` session shared by a module's tests (jobs that write outputs, in-process publishes)."""
+    """A ``local[2]`` session shared by the Spark tests (jobs that write outputs, in-process publishes)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
     session.sparkContext.setLogLevel("ERROR")
