@@ -164,6 +164,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         self.key_column = key_column
         self.order_by = tuple(order_by)
         self.on_empty = on_empty
+        self._spark: Any = None
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
         from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource, require_delta
@@ -195,13 +196,28 @@ class SparkToEventHubOperator(BasePublishOperator):
                 require_delta()
                 settings = _with_delta(settings)
             spark, owned = get_session(settings)
+            self._spark = spark
             try:
                 job = SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty)
                 results = job.publish(source, batch_id)
             finally:
+                self._spark = None
                 if owned:
                     spark.stop()
         return self.report(batch_id, results)
+
+    def on_kill(self) -> None:
+        """Cancel the running Spark jobs; claimed partitions keep their intents and the next run recovers them."""
+        spark = self._spark
+        if spark is None:
+            return
+        try:
+            if hasattr(spark, "interruptAll") and not hasattr(spark, "sparkContext"):
+                spark.interruptAll()  # Spark Connect
+            else:
+                spark.sparkContext.cancelAllJobs()
+        except Exception as exc:  # the session may already be gone
+            self.log.warning("Task %r: could not cancel the Spark jobs: %s", self.task_id, exc)
 
     def lineage_inputs(self) -> list[tuple[str, str]]:
         """The Spark output read, for OpenLineage: its path (a table is named as is, without namespace)."""
