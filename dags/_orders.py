@@ -38,6 +38,7 @@ ORDERS_FILES = Asset(name="orders_files", uri=path_uri(os.path.join(DATA_DIR, "o
 # Every event's body carries these columns; the ingestion tables hold them.
 EVENT_COLUMNS = ("order_id", "step", "event_type", "final", "customer_id", "amount_cents", "currency", "event_time")
 CURRENCIES = ("EUR", "USD", "GBP")
+HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
 
 ANALYTICS_TABLE = "analytics_order_events"
 WAREHOUSE_TABLE = "order_events"
@@ -48,6 +49,13 @@ TABLES_DDL = [
     )"""
     for table in (ANALYTICS_TABLE, WAREHOUSE_TABLE)
 ]
+
+
+def create_tables() -> None:
+    """Create the example tables in ``eh_example_db`` when missing."""
+    from airflow.sdk import BaseHook
+
+    BaseHook.get_connection(SQL_CONN_ID).get_hook().run(TABLES_DDL)
 
 
 def interval_path(data_dir: str, interval_start: datetime) -> str:

@@ -29,9 +29,6 @@ from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
-HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
-
-
 @dag(
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
@@ -46,7 +43,7 @@ HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
             description="Orders to generate for the interval (1 to 100000); each order is 2 or 3 events.",
         ),
         "hub": Param(
-            orders.HUB, type="string", pattern=HUB_NAME_PATTERN, title="Event Hub",
+            orders.HUB, type="string", pattern=orders.HUB_NAME_PATTERN, title="Event Hub",
             description="The hub to publish to: letters, digits, '.', '_' or '-', starting with a letter or digit.",
         ),
         "producer_group": Param(
@@ -59,7 +56,10 @@ HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
         ),
         "state_backend": Param(
             "blob", type="string", enum=["blob", "variable"], title="State backend",
-            description="Where publishing state lives: 'blob' (leases, safe for concurrent runs) or 'variable' (Airflow Variables, one run at a time).",
+            description=(
+                "Where publishing state lives: 'blob' (blob leases, safe for concurrent runs) or "
+                "'variable' (Airflow Variables, one run at a time)."
+            ),
         ),
         "data_dir": Param(
             orders.DATA_DIR, type="string", minLength=1, title="Data directory",
@@ -100,13 +100,6 @@ def eh_daily_orders() -> None:
         inlets=[orders.ORDERS_FILES],
         outlets=[orders.ORDERS_HUB],
     )
-
-    @task
-    def create_tables() -> None:
-        """Create the example tables in ``eh_example_db`` when missing."""
-        from airflow.sdk import BaseHook
-
-        BaseHook.get_connection(orders.SQL_CONN_ID).get_hook().run(orders.TABLES_DDL)
 
     load = EventHubIngestOperator(
         task_id="load_analytics",
@@ -153,7 +146,7 @@ def eh_daily_orders() -> None:
         )
         return summary
 
-    tables = create_tables()
+    tables = task(orders.create_tables)()
     tables >> load
     publish >> load >> wait
     summarize(generated, publish.output, load.output, wait.output)

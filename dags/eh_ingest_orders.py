@@ -39,7 +39,7 @@ def skip_unless_replay_requested(context: Any) -> None:
     doc_md=__doc__,
     params={
         "hub": Param(
-            orders.HUB, type="string", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$", title="Event Hub",
+            orders.HUB, type="string", pattern=orders.HUB_NAME_PATTERN, title="Event Hub",
             description="The hub to load from.",
         ),
         "replay_dead_letters": Param(
@@ -49,20 +49,17 @@ def skip_unless_replay_requested(context: Any) -> None:
     },
 )
 def eh_ingest_orders() -> None:
-    @task
-    def create_tables() -> None:
-        """Create the example tables in ``eh_example_db`` when missing."""
-        from airflow.sdk import BaseHook
-
-        BaseHook.get_connection(orders.SQL_CONN_ID).get_hook().run(orders.TABLES_DDL)
-
+    # the table, the row function and the stream (hub, consumer group) the dead letters belong to
+    sink: dict[str, Any] = {
+        "table": orders.WAREHOUSE_TABLE,
+        "sql_conn_id": orders.SQL_CONN_ID,
+        "row_function": orders.warehouse_row,
+        "eventhub_name": "{{ params.hub }}",
+        "consumer_group": "$Default",
+    }
     load = EventHubIngestOperator(
         task_id="load_orders",
-        table=orders.WAREHOUSE_TABLE,
-        sql_conn_id=orders.SQL_CONN_ID,
-        row_function=orders.warehouse_row,
-        eventhub_name="{{ params.hub }}",
-        consumer_group="$Default",
+        **sink,
         checkpoint_container=orders.CHECKPOINT_CONTAINER,
         session_key="property:order_id",
         session_sequence="property:step",
@@ -74,11 +71,7 @@ def eh_ingest_orders() -> None:
 
     replay = EventHubDeadLetterReplayOperator(
         task_id="replay_dead_letters",
-        table=orders.WAREHOUSE_TABLE,
-        sql_conn_id=orders.SQL_CONN_ID,
-        row_function=orders.warehouse_row,
-        eventhub_name="{{ params.hub }}",
-        consumer_group="$Default",
+        **sink,
         fail_on_error=False,
         pre_execute=skip_unless_replay_requested,
     )
@@ -90,7 +83,10 @@ def eh_ingest_orders() -> None:
 
         hook = BaseHook.get_connection(orders.SQL_CONN_ID).get_hook()
         rows = hook.get_first(f"SELECT COUNT(*) FROM {orders.WAREHOUSE_TABLE}")[0]
-        dead = dict(hook.get_records("SELECT status, COUNT(*) FROM eh_ingest_dead_letter GROUP BY status"))
+        dead = dict(hook.get_records(
+            "SELECT status, COUNT(*) FROM eh_ingest_dead_letter WHERE eventhub = ? AND consumer_group = '$Default' "
+            "GROUP BY status", parameters=(params["hub"],),
+        ))
         parts = loaded["partitions"].values()
         summary = {
             "hub": params["hub"],
@@ -108,7 +104,7 @@ def eh_ingest_orders() -> None:
         )
         return summary
 
-    tables = create_tables()
+    tables = task(orders.create_tables)()
     tables >> load >> replay
     [load, replay] >> report(load.output)
 
