@@ -132,7 +132,8 @@ def main() -> None:
     print("== eh_ingest_orders: the warehouse load into SQLite, in order per order, with dead letters")
     show(run_dag("eh_ingest_orders", [None], {"hub": HUB}))
 
-    keys = Counter((e.properties["order_id"], int(e.properties["step"])) for e in events)
+    orders = [e for e in events if "order_id" in e.properties]  # the hub may hold other events too
+    keys = Counter((e.properties["order_id"], int(e.properties["step"])) for e in orders)
     per_day = Counter(order_id.split("-")[0] for order_id, _ in keys.elements())
     with sqlite3.connect(DB) as conn:
         rows = conn.execute("SELECT COUNT(*) FROM order_events").fetchone()[0]
@@ -144,7 +145,8 @@ def main() -> None:
     print("   interval      events in the hub")
     for day, count in sorted(per_day.items()):
         print(f"   {day[:4]}-{day[4:6]}-{day[6:]}    {count}")
-    print(f"   events read back from hub '{HUB}': {len(events)} ({len(keys)} distinct order events)")
+    print(f"   events read back from hub '{HUB}': {len(events)} ({len(keys)} distinct order events"
+          f"{f', {len(events) - len(orders)} other events' if len(orders) < len(events) else ''})")
     print(f"   duplicates: {sum(n - 1 for n in keys.values())}")
     print(f"   rows in order_events: {rows}; dead letters: {len(letters)}")
     for reason, error in letters[:2]:
