@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from airflow_provider_eh.spark.session import SparkSettings, get_session
 def spark() -> Iterator[Any]:
     """A ``local[2]`` session shared by the Spark tests (jobs that write outputs, in-process publishes)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs from __del__ after pytest closed its streams
     session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
     session.sparkContext.setLogLevel("ERROR")
     yield session
