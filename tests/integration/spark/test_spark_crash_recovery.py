@@ -16,8 +16,8 @@ ROWS = 10_000
 # ~1 KB rows: each partition's ~2,500 events take 3 SDK batches, so mid_send:2 cuts a send short.
 PAD = 1000
 
-# after_claim is left out: it leaves a lease and nothing else, what after_intent covers and more.
 CRASHES = {  # crash point -> status the re-run reports for some partition
+    "after_claim": "published",  # a lease and nothing else: the re-run waits for it and publishes afresh
     "after_intent": "recovered",
     "mid_send:2": "recovered",  # on an executor: the job fails, the driver exits with an error
     "after_send": "recovered",
@@ -43,7 +43,7 @@ def test_rerun_after_driver_or_executor_killed_at_each_step_publishes_each_row_o
         else:
             assert proc.returncode == -signal.SIGKILL, f"{point}: exit {proc.returncode}\n{err[-3000:]}"
     landed = {point: sum(end + 1 for end in s.ends().values()) for point, s in setups.items()}
-    assert landed["after_intent"] == 0
+    assert landed["after_claim"] == 0 and landed["after_intent"] == 0
     assert landed["after_send"] == ROWS and landed["during_commit"] == ROWS
     assert 0 < landed["mid_send:2"] < ROWS, landed
 
