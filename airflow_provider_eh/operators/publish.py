@@ -33,48 +33,20 @@ class EventHubPublishOperator(BasePublishOperator):
 
     :param events: a list of events, a callable ``(context) -> iterable of events``, or an XComArg
         (``upstream.output``) resolving to a list.
-    :param eventhub_name: the hub (templated); default: the connection's.
-    :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
-    :param state_backend: ``"blob"`` or ``"variable"`` (templated); default ``"blob"`` when
-        ``state_container`` is given, else ``"variable"`` (single-writer: serialise runs of the group).
-    :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
-    :param state_container: the container holding producer states (templated).
-    :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
-    :param generation: bump to republish the same interval on purpose (templated).
     :param partition_id: partition of bare-body events.
-    :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
-    :param keep_committed: prune the ledger to this many recent batches per partition (default: keep all;
-        a pruned batch re-run would publish again).
-    :param send_attempts: in-process attempts per partition on transient send errors.
-    :param lease_seconds: blob lease duration (15 to 60).
-    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+
+    The hub, connections, state store, producer group, generation and lease arguments are
+    :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
     """
 
     def __init__(
         self,
         *,
         events: Iterable[Any] | Callable[[Context], Iterable[Any]] | Any,
-        eventhub_name: str | None = None,
-        event_hubs_conn_id: str = "azure_event_hubs_default",
-        state_backend: str | None = None,
-        wasb_conn_id: str = "wasb_default",
-        state_container: str | None = None,
-        producer_group: str | None = None,
-        generation: int | str = 0,
         partition_id: str | None = None,
-        partition_options: Mapping[str, Mapping[str, Any]] | None = None,
-        keep_committed: int | None = None,
-        send_attempts: int = 3,
-        lease_seconds: int = 15,
-        claim_timeout: float = 0.0,
         **kwargs: Any,
     ):
-        super().__init__(
-            eventhub_name=eventhub_name, event_hubs_conn_id=event_hubs_conn_id, state_backend=state_backend,
-            wasb_conn_id=wasb_conn_id, state_container=state_container, producer_group=producer_group,
-            generation=generation, partition_options=partition_options, keep_committed=keep_committed,
-            send_attempts=send_attempts, lease_seconds=lease_seconds, claim_timeout=claim_timeout, **kwargs,
-        )
+        super().__init__(**kwargs)
         self.events = events
         self.partition_id = partition_id
 

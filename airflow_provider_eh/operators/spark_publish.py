@@ -86,8 +86,6 @@ class SparkToEventHubOperator(BasePublishOperator):
     :param format: ``parquet`` (default), ``json``, ``csv``, ``orc``, or ``delta`` with ``delta-spark`` installed.
     :param table: a table name instead of ``path`` (templated).
     :param read_options: options of the Spark reader (``{"header": "true"}`` for csv).
-    :param eventhub_name: the hub (templated); default: the connection's.
-    :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
     :param spark_conn_id: the ``spark`` or ``spark_connect`` connection (templated).
     :param spark_conf: Spark properties merged over the connection's.
     :param body_column: the column holding each event's body (bytes, str, or a value sent as JSON).
@@ -96,17 +94,11 @@ class SparkToEventHubOperator(BasePublishOperator):
     :param partition_column: the column holding each row's partition id.
     :param key_column: the column hashed to each row's partition (instead of ``partition_column``).
     :param order_by: the columns ordering each partition's events.
-    :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
-    :param generation: bump to republish the same interval on purpose (templated).
-    :param state_backend: ``"blob"`` or ``"variable"`` (templated).
-    :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
-    :param state_container: the container holding producer states (templated).
     :param on_empty: an output without rows: ``"succeed"`` publishes nothing and succeeds (returns ``{}``),
         ``"fail"`` fails the task.
-    :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
-    :param keep_committed: prune the ledger to this many recent batches per partition.
-    :param lease_seconds: blob lease duration (15 to 60).
-    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+
+    The hub, connections, state store, producer group, generation and lease arguments are
+    :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
     """
 
     template_fields: Sequence[str] = (
@@ -123,8 +115,6 @@ class SparkToEventHubOperator(BasePublishOperator):
         format: str = "parquet",
         table: str | None = None,
         read_options: Mapping[str, Any] | None = None,
-        eventhub_name: str | None = None,
-        event_hubs_conn_id: str = "azure_event_hubs_default",
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
         body_column: str | None = None,
@@ -133,24 +123,10 @@ class SparkToEventHubOperator(BasePublishOperator):
         partition_column: str | None = None,
         key_column: str | None = None,
         order_by: Sequence[str] = (),
-        producer_group: str | None = None,
-        generation: int | str = 0,
-        state_backend: str | None = None,
-        wasb_conn_id: str = "wasb_default",
-        state_container: str | None = None,
         on_empty: str = "succeed",
-        partition_options: Mapping[str, Mapping[str, Any]] | None = None,
-        keep_committed: int | None = None,
-        lease_seconds: int = 15,
-        claim_timeout: float = 0.0,
         **kwargs: Any,
     ):
-        super().__init__(
-            eventhub_name=eventhub_name, event_hubs_conn_id=event_hubs_conn_id, state_backend=state_backend,
-            wasb_conn_id=wasb_conn_id, state_container=state_container, producer_group=producer_group,
-            generation=generation, partition_options=partition_options, keep_committed=keep_committed,
-            lease_seconds=lease_seconds, claim_timeout=claim_timeout, **kwargs,
-        )
+        super().__init__(**kwargs)
         self.path = path
         self.format = format
         self.table = table
