@@ -127,6 +127,11 @@ def check_properties(properties: Any, index: int) -> dict[str, Any] | None:
                 f"event {index}: field 'properties.{name}' is a {type(value).__name__}; "
                 "use str, int, float, bool, bytes or None"
             )
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            raise InvalidEventError(
+                f"event {index}: field 'properties.{name}' is an int outside the signed 64-bit range of an AMQP "
+                "long; send it as a str"
+            )
     return dict(properties) or None
 
 

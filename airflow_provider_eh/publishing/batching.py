@@ -7,6 +7,10 @@ SDK's own size rule (``size + 5`` bytes of batch overhead under 256 bytes, else 
 batch's private fields, so it is only taken when they look exactly as expected (checked once per
 batch, :func:`fast_path_available`); otherwise it calls ``batch.add``. The unit tests pin that both
 paths build byte-identical batches.
+
+The sender prefers :mod:`~airflow_provider_eh.publishing.wire`, which skips ``EventData`` and the
+SDK's encoder altogether (:func:`add_encoded`); this module's :func:`add_event` is its fallback when
+a tracer is configured or the SDK's wire format could not be confirmed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,33 @@ def fast_path_available(batch: Any) -> bool:
         and not getattr(batch, "_partition_key", None)
         and all(hasattr(batch, name) for name in ("_message", "_internal_events", "_size", "_count", "_tracing_attributes"))
     )
+
+
+def tracing_enabled() -> bool:
+    """True when an azure-core tracer is configured: the SDK then adds trace properties per message."""
+    try:
+        from azure.core.settings import settings
+
+        return settings.tracing_implementation() is not None
+    except Exception:  # no azure-core settings: assume the conservative answer
+        return True
+
+
+def add_encoded(batch: Any, encoded: bytes) -> None:
+    """Append one already-encoded message (from ``StampedMessageEncoder``); ``ValueError`` when it does not fit.
+
+    Only on a batch for which :func:`fast_path_available` is true. The batch keeps no ``EventData``
+    for it: ``_internal_events`` feeds only the buffered producer's callbacks and tracing links,
+    neither of which the publisher uses.
+    """
+    size = len(encoded)
+    size_after_add = batch._size + size + _BATCH_MESSAGE_OVERHEAD_COST[0 if size < 256 else 1]
+    if size_after_add > batch.max_size_in_bytes:
+        raise ValueError(f"EventDataBatch has reached its size limit: {batch.max_size_in_bytes}")
+    batch._message[5].append(encoded)
+    batch._size = size_after_add
+    batch._count += 1
+
 
 def add_event(batch: Any, event: EventData, fast: bool) -> None:
     """Add ``event`` to ``batch``; ``ValueError`` when it does not fit (as ``batch.add``)."""

@@ -8,6 +8,7 @@ the link's maximum message size. It returns a :class:`SendReport` that the drive
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -19,11 +20,12 @@ from azure.eventhub import EventData
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batch import OutgoingEvent
-from airflow_provider_eh.publishing.batching import add_event, fast_path_available
+from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.publishing.crash import crash_point
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.stamps import StampEncoder
 from airflow_provider_eh.publishing.state import from_ranges
+from airflow_provider_eh.publishing.wire import StampedMessageEncoder
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
@@ -55,6 +57,25 @@ def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
         else:
             body, props = event
             yield body, props
+
+
+def _message_path(group: str, stamp: str, owner: int, fast: bool) -> tuple[Callable[[bytes, Any, int], Any], Callable[[Any, Any], None]]:
+    """``(make, add)``: build one stamped message and add it to an SDK batch (``ValueError`` when full).
+
+    Straight AMQP bytes (:mod:`~airflow_provider_eh.publishing.wire`) when the SDK's layout was proven
+    and no tracer needs per-message properties; otherwise ``EventData`` through the SDK's encoder.
+    """
+    encoder = StampedMessageEncoder.create(group, stamp, owner) if fast and not tracing_enabled() else None
+    if encoder is not None:
+        return encoder.encode, add_encoded
+    stamps = StampEncoder(group, stamp, owner)
+
+    def make(body: bytes, props: Any, seq: int) -> EventData:
+        event = EventData(body)
+        event.properties = stamps.properties(props, seq)
+        return event
+
+    return make, functools.partial(add_event, fast=fast)
 
 
 def send_partition(
@@ -93,14 +114,13 @@ def send_partition(
     partition, group, stamp, owner = plan.partition_id, plan.group, plan.batch_stamp, plan.owner_level
     wanted = None if plan.indexes is None else set(from_ranges(plan.indexes))
     fp = Fingerprint() if fingerprint is None else None
-    stamps = StampEncoder(group, stamp, owner)
     seq = plan.first_seq
     count = 0
     sent = batches = 0
     last_progress = started
     try:
         batch = client.create_batch(partition_id=partition)
-        fast = fast_path_available(batch)
+        make, add = _message_path(group, stamp, owner, fast_path_available(batch))
         pending_in_batch = 0
         for index, (body, props) in enumerate(_pairs(events)):
             count += 1
@@ -108,10 +128,9 @@ def send_partition(
                 fp.update(body, props)
             if wanted is not None and index not in wanted:
                 continue
-            event = EventData(body)
-            event.properties = stamps.properties(props, seq)
+            event = make(body, props, seq)
             try:
-                add_event(batch, event, fast)
+                add(batch, event)
             except ValueError:
                 if pending_in_batch == 0:
                     raise EventTooLargeError(
@@ -126,7 +145,7 @@ def send_partition(
                 sent += pending_in_batch
                 crash_point("mid_send", batches)
                 batch = client.create_batch(partition_id=partition)
-                add_event(batch, event, fast)
+                add(batch, event)
                 pending_in_batch = 0
                 now = time.monotonic()
                 if now - last_progress >= PROGRESS_EVERY:

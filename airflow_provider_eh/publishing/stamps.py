@@ -58,8 +58,19 @@ class StampEncoder:
             self._typed = False
             self._fixed = {GROUP: group, BATCH: batch, OWNER: int(owner)}
 
+    def user_value(self, value: Any) -> Any:
+        """A user's property value as it goes on the wire.
+
+        The SDK's encoder writes every Python ``int`` as a 32-bit AMQP ``int`` and fails on larger
+        ones; those are handed to it typed as AMQP ``long`` instead, which every receiver decodes
+        back to the same integer.
+        """
+        if self._typed and type(value) is int and not -(2**31) <= value < 2**31:
+            return {self._type: self._long, self._value: value}
+        return value
+
     def properties(self, user: Mapping[str, Any] | None, seq: int) -> dict[str, Any]:
-        out = dict(user) if user else {}
+        out = {k: self.user_value(v) for k, v in user.items()} if user else {}
         out.update(self._fixed)
         out[SEQ] = {self._type: self._long, self._value: seq} if self._typed else seq
         return out

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventError, InvalidProducerStateError
-from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, partition_for_key
+from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, normalise, partition_for_key
 from airflow_provider_eh.publishing import publisher as publisher_module
 from airflow_provider_eh.publishing.crash import crash_point
 from airflow_provider_eh.publishing.sender import SendReport
@@ -193,3 +193,10 @@ def test_crash_point_is_inert_unless_selected(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("AIRFLOW_PROVIDER_EH_CRASH_AT", "nowhere")
     with pytest.raises(ValueError, match="unknown crash point"):
         crash_point("after_claim")
+
+
+def test_property_ints_beyond_64_bits_are_refused_naming_the_event_and_field() -> None:
+    pid, event = normalise({"body": b"x", "partition_id": "0", "properties": {"n": 2**63 - 1}}, 0, ["0"])
+    assert event.properties == {"n": 2**63 - 1}
+    with pytest.raises(InvalidEventError, match=r"event 3: field 'properties.n' is an int outside the signed 64-bit"):
+        normalise({"body": b"x", "partition_id": "0", "properties": {"n": 2**63}}, 3, ["0"])

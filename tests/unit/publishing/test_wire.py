@@ -1,0 +1,100 @@
+"""Stamped events encoded straight to AMQP bytes are the bytes the SDK's ``EventDataBatch.add`` appends."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from azure.core.settings import settings
+from azure.eventhub import EventData
+from azure.eventhub._common import EventDataBatch
+
+from airflow_provider_eh.publishing import sender, wire
+from airflow_provider_eh.publishing.batching import add_encoded, fast_path_available, tracing_enabled
+from airflow_provider_eh.publishing.stamps import StampEncoder
+from airflow_provider_eh.publishing.wire import StampedMessageEncoder
+
+
+def random_properties(rng: random.Random) -> dict | None:
+    if rng.random() < 0.4:
+        return None
+    values = [lambda: rng.randint(-2**63, 2**63 - 1), lambda: rng.randint(-200, 200), lambda: rng.random() * 1e6,
+              lambda: rng.choice([True, False]), lambda: None, lambda: "é" * rng.randint(0, 300),
+              lambda: bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))]
+    return {f"k{j}-{'n' * rng.randint(0, 30)}": rng.choice(values)() for j in range(rng.randint(1, 30))}
+
+
+def test_encoder_matches_the_sdk_byte_for_byte_on_random_events() -> None:
+    rng = random.Random(7)
+    encoder = StampedMessageEncoder.create("orders", "0123456789abcdef", 12)
+    assert encoder is not None
+    stamps = StampEncoder("orders", "0123456789abcdef", 12)
+    for _ in range(400):
+        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 200, 255, 256, 3000])))
+        props = random_properties(rng)
+        seq = rng.choice([0, 1, 127, 128, -1, rng.randint(0, 2**62)])
+        assert encoder.encode(body, props, seq) == wire._sdk_bytes(body, stamps.properties(props, seq))
+
+
+def fill(use_encoder: bool) -> list[EventDataBatch]:
+    encoder = StampedMessageEncoder.create("group", "0123456789abcdef", 3)
+    stamps = StampEncoder("group", "0123456789abcdef", 3)
+    batches = [EventDataBatch(max_size_in_bytes=64 * 1024, partition_id="0")]
+    for i in range(600):
+        body, props = b"x" * (i % 300), ({"k": i} if i % 2 else None)
+        if use_encoder:
+            add = lambda b, body=body, props=props, i=i: add_encoded(b, encoder.encode(body, props, i))  # noqa: E731
+        else:
+            event = EventData(body)
+            event.properties = stamps.properties(props, i)
+            add = lambda b, event=event: b.add(event)  # noqa: E731
+        try:
+            add(batches[-1])
+        except ValueError:
+            batches.append(EventDataBatch(max_size_in_bytes=64 * 1024, partition_id="0"))
+            add(batches[-1])
+    return batches
+
+
+def test_batches_filled_from_encoded_bytes_equal_sdk_batches() -> None:
+    assert fast_path_available(EventDataBatch(partition_id="0"))
+    ours, sdk = fill(True), fill(False)
+    assert len(ours) == len(sdk) > 2
+    for a, b in zip(ours, sdk):
+        assert (a.size_in_bytes, len(a)) == (b.size_in_bytes, len(b))
+        assert [bytes(m) for m in a._message[5]] == [bytes(m) for m in b._message[5]]
+
+
+def test_encoder_is_refused_when_the_sdk_encodes_differently(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "_sdk_bytes", lambda body, props: b"\x00" + body)
+    assert StampedMessageEncoder.create("g", "0123456789abcdef", 0) is None
+
+
+class _Span:  # the smallest azure-core span a tracer setting accepts
+    def __init__(self, *args, **kwargs): ...
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+
+
+def test_a_configured_tracer_sends_through_the_sdk_encoder() -> None:
+    settings.tracing_implementation.set_value(_Span)
+    try:
+        assert tracing_enabled()
+        make, _ = sender._message_path("g", "0123456789abcdef", 0, fast=True)
+        assert isinstance(make(b"x", None, 1), EventData)
+    finally:
+        settings.tracing_implementation.unset_value()
+    assert not tracing_enabled()
+    make, _ = sender._message_path("g", "0123456789abcdef", 0, fast=True)
+    assert isinstance(make(b"x", None, 1), bytes)
+
+
+def test_integer_properties_beyond_32_bits_are_sent_as_amqp_long_and_read_back_equal() -> None:
+    from azure.eventhub._pyamqp._decode import decode_payload
+
+    encoder = StampedMessageEncoder.create("g", "0123456789abcdef", 0)
+    props = {"small": 5, "big": 2**40, "negative": -(2**63), "flag": True}
+    decoded = decode_payload(memoryview(encoder.encode(b"body", props, 9)))
+    app = {k.decode(): v for k, v in decoded[4].items()}
+    assert {k: app[k] for k in props} == props
+    assert app["eh.seq"] == 9 and decoded[5] == [b"body"]
