@@ -218,3 +218,16 @@ def test_partition_options_and_publishing_properties(setup: PublishSetup) -> Non
     assert {e.properties["eh.owner"] for e in read if e.partition == "0"} == {7}
     with pytest.raises(ProducerDisconnectedError, match="owner level 3"):
         setup.publisher(partition_options={"0": PartitionOptions(owner_level=3)}).publish(events, batch_id=batch("o2"))
+
+
+def test_user_properties_of_every_type_arrive_as_sent_beside_the_stamps(setup: PublishSetup) -> None:
+    props = {"small": 7, "big": 2**40, "negative": -(2**63), "ratio": 0.25, "flag": True, "text": "é" * 300,
+             "raw": b"\x00\x01", "none": None}
+    events = [{"body": f"p-{i}".encode(), "partition_id": "2", "properties": {**props, "i": i}} for i in range(300)]
+    results = setup.publisher().publish(events, batch_id=batch("props"))
+    assert results["2"].events == 300
+    read = setup.read_back()
+    assert [e.body for e in read] == [e["body"] for e in events]
+    for i, e in enumerate(read):
+        assert {k: e.properties[k] for k in props} == {**props, "raw": "\x00\x01"}  # read_hub decodes bytes to str
+        assert e.properties["i"] == i and e.properties["eh.seq"] == i and e.properties["eh.group"] == "g"
