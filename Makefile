@@ -7,8 +7,11 @@ LOCAL := .local
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
+# Test processes (pytest-xdist): each has its own Airflow home, endpoint, Azurite and Spark; a test
+# file stays on one process. Most integration tests wait on subprocesses, so 2 pay off even on 2 cores.
+TEST_WORKERS ?= 2
 
-.PHONY: help check-tools venv node test test-unit test-fast demo services-up services-down services-status bench clean
+.PHONY: help check-tools venv node test test-unit demo services-up services-down services-status bench clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
@@ -38,7 +41,7 @@ node_modules/.installed: package.json package-lock.json | check-tools
 	touch $@
 
 test: venv node
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

@@ -19,9 +19,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
-# time, and must not move the session to a new, unmigrated Airflow home.
-_AIRFLOW_HOME = Path(os.environ.get("EH_TESTS_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="eh-tests-airflow-"))
-os.environ["EH_TESTS_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+# time, and must not move the session to a new, unmigrated Airflow home. Each pytest-xdist worker
+# (which inherits the controller's environment) gets a home and SQLite DB of its own.
+_HOME_VAR = "EH_TESTS_AIRFLOW_HOME_" + os.environ.get("PYTEST_XDIST_WORKER", "main").upper()
+_AIRFLOW_HOME = Path(os.environ.get(_HOME_VAR) or tempfile.mkdtemp(prefix="eh-tests-airflow-"))
+os.environ[_HOME_VAR] = str(_AIRFLOW_HOME)
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_AIRFLOW_HOME),

@@ -118,6 +118,15 @@ def send_partition(
     count = 0
     sent = batches = 0
     last_progress = started
+    def flush(batch: Any, events_in_batch: int) -> None:
+        nonlocal sent, batches
+        if stop_check is not None:
+            stop_check()
+        client.send_batch(batch, timeout=send_timeout)
+        batches += 1
+        sent += events_in_batch
+        crash_point("mid_send", batches)
+
     try:
         batch = client.create_batch(partition_id=partition)
         make, add = _message_path(group, stamp, owner, fast_path_available(batch))
@@ -138,12 +147,7 @@ def send_partition(
                         f"({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
                         "and retry with a new generation."
                     ) from None
-                if stop_check is not None:
-                    stop_check()
-                client.send_batch(batch, timeout=send_timeout)
-                batches += 1
-                sent += pending_in_batch
-                crash_point("mid_send", batches)
+                flush(batch, pending_in_batch)
                 batch = client.create_batch(partition_id=partition)
                 add(batch, event)
                 pending_in_batch = 0
@@ -157,12 +161,7 @@ def send_partition(
             pending_in_batch += 1
             seq += 1
         if pending_in_batch:
-            if stop_check is not None:
-                stop_check()
-            client.send_batch(batch, timeout=send_timeout)
-            batches += 1
-            sent += pending_in_batch
-            crash_point("mid_send", batches)
+            flush(batch, pending_in_batch)
         end = int(client.get_partition_properties(partition)["last_enqueued_sequence_number"])
     finally:
         if own:
