@@ -1,0 +1,155 @@
+"""``airflow standalone`` on 127.0.0.1 with a home and ports of its own, and a REST client on it.
+
+Used by the scheduler-path test and the scheduler soak. Scheduled runs are off
+(``use_job_schedule``), so the only runs are those triggered or backfilled; everything started runs
+in a process group of its own, which :meth:`AirflowStandalone.stop` ends (standalone, its components
+and their task processes), and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from airflow_provider_eh.testing.azurite import free_port
+
+
+class StandaloneError(RuntimeError):
+    """Standalone exited, did not answer, or a run failed; the message ends with its log's tail."""
+
+
+def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) plus what an isolated standalone needs.
+
+    The metadata DB is SQLite in ``home`` with a 60 s lock timeout (a backfill's inserts can wait on
+    the scheduler's transactions longer than SQLite's default 5 s on a loaded machine); the log
+    servers of the scheduler and the triggerer, which Airflow binds on all interfaces, get free ports
+    instead of 8793/8794 so that two instances do not collide.
+    """
+    env = dict(os.environ if base is None else base)
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # standalone runs `airflow ...`
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "AIRFLOW__CORE__PARALLELISM": "3",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    })
+    return env
+
+
+class AirflowStandalone:
+    """``airflow standalone`` started in a process group of its own, and a REST client (``/api/v2``) on it."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path):
+        self.env, self.port, self.log = env, port, log
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen | None = None
+        self.client: httpx.Client | None = None
+
+    def start(self, timeout: float = 300) -> None:
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "airflow", "standalone"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log.parent,
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"the API server did not answer in {timeout} s:\n{self.tail()}")
+            try:
+                self.login()
+                return
+            except (httpx.HTTPError, ValueError, KeyError):
+                time.sleep(2)
+
+    def login(self) -> None:
+        token = httpx.get(f"{self.base}/auth/token", timeout=10).json()["access_token"]
+        if self.client is not None:
+            self.client.close()
+        self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        response = self.client.get(path, params=params)
+        if response.status_code == 401:  # the token expired
+            self.login()
+            response = self.client.get(path, params=params)
+        return response
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise StandaloneError(f"airflow standalone exited with code {self.proc.returncode}:\n{self.tail()}")
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the group started above: standalone, its components, tasks
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        try:  # components or task processes left behind in the group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def tail(self, chars: int = 5000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while self.get(f"/dags/{dag_id}").status_code != 200:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"{dag_id} was not parsed in {timeout} s:\n{self.tail()}")
+            time.sleep(2)
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        response = self.get(f"/dags/{dag_id}/dagRuns", limit=1000)
+        response.raise_for_status()
+        return response.json()["dag_runs"]
+
+    def wait_for_runs(self, dag_id: str, count: int, timeout: float) -> list[dict[str, Any]]:
+        """Wait until ``count`` runs exist and all of them have finished; a failed run raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            runs = self.runs(dag_id)
+            failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
+            if failed:
+                raise StandaloneError(f"runs failed: {failed}\n{self.tail()}")
+            if len(runs) >= count and all(r["state"] == "success" for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"runs not done in {timeout} s: {[(r['dag_run_id'], r['state']) for r in runs]}")
+            time.sleep(3)
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        response = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        response.raise_for_status()
+        return response.json()["task_instances"]
