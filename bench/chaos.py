@@ -12,8 +12,8 @@ disrupted: SIGKILL after a random delay, SIGKILL at a random protocol crash poin
 (``AIRFLOW_PROVIDER_EH_CRASH_AT``), or an endpoint fault (drop_after, store_no_ack, server_busy,
 delay_ack) on the run's hub. Retries may be killed again; the last one runs clean. Meanwhile a
 backfill process works through other intervals in the same blob producer groups, so it fights the
-runs for the partitions' leases. ``--spark-runs K`` makes K of the runs Spark runs (the driver/executor
-split of ``airflow_provider_eh.spark``; slow).
+runs for the partitions' leases. ``--spark-runs K`` (default 4) makes K of the runs Spark runs (the
+driver/executor split of ``airflow_provider_eh.spark``; slow).
 
 The check: every expected event id is in the hub exactly once (``duplicates`` counts extra copies,
 ``losses`` missing ids), on the partition it was meant for, and ``eh.seq`` strictly increases in
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=8, help="runs in flight at once (most of them wait on leases)")
     parser.add_argument("--variable-share", type=float, default=0.3, help="share of runs on the Variables store")
-    parser.add_argument("--spark-runs", type=int, default=0, help="runs through the Spark path (slow)")
+    parser.add_argument("--spark-runs", type=int, default=4, help="runs through the Spark path (slow; 0 for none)")
     args = parser.parse_args(argv)
     import logging
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
+from airflow_provider_eh.errors import InvalidProducerStateError
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ task's XComs before a retry); the producer state store holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 

@@ -137,7 +137,7 @@ def test_ledger_new_then_committed_batch_is_a_no_op(engine: Any) -> None:
 
 def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbers(engine: Any) -> None:
     pub, log = engine
-    s = pub.begin("0", "b" * 64, 10, "fp")  # crashed after sending seq 0..3 of 0..9
+    pub.begin("0", "b" * 64, 10, "fp")  # crashed after sending seq 0..3 of 0..9
     log["landed"] = {0: 0, 1: 1, 2: 2, 3: 3}
     r = pub.begin("0", "b" * 64, 10, "fp")
     assert r.plan.recovered_from == "pending" and r.plan.landed == 4
