@@ -64,6 +64,7 @@ from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess, free_port  # noqa: E402
 from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
+from airflow_provider_eh.testing.stack import example_env  # noqa: E402
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
 
 DAG_ID = "eh_daily_orders"
@@ -74,24 +75,12 @@ WORKER_TITLE = "airflow worker -- LocalExecutor"  # the LocalExecutor's process 
 COMPONENT_NAMES: dict[int, str] = {}  # pid: name of the other Airflow components sampled
 
 
-def connection_env(conn_id: str, conn_type: str, **fields: Any) -> tuple[str, str]:
-    return f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": conn_type, **fields})
-
-
 def airflow_env(home: Path, port: int, eh: EmulatorProcess, azurite: AzuriteProcess, db: Path, data_dir: Path) -> dict[str, str]:
     """The environment of ``airflow standalone`` and of the ``airflow`` CLI calls: the DAG's connections and data dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "EH_EXAMPLE_DATA_DIR"}
-    for conn_id, conn_type, fields in (
-        ("azure_event_hubs_default", "azure_event_hubs", {"extra": {"connection_string": eh.connection_string()}}),
-        ("wasb_default", "wasb", {"extra": {"connection_string": azurite.connection_string}}),
-        ("spark_default", "spark", {"host": "local[2]"}),
-        ("eh_example_db", "sqlite", {"host": str(db)}),
-    ):
-        name, value = connection_env(conn_id, conn_type, **fields)
-        env[name] = value
+    env.update(example_env(db, data_dir, event_hubs=eh.connection_string(), blob=azurite.connection_string,
+                           spark_master="local[2]"))
     env.update({
-        "PYSPARK_PYTHON": sys.executable,
-        "EH_EXAMPLE_DATA_DIR": str(data_dir),
         "EH_EXAMPLE_NAMESPACE": f"{eh.host}:{eh.port}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",

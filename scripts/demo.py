@@ -63,10 +63,7 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "AIRFLOW_CONN_EH_EXAMPLE_DB": json.dumps({"conn_type": "sqlite", "host": str(DB)}),
-        "EH_EXAMPLE_DATA_DIR": str(DEMO_DIR / "data"),
-        "PYSPARK_PYTHON": sys.executable,
-        **stack.connection_env(),
+        **stack.example_env(DB, DEMO_DIR / "data"),
     }
 
 

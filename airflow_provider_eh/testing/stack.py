@@ -78,16 +78,33 @@ def event_hubs_connection_string(hub: str | None = None) -> str:
     return f"{conn};EntityPath={hub}" if hub else conn
 
 
-def connection_env() -> dict[str, str]:
-    """``AIRFLOW_CONN_*`` values for the local stack: Event Hubs, Blob storage and Spark local mode."""
+def connection_env(event_hubs: str | None = None, blob: str | None = None, spark_master: str = "local[*]") -> dict[str, str]:
+    """``AIRFLOW_CONN_*`` values for Event Hubs, Blob storage and Spark local mode; by default the local stack's.
+
+    :param event_hubs: an Event Hubs connection string (namespace level).
+    :param blob: a Blob storage connection string.
+    :param spark_master: the ``spark_default`` master.
+    """
     return {
         "AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT": json.dumps(
-            {"conn_type": "azure_event_hubs", "extra": {"connection_string": event_hubs_connection_string()}}
+            {"conn_type": "azure_event_hubs", "extra": {"connection_string": event_hubs or event_hubs_connection_string()}}
         ),
         "AIRFLOW_CONN_WASB_DEFAULT": json.dumps(
-            {"conn_type": "wasb", "extra": {"connection_string": azurite_connection_string(HOST, AZURITE_PORT)}}
+            {"conn_type": "wasb", "extra": {"connection_string": blob or azurite_connection_string(HOST, AZURITE_PORT)}}
         ),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
+    }
+
+
+def example_env(db: Path, data_dir: Path, **connections: str) -> dict[str, str]:
+    """What the example DAGs read from the environment: the connections of :func:`connection_env`
+    (``connections`` are its arguments), ``eh_example_db`` (the SQLite file ``db``), their data folder,
+    and the Python that Spark's workers run."""
+    return {
+        **connection_env(**connections),
+        "AIRFLOW_CONN_EH_EXAMPLE_DB": json.dumps({"conn_type": "sqlite", "host": str(db)}),
+        "EH_EXAMPLE_DATA_DIR": str(data_dir),
+        "PYSPARK_PYTHON": sys.executable,
     }
 
 

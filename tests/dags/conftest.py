@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, connection_env, unique_name
+from airflow_provider_eh.testing.stack import example_env
+from tests.conftest import REPO, unique_name
 
 DAGS = REPO / "dags"
 
@@ -87,19 +88,11 @@ def example_stack(airflow_db: Path, event_hubs: Any, azurite: Any, tmp_path_fact
     event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
     db = tmp_path / "example.db"
     data_dir = tmp_path / "data"
-    env = dict(os.environ)
-    for conn_id, conn_type, fields in (
-        ("azure_event_hubs_default", "azure_event_hubs", {"extra": {"connection_string": event_hubs.connection_string()}}),
-        ("wasb_default", "wasb", {"extra": {"connection_string": azurite.connection_string}}),
-        ("spark_default", "spark", {"host": "local[2]"}),
-        ("eh_example_db", "sqlite", {"host": str(db)}),
-    ):
-        name, value = connection_env(conn_id, conn_type, **fields)
-        env[name] = value
-    env.update({
-        "EH_EXAMPLE_DATA_DIR": str(data_dir),
-        "PYSPARK_PYTHON": sys.executable,
+    env = {
+        **os.environ,
+        **example_env(db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string,
+                      spark_master="local[2]"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-    })
+    }
     return ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)
