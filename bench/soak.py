@@ -39,6 +39,7 @@ from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 
 PARTITIONS = 4
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -48,16 +49,6 @@ def interval_events(day: datetime, n: int) -> list[dict]:
     stamp = day.date().isoformat()
     return [{"body": {"id": f"{stamp}-{i}", "amount": i % 97, "note": "x" * 150}, "partition_key": f"customer-{i % 211}"}
             for i in range(n)]
-
-
-def sample(proc: psutil.Process) -> tuple[float, int]:
-    """(RSS in MiB, open file descriptors)."""
-    return proc.memory_info().rss / 2**20, proc.num_fds()
-
-
-def growth(series: list[float], warmup: int) -> float:
-    base, tail = series[warmup - 1], series[-5:]
-    return (sum(tail) / len(tail) - base) / base * 100
 
 
 def main() -> int:
@@ -107,8 +98,8 @@ def main() -> int:
                 if summary["events"] != args.events or rows != distinct or rows != (k + 1) * args.events:
                     raise SystemExit(f"interval {k}: ingested {summary['events']}, table {rows} rows ({distinct} distinct)")
                 gc.collect()
-                rss, fds = sample(worker)
-                eh_rss, eh_fds = sample(endpoint_proc)
+                rss, fds = measure(worker)
+                eh_rss, eh_fds = measure(endpoint_proc)
                 samples.append((rss, fds, eh_rss, eh_fds))
                 if k % 5 == 4 or k == args.intervals - 1:
                     print(f"  interval {k + 1}: worker {rss:.0f} MiB {fds} fds, endpoint {eh_rss:.0f} MiB {eh_fds} fds "

@@ -65,6 +65,7 @@ from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess, free_port  # noqa: E402
 from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
 from airflow_provider_eh.testing.stack import example_env  # noqa: E402
+from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
 
 DAG_ID = "eh_daily_orders"
@@ -137,12 +138,6 @@ def other_components(root: psutil.Process) -> dict[psutil.Process, str]:
     return found
 
 
-def measure(proc: psutil.Process) -> tuple[float, int]:
-    """(RSS in MiB, open file descriptors)."""
-    with proc.oneshot():
-        return proc.memory_info().rss / 2**20, proc.num_fds()
-
-
 @dataclass
 class Sample:
     interval: int
@@ -155,21 +150,13 @@ class Sample:
     def busy(self) -> int:
         return sum(w[2] for w in self.workers.values())
 
-    @property
-    def worker_rss(self) -> float:
-        return sum(w[0] for w in self.workers.values())
+    def rss(self, role: str) -> float:
+        """Summed RSS (MiB) of ``"workers"`` or ``"triggerer"``."""
+        return sum(figures[0] for figures in getattr(self, role).values())
 
-    @property
-    def worker_fds(self) -> int:
-        return sum(w[1] for w in self.workers.values())
-
-    @property
-    def triggerer_rss(self) -> float:
-        return sum(t[0] for t in self.triggerer.values())
-
-    @property
-    def triggerer_fds(self) -> int:
-        return sum(t[1] for t in self.triggerer.values())
+    def fds(self, role: str) -> int:
+        """Summed open descriptors of ``"workers"`` or ``"triggerer"``."""
+        return sum(figures[1] for figures in getattr(self, role).values())
 
 
 class IdleWorkers:
@@ -227,11 +214,6 @@ def describe(root: psutil.Process, endpoint: psutil.Process) -> list[str]:
     lines += [f"  triggerer  pid {p.pid}: {title(p)[:110]}" for p in triggerer]
     lines += [f"  (report only) {name} pid {p.pid}: {title(p)[:90]}" for p, name in other_components(root).items()]
     return lines
-
-
-def growth(series: list[float], warmup: int) -> float:
-    base, tail = series[warmup - 1], series[-5:]
-    return (sum(tail) / len(tail) - base) / base * 100
 
 
 # -- what the runs wrote -------------------------------------------------------------------------------------------
@@ -388,8 +370,8 @@ def main() -> int:
                             samples.append(sample if k == len(done) else replace(sample, interval=k))
                             if k % 5 == 0 or k == args.intervals:
                                 print(f"  interval {k}: endpoint {sample.endpoint[0]:.0f} MiB {sample.endpoint[1]} fds, "
-                                      f"workers {sample.worker_rss:.0f} MiB {sample.worker_fds} fds ({len(sample.workers)}, "
-                                      f"{sample.busy} never seen idle), triggerer {sample.triggerer_rss:.0f} MiB {sample.triggerer_fds} fds "
+                                      f"workers {sample.rss('workers'):.0f} MiB {sample.fds('workers')} fds ({len(sample.workers)}, "
+                                      f"{sample.busy} never seen idle), triggerer {sample.rss('triggerer'):.0f} MiB {sample.fds('triggerer')} fds "
                                       f"({time.monotonic() - started:.0f}s)", flush=True)
                         finished = done
                         last_progress = time.monotonic()
@@ -438,10 +420,10 @@ def main() -> int:
     w = args.warmup
     endpoint_rss = [s.endpoint[0] for s in samples]
     endpoint_fds = [s.endpoint[1] for s in samples]
-    worker_rss = [s.worker_rss for s in samples]
-    worker_fds = [s.worker_fds for s in samples]
-    triggerer_rss = [s.triggerer_rss for s in samples]
-    triggerer_fds = [s.triggerer_fds for s in samples]
+    worker_rss = [s.rss("workers") for s in samples]
+    worker_fds = [s.fds("workers") for s in samples]
+    triggerer_rss = [s.rss("triggerer") for s in samples]
+    triggerer_fds = [s.fds("triggerer") for s in samples]
     figures = {
         "intervals": args.intervals,
         "runs_ok": len(finished),

@@ -66,21 +66,20 @@ def add_encoded(batch: Any, encoded: bytes) -> None:
     batch._count += 1
 
 
+def sdk_encode(event: EventData, transport: Any = None, tracing_attributes: Any = None) -> bytearray:
+    """``event`` encoded once by the SDK's own path, as ``EventDataBatch.add`` appends it (trace properties included)."""
+    transport = transport or PyamqpTransport
+    outgoing = transform_outbound_single_message(event, EventData, transport.to_outgoing_amqp_message)
+    message = trace_message(outgoing._message, amqp_transport=transport, additional_attributes=tracing_attributes)
+    output = bytearray()
+    encode_payload(output, message)
+    return output
+
+
 def add_event(batch: Any, event: EventData, fast: bool) -> None:
     """Add ``event`` to ``batch``; ``ValueError`` when it does not fit (as ``batch.add``)."""
     if not fast:
         batch.add(event)
         return
-    transport = batch._amqp_transport
-    outgoing = transform_outbound_single_message(event, EventData, transport.to_outgoing_amqp_message)
-    message = trace_message(outgoing._message, amqp_transport=transport, additional_attributes=batch._tracing_attributes)
-    output = bytearray()
-    encode_payload(output, message)
-    size = len(output)
-    size_after_add = batch._size + size + _BATCH_MESSAGE_OVERHEAD_COST[0 if size < 256 else 1]
-    if size_after_add > batch.max_size_in_bytes:
-        raise ValueError(f"EventDataBatch has reached its size limit: {batch.max_size_in_bytes}")
+    add_encoded(batch, sdk_encode(event, batch._amqp_transport, batch._tracing_attributes))
     batch._internal_events.append(event)
-    batch._message[5].append(output)
-    batch._size = size_after_add
-    batch._count += 1

@@ -118,6 +118,7 @@ def send_partition(
     count = 0
     sent = batches = 0
     last_progress = started
+
     def flush(batch: Any, events_in_batch: int) -> None:
         nonlocal sent, batches
         if stop_check is not None:

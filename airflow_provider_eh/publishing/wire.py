@@ -48,16 +48,12 @@ def _long(value: int) -> bytes:
 def _sdk_bytes(body: bytes, properties: dict[str, Any]) -> bytes:
     """One event's encoding by the SDK's own path (the reference the fast path must match)."""
     from azure.eventhub import EventData
-    from azure.eventhub._pyamqp.utils import encode_payload
-    from azure.eventhub._transport._pyamqp_transport import PyamqpTransport
-    from azure.eventhub._utils import transform_outbound_single_message
+
+    from airflow_provider_eh.publishing.batching import sdk_encode
 
     event = EventData(body)
     event.properties = properties
-    message = transform_outbound_single_message(event, EventData, PyamqpTransport.to_outgoing_amqp_message)._message
-    out = bytearray()
-    encode_payload(out, message)
-    return bytes(out)
+    return bytes(sdk_encode(event))
 
 
 class StampedMessageEncoder:

@@ -1,4 +1,5 @@
-"""Stamped events encoded straight to AMQP bytes are the bytes the SDK's ``EventDataBatch.add`` appends."""
+"""Stamped events encoded straight to AMQP bytes are the bytes the SDK's ``EventDataBatch.add`` appends
+(whole batches compared in ``test_batching``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import random
 import pytest
 from azure.core.settings import settings
 from azure.eventhub import EventData
-from azure.eventhub._common import EventDataBatch
 
 from airflow_provider_eh.publishing import sender, wire
-from airflow_provider_eh.publishing.batching import add_encoded, fast_path_available, tracing_enabled
+from airflow_provider_eh.publishing.batching import tracing_enabled
 from airflow_provider_eh.publishing.stamps import StampEncoder
 from airflow_provider_eh.publishing.wire import StampedMessageEncoder
 
@@ -34,35 +34,6 @@ def test_encoder_matches_the_sdk_byte_for_byte_on_random_events() -> None:
         props = random_properties(rng)
         seq = rng.choice([0, 1, 127, 128, -1, rng.randint(0, 2**62)])
         assert encoder.encode(body, props, seq) == wire._sdk_bytes(body, stamps.properties(props, seq))
-
-
-def fill(use_encoder: bool) -> list[EventDataBatch]:
-    encoder = StampedMessageEncoder.create("group", "0123456789abcdef", 3)
-    stamps = StampEncoder("group", "0123456789abcdef", 3)
-    batches = [EventDataBatch(max_size_in_bytes=64 * 1024, partition_id="0")]
-    for i in range(600):
-        body, props = b"x" * (i % 300), ({"k": i} if i % 2 else None)
-        if use_encoder:
-            add = lambda b, body=body, props=props, i=i: add_encoded(b, encoder.encode(body, props, i))  # noqa: E731
-        else:
-            event = EventData(body)
-            event.properties = stamps.properties(props, i)
-            add = lambda b, event=event: b.add(event)  # noqa: E731
-        try:
-            add(batches[-1])
-        except ValueError:
-            batches.append(EventDataBatch(max_size_in_bytes=64 * 1024, partition_id="0"))
-            add(batches[-1])
-    return batches
-
-
-def test_batches_filled_from_encoded_bytes_equal_sdk_batches() -> None:
-    assert fast_path_available(EventDataBatch(partition_id="0"))
-    ours, sdk = fill(True), fill(False)
-    assert len(ours) == len(sdk) > 2
-    for a, b in zip(ours, sdk):
-        assert (a.size_in_bytes, len(a)) == (b.size_in_bytes, len(b))
-        assert [bytes(m) for m in a._message[5]] == [bytes(m) for m in b._message[5]]
 
 
 def test_encoder_is_refused_when_the_sdk_encodes_differently(monkeypatch: pytest.MonkeyPatch) -> None:
