@@ -8,12 +8,19 @@ One local Event Hubs endpoint and one Azurite serve the whole run. Hubs of 1 to 
 run publishes a batch of mixed size (1 to 1500 events of up to 8 KB, by partition id or by key)
 with the blob state store (Azurite) or the Airflow Variables store (a SQLite metadata DB in a
 temporary AIRFLOW_HOME, migrated once), in a child process of its own. The first attempt is
-disrupted: SIGKILL after a random delay, SIGKILL at a random protocol crash point
-(``AIRFLOW_PROVIDER_EH_CRASH_AT``), or an endpoint fault (drop_after, store_no_ack, server_busy,
-delay_ack) on the run's hub. Retries may be killed again; the last one runs clean. Meanwhile a
-backfill process works through other intervals in the same blob producer groups, so it fights the
-runs for the partitions' leases. ``--spark-runs K`` (default 4) makes K of the runs Spark runs (the
-driver/executor split of ``airflow_provider_eh.spark``; slow).
+disrupted, and what disrupts it is chosen by the seed, never by the clock: SIGKILL at a protocol
+step the attempt is bound to reach (``AIRFLOW_PROVIDER_EH_CRASH_AT``: after the claim, after the
+intent, after the K-th SDK batch of a partition where K is at most the batches its bytes need,
+after the send, during the commit), or an endpoint fault (drop_after within the attempt's own
+transfers, store_no_ack, server_busy, delay_ack) on the run's hub, held until it has fired and
+lifted a seeded while later. An attempt that ends before its disruption took effect (it failed
+early, say on a lease held by a killed run) is disrupted again; a run counts as disrupted only
+when an attempt was killed or ran under a fault that fired. Retries may be killed again; the last
+one runs clean. Meanwhile a backfill process works through other intervals in the same blob
+producer groups, so it fights the runs for the partitions' leases. ``--spark-runs K`` (default 4)
+makes K of the runs Spark runs (the driver/executor split of ``airflow_provider_eh.spark``; slow):
+they are killed once the hub has taken events of theirs or after a seeded delay, whichever comes
+first, since crash points would hit Spark's Python workers, not the driver.
 
 The check: every expected event id is in the hub exactly once (``duplicates`` counts extra copies,
 ``losses`` missing ids), on the partition it was meant for, and ``eh.seq`` strictly increases in
@@ -23,7 +30,7 @@ Attempts fork from a fork server that imported the SDK, the provider and Airflow
 starts in milliseconds; each is still a process of its own, killed with SIGKILL (its whole session).
 ``CHAOS_TRACE=1`` prints every attempt with its disruption, exit status and duration.
 
-Last line: ``runs=… kills=… faults=… events=… duplicates=… losses=…``.
+Last line: ``runs=… disrupted=… kills=… faults=… events=… duplicates=… losses=…``.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 CRASH_ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 # A fixed Fernet key: every child must decrypt the Variables the previous one wrote.
@@ -52,7 +59,10 @@ FERNET_KEY = "t8tKM1Dc9vVqJ7q0d5qf3kE8u2m4b6m0Zr3xLw9yQ1A="
 PARTITION_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8)
 SIZES = (1, 5, 40, 150, 400, 1500)
 PADS = (0, 100, 1000, 8000)
-CRASH_POINTS = ("after_claim", "after_intent", "mid_send:1", "mid_send:2", "after_send", "during_commit")
+# Steps every first attempt reaches; ``mid_send:K`` is added per batch for the K its bytes guarantee.
+CRASH_POINTS = ("after_claim", "after_intent", "after_send", "during_commit")
+# The endpoint's largest message: an SDK batch carries at most this many bytes of bodies.
+SDK_BATCH_BYTES = 1024 * 1024
 FAULTS = ("drop_after", "store_no_ack", "server_busy", "delay_ack")
 MAX_ATTEMPTS = 12
 
@@ -93,6 +103,22 @@ def make_events(batch: Batch) -> list[dict[str, Any]]:
             event["partition_id"] = str(rng.randrange(batch.partitions))
         out.append(event)
     return out
+
+
+def sdk_batches_per_partition(batch: Batch) -> list[int]:
+    """The fewest SDK batches each partition of ``batch`` needs (bodies alone; stamps only add bytes).
+
+    The attempt is bound to reach ``mid_send:K`` for K up to the largest of these, and to make at
+    least their sum in transfers on the hub.
+    """
+    from airflow_provider_eh.publishing import partition_for_key
+
+    pids = [str(p) for p in range(batch.partitions)]
+    size: Counter = Counter()
+    for event in make_events(batch):
+        pid = partition_for_key(event["partition_key"], pids) if batch.by_key else event["partition_id"]
+        size[pid] += len(json.dumps(event["body"]))
+    return [-(-n // SDK_BATCH_BYTES) for n in size.values() if n]
 
 
 # ---- the child: one publish attempt -------------------------------------------------------------
@@ -200,6 +226,7 @@ def spark_child(config: dict[str, Any], batch: Batch, endpoint: Any, ready: str)
 @dataclass
 class Tally:
     runs: int = 0
+    disrupted: int = 0  # runs an attempt of which was killed or ran under a fault that fired
     kills: int = 0
     faults: int = 0
     attempts: int = 0
@@ -268,11 +295,12 @@ class Chaos:
 
     # -- one attempt
 
-    def attempt(self, batch: Batch, *, crash_at: str | None = None, kill_after: float | None = None,
-                send_timeout: float = 30.0, send_attempts: int = 3) -> tuple[str, dict[str, str], str]:
+    def attempt(self, batch: Batch, *, crash_at: str | None = None,
+                kill_when: Callable[[float], bool] | None = None, send_timeout: float = 30.0,
+                send_attempts: int = 3) -> tuple[str, dict[str, str], str]:
         """One attempt in a child process: ``("ok", statuses, "")``, ``("killed", {}, "")`` or ``("failed", {}, stderr tail)``.
 
-        ``kill_after``: SIGKILL that many seconds after the child starts publishing (if still running).
+        ``kill_when``: polled with the seconds since the child began publishing; SIGKILL once it says so.
         """
         config = {"batch": asdict(batch), "eh": self.eh.connection_string(batch.hub),
                   "blob": self.azurite.connection_string, "container": self.container,
@@ -288,10 +316,12 @@ class Chaos:
         with self.children_lock:
             self.children.add(proc)
         try:
-            if kill_after is not None:
+            if kill_when is not None:
                 while proc.is_alive() and not os.path.exists(files["ready"]):
                     time.sleep(0.005)
-                proc.join(kill_after)
+                ready = time.monotonic()
+                while proc.is_alive() and not kill_when(time.monotonic() - ready):
+                    time.sleep(0.02)
                 if proc.is_alive():
                     self.kill(proc)
             proc.join(300)
@@ -308,7 +338,7 @@ class Chaos:
             Path(path).unlink(missing_ok=True)
         if os.environ.get("CHAOS_TRACE"):
             print(f"    {time.strftime('%H:%M:%S')} {batch.name} {batch.backend} {batch.events}x{batch.pad} "
-                  f"crash={crash_at} kill_after={kill_after} -> {code} in {time.monotonic() - began:.1f}s",
+                  f"crash={crash_at} kill_when={kill_when is not None} -> {code} in {time.monotonic() - began:.1f}s",
                   file=sys.stderr, flush=True)
             if code not in (0, -signal.SIGKILL):
                 print("      " + "\n      ".join(tail.strip().splitlines()[-3:]), file=sys.stderr, flush=True)
@@ -327,72 +357,91 @@ class Chaos:
         except ProcessLookupError:
             pass
 
-    @staticmethod
-    def estimate(batch: Batch) -> float:
-        """Rough seconds a clean attempt spends publishing (after ``ready``): where a random kill should land."""
-        base = {"blob": 0.4, "variable": 1.0, "spark": 30.0}[batch.backend]
-        return base + batch.events / 2500 + batch.events * batch.pad / 2 / 4e6
-
-    def disrupt(self, batch: Batch, rng: random.Random, *, faults_allowed: bool) -> tuple[str, dict[str, str], str]:
-        """An attempt with a random kill (delay or crash point) or, if allowed, a random endpoint fault."""
-        kinds = ("delay", "crash", "fault") if faults_allowed else ("delay", "crash")
-        # Spark runs: killed after a random delay (crash points would hit its Python workers, not the
-        # driver, and a short fault window ends while the JVM is still starting)
-        kind = rng.choice(kinds) if batch.backend != "spark" else "delay"
+    def disrupt(self, batch: Batch, rng: random.Random, *, faults_allowed: bool) -> tuple[tuple[str, dict[str, str], str], bool]:
+        """An attempt disrupted as the seed says; returns its outcome and whether the disruption took effect."""
+        if batch.backend == "spark":
+            kind = "spark_kill"
+        else:
+            kind = rng.choice(("crash", "fault") if faults_allowed else ("crash",))
         with self.tally.lock:
             self.tally.disruptions[kind] += 1
-        if kind == "delay":
-            return self.attempt(batch, kill_after=rng.uniform(0.0, 1.2 * self.estimate(batch)))
+        if kind == "spark_kill":
+            return self.spark_kill(batch, rng)
         if kind == "crash":
-            return self.attempt(batch, crash_at=rng.choice(CRASH_POINTS))
+            most = max(sdk_batches_per_partition(batch))
+            points = CRASH_POINTS + tuple(f"mid_send:{k}" for k in range(1, most + 1))
+            outcome = self.attempt(batch, crash_at=rng.choice(points))
+            return outcome, outcome[0] == "killed"
+        return self.faulted(batch, rng)
+
+    def spark_kill(self, batch: Batch, rng: random.Random) -> tuple[tuple[str, dict[str, str], str], bool]:
+        """A Spark attempt killed once the hub has taken events since it began, or after a seeded delay
+        (most of it is the JVM starting), whichever comes first."""
+        before = self.eh.admin.hub(batch.hub)["events"]
+        delay = rng.uniform(0.0, 30.0)
+        outcome = self.attempt(batch, kill_when=lambda waited: waited >= delay
+                               or self.eh.admin.hub(batch.hub)["events"] > before)
+        return outcome, outcome[0] == "killed"
+
+    def faulted(self, batch: Batch, rng: random.Random) -> tuple[tuple[str, dict[str, str], str], bool]:
+        """An attempt under an endpoint fault on its hub, held until it fired and then for a seeded
+        while (the attempt may outlast it and recover in-process, or fail and be retried); other
+        runs on the hub are hit too. One fault at a time: ``clear_faults`` clears them all."""
         fault = rng.choice(FAULTS)
         params: dict[str, Any] = {}
-        if fault == "drop_after":
-            params["transfers"] = rng.randint(1, max(1, batch.events // 2))
+        if fault == "drop_after":  # within the transfers this attempt is bound to make
+            params["transfers"] = rng.randint(1, sum(sdk_batches_per_partition(batch)))
         elif fault == "delay_ack":
             params["ms"] = rng.choice((500, 1500, 3000))
-        # One fault at a time (clear_faults clears them all), on for a short window: the attempt may
-        # outlast it and recover in-process, or fail and be retried; other runs on the hub are hit too.
-        self.fault_lock.acquire()
-        lifted = threading.Lock()
+        window = rng.uniform(0.5, 3.0)
+        fired_at: list[float] = []
+        attempt_over = threading.Event()
 
-        def lift() -> None:
-            if not lifted.acquire(blocking=False):
-                return
-            try:
-                left = [f for f in self.eh.admin.faults() if f["kind"] == fault]
-                if not left or any(f["triggered"] > 0 for f in left):  # a one-shot fault is gone once it fired
-                    self.tally.add(faults=1)
-                self.eh.admin.clear_faults()
-            finally:
-                self.fault_lock.release()
+        def watch() -> None:
+            """Lift the fault ``window`` seconds after it first fired, or when the attempt is over."""
+            while not attempt_over.wait(0.05):
+                if not fired_at:
+                    left = [f for f in self.eh.admin.faults() if f["kind"] == fault]
+                    if not left or any(f["triggered"] > 0 for f in left):  # a fired one-shot fault is gone
+                        fired_at.append(time.monotonic())
+                elif time.monotonic() - fired_at[0] >= window:
+                    break
+            self.eh.admin.clear_faults()
 
-        timer = threading.Timer(rng.uniform(1.0, 4.0), lift)
-        try:
+        with self.fault_lock:
             self.eh.admin.set_fault(fault, hub=batch.hub, **params)
-            timer.start()
-            outcome = self.attempt(batch, send_timeout=1.5, send_attempts=rng.choice((1, 2, 3)))
-        finally:
-            timer.cancel()
-            lift()
-        return outcome
+            watcher = threading.Thread(target=watch, name=f"fault-{batch.name}", daemon=True)
+            watcher.start()
+            try:
+                outcome = self.attempt(batch, send_timeout=1.5, send_attempts=rng.choice((1, 2, 3)))
+            finally:
+                attempt_over.set()
+                watcher.join()
+        if fired_at:
+            self.tally.add(faults=1)
+        return outcome, bool(fired_at)
 
-    def publish_until_done(self, batch: Batch, rng: random.Random, *, faults_allowed: bool, disrupted: bool = True) -> None:
-        """First attempt disrupted; retries killed again with falling odds; retried until one succeeds."""
-        outcome = self.disrupt(batch, rng, faults_allowed=faults_allowed) if disrupted else self.attempt(batch)
-        attempt = 1
+    def publish_until_done(self, batch: Batch, rng: random.Random, *, faults_allowed: bool, disrupted: bool = True) -> bool:
+        """Disrupted until a disruption took effect (or the batch got through: then the run counts as
+        undisrupted); retries killed again with falling odds; retried until one succeeds."""
+        took_effect = False
+        attempt = 0
+        outcome: tuple[str, dict[str, str], str] = ("failed", {}, "not attempted")
         while outcome[0] != "ok":
             if outcome[0] == "failed" and attempt >= 3:
                 self.tally.failures.append(f"{batch.name} attempt {attempt}: {outcome[2][-600:]}")
             if attempt >= MAX_ATTEMPTS:
                 raise RuntimeError(f"{batch.name}: no success after {attempt} attempts: {outcome[2]}")
             attempt += 1
-            if attempt <= 3 and rng.random() < 0.25:
-                outcome = self.disrupt(batch, rng, faults_allowed=False)
+            if disrupted and not took_effect:
+                outcome, took_effect = self.disrupt(batch, rng, faults_allowed=faults_allowed)
+            elif disrupted and attempt <= 3 and rng.random() < 0.25:
+                outcome, _ = self.disrupt(batch, rng, faults_allowed=False)
             else:
                 outcome = self.attempt(batch)
         with self.tally.lock:
             self.tally.statuses.update(outcome[1].values())
+        return took_effect
 
     # -- the run and the backfill
 
@@ -400,14 +449,14 @@ class Chaos:
         rng = random.Random(seed)
         if batch.backend == "variable":  # the Variables store is single-writer: its runs of one group in turn
             with self.variable_locks[batch.group]:
-                self.publish_until_done(batch, rng, faults_allowed=True)
+                disrupted = self.publish_until_done(batch, rng, faults_allowed=True)
         else:  # blob runs of one group contend for the partitions' leases, as concurrent Airflow runs would
-            self.publish_until_done(batch, rng, faults_allowed=True)
-        self.tally.add(runs=1)
+            disrupted = self.publish_until_done(batch, rng, faults_allowed=True)
+        self.tally.add(runs=1, disrupted=int(disrupted))
         done = self.tally.runs
         if done % 10 == 0 or done == self.runs:
-            print(f"  {done}/{self.runs} runs, {self.tally.kills} kills, {self.tally.faults} faults "
-                  f"({time.strftime('%H:%M:%S')})", flush=True)
+            print(f"  {done}/{self.runs} runs ({self.tally.disrupted} disrupted), {self.tally.kills} kills, "
+                  f"{self.tally.faults} faults ({time.strftime('%H:%M:%S')})", flush=True)
 
     def backfill(self, seed: int) -> None:
         """Other intervals, one after another, in the runs' blob producer groups (lease contention)."""
@@ -520,14 +569,16 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
     t = chaos.tally
     print(f"runs {t.runs} ({runs - spark_runs if spark_runs else runs} engine, {spark_runs} Spark) and "
           f"{t.backfill_batches} backfill batches in {t.attempts} attempts; disruptions {dict(t.disruptions)}")
-    print(f"kills {t.kills} (SIGKILL observed), faults {t.faults} (fired); final statuses {dict(t.statuses)}")
+    print(f"runs disrupted {t.disrupted} of {t.runs}; kills {t.kills} (SIGKILL observed), faults {t.faults} (fired); "
+          f"final statuses {dict(t.statuses)}")
     for failure in t.failures[:5]:
         print(f"  a retry failed before succeeding: {failure[:300]}")
     print(f"read back {figures['read']} events for {figures['events']} expected: {figures['duplicates']} duplicates, "
           f"{figures['losses']} losses, {figures['unexpected']} unexpected, {figures['misplaced']} misplaced, "
           f"{figures['stamp_breaks']} eh.seq breaks; publishing {published - started:.0f}s, "
           f"check {time.monotonic() - published:.0f}s")
-    return {"runs": t.runs, "kills": t.kills, "faults": t.faults, "backfill": t.backfill_batches, **figures,
+    return {"runs": t.runs, "disrupted": t.disrupted, "kills": t.kills, "faults": t.faults,
+            "backfill": t.backfill_batches, **figures,
             "seconds": round(time.monotonic() - started)}
 
 
@@ -555,7 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             figures = run_chaos(eh, azurite, runs=args.runs, seed=args.seed, workers=args.workers,
                                 variable_share=args.variable_share, spark_runs=args.spark_runs, work_dir=root / "work")
     bad = figures["duplicates"] or figures["losses"] or figures["unexpected"] or figures["misplaced"] or figures["stamp_breaks"]
-    print(f"runs={figures['runs']} kills={figures['kills']} faults={figures['faults']} events={figures['events']} "
+    print(f"runs={figures['runs']} disrupted={figures['disrupted']} kills={figures['kills']} faults={figures['faults']} "
+          f"events={figures['events']} "
           f"duplicates={figures['duplicates']} losses={figures['losses']}")
     return 1 if bad else 0
 

@@ -67,6 +67,14 @@ class EmulatorAdmin:
     def list_hubs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/hubs")["hubs"]
 
+    def hub(self, name: str) -> dict[str, Any]:
+        """One hub: partitions, consumer groups and ``events`` (how many it holds)."""
+        return self._call("GET", f"/hubs/{quote(name, safe='')}")
+
+    def receivers(self, hub: str) -> list[dict[str, Any]]:
+        """The consumer links admitted on ``hub`` (their start position is fixed once listed here)."""
+        return [r for r in self.stats()["receivers"] if r["hub"].lower() == hub.lower()]
+
     def set_fault(self, kind: str, *, hub: str | None = None, **params: Any) -> None:
         self._call("POST", "/faults", {"kind": kind, "hub": hub, "params": params})
 

@@ -296,6 +296,10 @@ class Broker:
             "connections": len(self.connections),
             "connections_total": self.stats_connections_total,
             "links": links,
+            # consumer links admitted (their start position fixed): what a test waits on before sending
+            "receivers": [{"hub": r.hub.name, "consumer_group": r.group, "partition": r.partition_id,
+                           "owner_level": r.epoch}
+                          for current in self.receivers.values() for r in current if not r.closed],
             "hubs": len(self.store.hubs),
             "faults": self.faults.describe(),
             "cpu_user_s": cpu.user,

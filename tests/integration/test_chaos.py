@@ -1,5 +1,7 @@
-"""A short chaos run in CI: randomized publishes SIGKILLed at random moments or hit by endpoint faults,
-retried until they succeed beside a concurrent backfill; the hubs read back hold every event once.
+"""A short chaos run in CI: randomized publishes SIGKILLed at seeded protocol steps or hit by endpoint
+faults that are held until they fire, retried until they succeed beside a concurrent backfill; the
+hubs read back hold every event once. Nothing depends on the machine's speed: a disruption that did
+not take effect is made again, and the test counts runs actually disrupted.
 
 The long run (``python bench/chaos.py --runs 200``) is the README's figure; this one keeps CI short.
 """
@@ -38,7 +40,8 @@ def test_killed_and_faulted_runs_retried_beside_a_backfill_publish_each_event_on
                               blob_groups=3)
     print(f"chaos figures: {figures}")
     assert figures["runs"] == 12
-    assert figures["kills"] + figures["faults"] >= 12, "every run's first attempt must have been disrupted"
+    assert figures["disrupted"] == 12, f"every run must have been killed or faulted at least once: {figures}"
+    assert figures["kills"] > 0 and figures["faults"] > 0, figures
     assert figures["events"] > 0 and figures["read"] >= figures["events"]
     assert (figures["duplicates"], figures["losses"]) == (0, 0), figures
     assert (figures["unexpected"], figures["misplaced"], figures["stamp_breaks"]) == (0, 0, 0), figures

@@ -75,7 +75,7 @@ def test_receive_from_enqueued_time_inclusive_and_exclusive(hub, five_events, re
     assert exclusive[0].sequence_number == 3
 
 
-def test_receive_from_latest_gets_only_new_events(hub, five_events):
+def test_receive_from_latest_gets_only_new_events(hub, five_events, until):
     client = EventHubConsumerClient.from_connection_string(hub.conn_str, consumer_group="$Default")
     got: list[EventData] = []
     ready = threading.Event()
@@ -88,7 +88,8 @@ def test_receive_from_latest_gets_only_new_events(hub, five_events):
     worker = threading.Thread(target=client.receive, args=(on_event,),
                               kwargs=dict(partition_id="1", starting_position="@latest"), daemon=True)
     worker.start()
-    time.sleep(2)  # let the link attach at the current end
+    # "@latest" is fixed when the endpoint admits the link: send only after that
+    assert until(lambda: hub.emulator.admin.receivers(hub.name), 30), "the @latest receiver was never admitted"
     with EventHubProducerClient.from_connection_string(hub.conn_str) as producer:
         producer.send_event(EventData("fresh"), partition_id="1")
     ready.wait(15)

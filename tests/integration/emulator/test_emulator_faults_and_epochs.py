@@ -122,10 +122,10 @@ def test_higher_owner_level_steals_the_partition(hub, emulator, until):
     assert [e.body_as_str() for e in high.events] == ["one", "two"]
 
 
-def test_lower_owner_level_is_refused_while_a_higher_one_holds(hub, emulator):
+def test_lower_owner_level_is_refused_while_a_higher_one_holds(hub, emulator, until):
     high = _Receiver(hub.conn_str, owner_level=5)
     try:
-        time.sleep(2)
+        assert until(lambda: emulator.admin.receivers(hub.name), 30), "the owner-level-5 receiver was never admitted"
         low = _Receiver(hub.conn_str, owner_level=3)
         try:
             assert low.got_error.wait(20)
