@@ -9,7 +9,7 @@ run publishes a batch of mixed size (1 to 1500 events of up to 8 KB, by partitio
 with the blob state store (Azurite) or the Airflow Variables store (a SQLite metadata DB in a
 temporary AIRFLOW_HOME, migrated once), in a child process of its own. The first attempt is
 disrupted, and what disrupts it is chosen by the seed, never by the clock: SIGKILL at a protocol
-step the attempt is bound to reach (``AIRFLOW_PROVIDER_EH_CRASH_AT``: after the claim, after the
+step the attempt is bound to reach (``airflow_provider_eh.testing.crash``: after the claim, after the
 intent, after the K-th SDK batch of a partition where K is at most the batches its bytes need,
 after the send, during the commit), or an endpoint fault (drop_after within the attempt's own
 transfers, store_no_ack, server_busy, delay_ack) on the run's hub, held until it has fired and
@@ -53,7 +53,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-CRASH_ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 # A fixed Fernet key: every child must decrypt the Variables the previous one wrote.
 FERNET_KEY = "t8tKM1Dc9vVqJ7q0d5qf3kE8u2m4b6m0Zr3xLw9yQ1A="
 PARTITION_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -136,9 +135,10 @@ def child_entry(config: dict[str, Any], crash_at: str | None, files: dict[str, s
     fd = os.open(files["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    os.environ.pop(CRASH_ENV, None)
     if crash_at:
-        os.environ[CRASH_ENV] = crash_at
+        from airflow_provider_eh.testing.crash import crash_at as arm
+
+        arm(crash_at)
     try:
         statuses = publish_once(config, files["ready"])
     except BaseException:

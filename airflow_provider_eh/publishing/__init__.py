@@ -30,7 +30,7 @@ deterministic (read materialised output, order rows by a declared key):
 
 The endpoint (:class:`~airflow_provider_eh.endpoint.EventHubsEndpoint`) pickles; executors build
 their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
-:mod:`.stamps`; crash points for tests in :mod:`.crash`.
+:mod:`.stamps`; the step boundaries crash tests observe in :mod:`.steps`.
 """
 
 from __future__ import annotations

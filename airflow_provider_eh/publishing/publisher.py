@@ -32,7 +32,7 @@ from airflow_provider_eh.errors import (
     UnknownPartitionError,
 )
 from airflow_provider_eh.publishing.batch import OutgoingEvent, normalise
-from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.readback import landed_stamps
@@ -188,7 +188,7 @@ class IdempotentPublisher:
         opts = self.partition_options.get(partition_id) or PartitionOptions()
         claim = self.store.claim(key, owner_level=opts.owner_level, starting_sequence_number=opts.starting_sequence_number)
         try:
-            crash_point("after_claim")
+            reached("after_claim")
             plan = self._plan(key, claim, batch_id, event_count, fingerprint, producer)
         except BaseException:
             self.store.release(claim)
@@ -291,7 +291,7 @@ class IdempotentPublisher:
         }
         state.partial.pop(batch_id, None)
         self.store.write(claim, state)
-        crash_point("after_intent")
+        reached("after_intent")
         return PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
                              recovered_from=recovered_from, landed=len(landed))
 
@@ -339,7 +339,7 @@ class IdempotentPublisher:
                 if pruned:
                     log.info("group %s partition %s: pruned %d old committed batches from the ledger", key.group, key.partition, pruned)
             self._write_commit(claim, state, plan)
-            crash_point("during_commit")
+            reached("during_commit")
             status = "recovered" if plan.recovered_from else "published"
             log.info(
                 "group %s partition %s batch %s: committed %d events (seq %d..%d, service seq up to %d)%s",
@@ -398,7 +398,7 @@ class IdempotentPublisher:
                         report = send_partition(self.endpoint, session.plan, events, producer=producer,
                                                 stop_check=session.check, send_timeout=self.send_timeout,
                                                 fingerprint=fingerprint)
-                        crash_point("after_send")
+                        reached("after_send")
                 except BaseException as exc:
                     self.abort(session)
                     if attempt == self.send_attempts or not _transient(exc):

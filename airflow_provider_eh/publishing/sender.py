@@ -21,7 +21,7 @@ from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batch import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
-from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.stamps import StampEncoder
 from airflow_provider_eh.publishing.state import from_ranges
@@ -126,7 +126,7 @@ def send_partition(
         client.send_batch(batch, timeout=send_timeout)
         batches += 1
         sent += events_in_batch
-        crash_point("mid_send", batches)
+        reached("mid_send", batches)
 
     try:
         batch = client.create_batch(partition_id=partition)

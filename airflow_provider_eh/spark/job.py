@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.errors import UnknownPartitionError
-from airflow_provider_eh.publishing.crash import crash_point
+from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, raise_from_spark
@@ -303,7 +303,7 @@ class SparkPublishJob:
                     for session in sessions.values():
                         self.publisher.abort(session)
                     raise
-                crash_point("after_send")
+                reached("after_send")
             failed: dict[str, tuple[Any, ...]] = {}
             for pid, session in sorted(sessions.items()):
                 outcome = outcomes.get(pid) if pid in plans else ("sent", None)

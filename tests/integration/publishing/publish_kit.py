@@ -15,7 +15,7 @@ from azure.storage.blob import ContainerClient
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id
-from airflow_provider_eh.publishing.crash import ENV as CRASH_ENV
+from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.testing.readback import read_hub
 
 RUNNER = Path(__file__).with_name("publish_runner.py")
@@ -53,8 +53,9 @@ class PublishSetup:
         }
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         env["PYTHONPATH"] = str(REPO)
-        if crash_at:
+        if crash_at:  # armed in every Python process it starts, by a test-side sitecustomize
             env[CRASH_ENV] = crash_at
+            env["PYTHONPATH"] += os.pathsep + str(REPO / "tests" / "support" / "crash_site")
         fd, path = tempfile.mkstemp(prefix="publish-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)

@@ -16,7 +16,7 @@ from typing import Any
 from publish_kit import REPO
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.publishing.crash import ENV as CRASH_ENV
+from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.testing.readback import read_hub
 
 RUN_DAG_TEST = """
@@ -63,8 +63,9 @@ def run_day(dags: Path, day: str, crash_at: str | None = None) -> subprocess.Com
     env = os.environ.copy()
     env["PYTHONPATH"] = str(REPO)
     env.pop(CRASH_ENV, None)
-    if crash_at:
+    if crash_at:  # armed in every Python process it starts, by a test-side sitecustomize
         env[CRASH_ENV] = crash_at
+        env["PYTHONPATH"] += os.pathsep + str(REPO / "tests" / "support" / "crash_site")
     run = subprocess.run([sys.executable, "-c", RUN_DAG_TEST, str(dags / "publish_orders.py"), day],
                          capture_output=True, text=True, timeout=240, env=env)
     if os.environ.get("EH_DEBUG_DIR"):

@@ -16,7 +16,7 @@ from azure.storage.blob import ContainerClient
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, PartitionResult, derive_batch_id
-from airflow_provider_eh.publishing.crash import ENV as CRASH_ENV
+from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
 from airflow_provider_eh.spark.mapping import RowMapping
 from airflow_provider_eh.testing.readback import ReadEvent, read_hub
@@ -91,8 +91,9 @@ class SparkSetup:
         }
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         env["PYTHONPATH"] = str(REPO)
-        if crash_at:
+        if crash_at:  # armed in every Python process it starts, by a test-side sitecustomize
             env[CRASH_ENV] = crash_at
+            env["PYTHONPATH"] += os.pathsep + str(REPO / "tests" / "support" / "crash_site")
         fd, config_path = tempfile.mkstemp(prefix="spark-publish-", suffix=".json", dir=self.tmp)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)

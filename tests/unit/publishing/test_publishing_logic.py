@@ -4,6 +4,8 @@ ledger's transitions (with an in-memory store and a fake read-back)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -12,7 +14,6 @@ from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventError, InvalidProducerStateError
 from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, normalise, partition_for_key
 from airflow_provider_eh.publishing import publisher as publisher_module
-from airflow_provider_eh.publishing.crash import crash_point
 from airflow_provider_eh.publishing.sender import SendReport
 from airflow_provider_eh.publishing.state import (
     ProducerState,
@@ -22,6 +23,8 @@ from airflow_provider_eh.publishing.state import (
     from_ranges,
     to_ranges,
 )
+from airflow_provider_eh.publishing.steps import observe, reached
+from airflow_provider_eh.testing.crash import crash_at
 
 KEY = StateKey("ns.example", "hub", "g", "0")
 
@@ -184,15 +187,39 @@ def test_pruning_keeps_the_most_recent_batches(engine: Any) -> None:
     assert sorted(pub.store.read(KEY).committed) == ["2" * 64, "3" * 64]
 
 
-def test_crash_point_is_inert_unless_selected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AIRFLOW_PROVIDER_EH_CRASH_AT", raising=False)
-    crash_point("after_intent")
-    monkeypatch.setenv("AIRFLOW_PROVIDER_EH_CRASH_AT", "mid_send:2")
-    crash_point("mid_send", 1)
-    crash_point("after_intent")
-    monkeypatch.setenv("AIRFLOW_PROVIDER_EH_CRASH_AT", "nowhere")
-    with pytest.raises(ValueError, match="unknown crash point"):
-        crash_point("after_claim")
+def test_steps_reach_only_registered_observers_until_they_stop() -> None:
+    seen: list[tuple[str, int]] = []
+    reached("after_intent")  # nobody observes: nothing happens
+    stop = observe(lambda step, count: seen.append((step, count)))
+    reached("mid_send", 2)
+    stop()
+    reached("after_send")
+    assert seen == [("mid_send", 2)]
+
+
+def test_crash_at_kills_the_process_at_its_step_and_nowhere_else() -> None:
+    def child(point: str, steps: list[tuple[str, int]]) -> None:
+        crash_at(point)
+        for step, count in steps:
+            reached(step, count)
+        os._exit(0)
+
+    def exit_code(point: str, steps: list[tuple[str, int]]) -> int:
+        pid = os.fork()
+        if pid == 0:
+            child(point, steps)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    assert exit_code("mid_send:2", [("after_intent", 0), ("mid_send", 1)]) == 0
+    assert exit_code("mid_send:2", [("mid_send", 1), ("mid_send", 2), ("after_send", 0)]) == -signal.SIGKILL
+    assert exit_code("during_commit", [("after_claim", 0), ("during_commit", 0)]) == -signal.SIGKILL
+
+
+def test_an_unknown_crash_point_is_refused_naming_the_steps() -> None:
+    with pytest.raises(ValueError, match="unknown step; choose one of after_claim, after_intent, mid_send"):
+        crash_at("nowhere")
+    with pytest.raises(ValueError, match="whole number"):
+        crash_at("mid_send:x")
 
 
 def test_property_ints_beyond_64_bits_are_refused_naming_the_event_and_field() -> None:

@@ -1,0 +1,49 @@
+"""Crash tests for your own pipelines: SIGKILL a process at one step of the publishing protocol.
+
+``crash_at("mid_send:2")`` makes this process kill itself with SIGKILL the moment the engine
+reaches that step (:data:`airflow_provider_eh.publishing.steps.STEPS`; ``mid_send:K`` once K SDK
+batches of a partition are acknowledged): no ``finally`` block, no lease release, no flush, like a
+worker lost to the OOM killer. A retry of the same task must then publish each event once.
+
+Processes a test does not start itself (Spark's Python workers, an Airflow task subprocess) are
+reached through the environment: set ``AIRFLOW_PROVIDER_EH_CRASH_AT`` and have the process call
+:func:`crash_at_from_env` on start (a ``sitecustomize`` module on the test's ``PYTHONPATH`` can).
+Nothing in the engine reads that variable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Callable
+
+from airflow_provider_eh.publishing.steps import STEPS, observe
+
+ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
+
+
+def parse(point: str) -> tuple[str, int]:
+    """``"mid_send:2"`` -> ``("mid_send", 2)``; refuses a step the engine does not have."""
+    name, _, count = point.strip().partition(":")
+    if name not in STEPS:
+        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(STEPS)}")
+    if count and not count.isdigit():
+        raise ValueError(f"crash point {point!r}: the count after ':' must be a whole number")
+    return name, int(count or 0)
+
+
+def crash_at(point: str) -> Callable[[], None]:
+    """SIGKILL this process when the engine reaches ``point``; returns the function that disarms it."""
+    name, count = parse(point)
+
+    def observer(step: str, reached_count: int) -> None:
+        if step == name and (name != "mid_send" or reached_count == count):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return observe(observer)
+
+
+def crash_at_from_env() -> Callable[[], None] | None:
+    """:func:`crash_at` the point named by ``AIRFLOW_PROVIDER_EH_CRASH_AT``, if it is set."""
+    point = os.environ.get(ENV, "").strip()
+    return crash_at(point) if point else None
