@@ -40,8 +40,10 @@ node_modules/.installed: package.json package-lock.json | check-tools
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The suite's temporary folders live in the checkout: pytest prunes /tmp/pytest-of-$USER by age, so
+# another pytest session on the machine would delete files from under a running test there.
 test: venv node
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest tests
 
 test-unit: venv
 	$(PY) -m pytest tests/unit
