@@ -100,6 +100,14 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": [_EVENT_HUBS_CONNECTION],
+        "asset-uris": [
+            {
+                "schemes": ["eventhubs"],
+                "handler": "airflow_provider_eh.assets.sanitize_uri",
+                "factory": "airflow_provider_eh.assets.create_asset",
+                "to_openlineage_converter": "airflow_provider_eh.assets.convert_asset_to_openlineage",
+            }
+        ],
     }
     for kind, modules in _MODULES.items():
         if modules:
