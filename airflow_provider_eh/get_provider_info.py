@@ -1,8 +1,9 @@
 """The provider's registration with Airflow (entry point ``apache_airflow_provider``).
 
 Connection forms are declared as data: ``conn-fields`` (JSON-Schema, secrets as ``format: password``)
-and ``ui-field-behaviour``. Blob access reuses the ``wasb`` connection type with the Azure
-provider's field names, so existing connections work unchanged.
+and ``ui-field-behaviour``. Only ``azure_event_hubs`` is registered: blob access reads ``wasb``
+connections with the Azure provider's field names but leaves the type (its form, its hook, its
+connection test) to ``apache-airflow-providers-microsoft-azure``, which owns it.
 """
 
 from __future__ import annotations
@@ -58,36 +59,6 @@ _EVENT_HUBS_CONNECTION: dict[str, Any] = {
     },
 }
 
-_WASB_CONNECTION: dict[str, Any] = {
-    "connection-type": "wasb",
-    "hook-class-name": "airflow_provider_eh.hooks.blob.BlobStorageHook",
-    "hook-name": "Azure Blob Storage",
-    "ui-field-behaviour": {
-        "hidden-fields": ["schema", "port"],
-        "relabeling": {
-            "login": "Blob Storage Login (optional)",
-            "password": "Blob Storage Key (optional)",
-            "host": "Account URL (Active Directory Auth)",
-        },
-        "placeholders": {
-            "login": "account name or client id",
-            "password": "account key or client secret",
-            "host": "https://<account>.blob.core.windows.net",
-        },
-    },
-    "conn-fields": {
-        "connection_string": {
-            "label": "Blob Storage Connection String (optional)",
-            "description": "DefaultEndpointsProtocol=https;AccountName=...;AccountKey=...; Azurite's works too.",
-            "schema": _SECRET,
-        },
-        "shared_access_key": {"label": "Blob Storage Shared Access Key (optional)", "schema": _SECRET},
-        "sas_token": {"label": "SAS Token (optional)", "schema": _SECRET},
-        "tenant_id": {"label": "Tenant Id (Active Directory Auth)", "schema": _TEXT},
-        "managed_identity_client_id": {"label": "Managed Identity Client ID", "schema": _TEXT},
-    },
-}
-
 _MODULES: dict[str, list[str]] = {
     "hooks": [
         "airflow_provider_eh.hooks.event_hubs",
@@ -107,9 +78,8 @@ _MODULES: dict[str, list[str]] = {
 
 def connection_type(name: str) -> dict[str, Any]:
     """The declared connection type ``name`` (hooks derive their UI behaviour from it)."""
-    for conn in (_EVENT_HUBS_CONNECTION, _WASB_CONNECTION):
-        if conn["connection-type"] == name:
-            return conn
+    if name == _EVENT_HUBS_CONNECTION["connection-type"]:
+        return _EVENT_HUBS_CONNECTION
     raise KeyError(name)
 
 
@@ -129,7 +99,15 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["azure"],
             }
         ],
-        "connection-types": [_EVENT_HUBS_CONNECTION, _WASB_CONNECTION],
+        "connection-types": [_EVENT_HUBS_CONNECTION],
+        "asset-uris": [
+            {
+                "schemes": ["eventhubs"],
+                "handler": "airflow_provider_eh.assets.sanitize_uri",
+                "factory": "airflow_provider_eh.assets.create_asset",
+                "to_openlineage_converter": "airflow_provider_eh.assets.convert_asset_to_openlineage",
+            }
+        ],
     }
     for kind, modules in _MODULES.items():
         if modules:

@@ -1,7 +1,10 @@
 """Azure Blob clients from a ``wasb`` connection, the type users already have for Azure Blob storage.
 
 The fields are those of the Azure provider's ``wasb`` connection, so an existing connection works
-unchanged without installing that provider. Credentials are tried in one fixed, logged order:
+unchanged, with or without that provider installed. The type stays the Azure provider's: this
+package does not register ``wasb`` (Airflow would then route every ``wasb`` connection's form, hook
+and connection test here), it only reads such connections. Credentials are tried in one fixed,
+logged order:
 
 1. ``connection_string`` (extra, secret) — also Azurite's;
 2. ``tenant_id`` + login (client id) + password (client secret): ``ClientSecretCredential``;
@@ -107,17 +110,6 @@ class _BlobConnection:
         return ConnectionUnreachableError(
             self.wasb_conn_id, f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         )
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        from airflow_provider_eh.get_provider_info import connection_type
-
-        behaviour = connection_type(CONN_TYPE)["ui-field-behaviour"]
-        return {
-            "hidden_fields": behaviour["hidden-fields"],
-            "relabeling": behaviour["relabeling"],
-            "placeholders": behaviour["placeholders"],
-        }
 
 
 class BlobStorageHook(_BlobConnection, BaseHook):

@@ -8,7 +8,7 @@ task's XComs before a retry); the producer state store holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -17,6 +17,19 @@ from airflow_provider_eh.operators.base_publish import BasePublishOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+class _EventsFunction:
+    """A ``(context) -> events`` function in the form Airflow calls a callable templated field: ``(context=, jinja_env=)``."""
+
+    def __init__(self, function: Callable[[Context], Iterable[Any]]):
+        self.function = function
+
+    def __call__(self, context: Context, jinja_env: Any = None) -> Iterable[Any]:
+        return self.function(context)
+
+    def __repr__(self) -> str:
+        return f"<events from {getattr(self.function, '__qualname__', self.function)!s}>"
 
 
 class EventHubPublishOperator(BasePublishOperator):
@@ -31,13 +44,17 @@ class EventHubPublishOperator(BasePublishOperator):
 
     Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number}``.
 
-    :param events: a list of events, a callable ``(context) -> iterable of events``, or an XComArg
-        (``upstream.output``) resolving to a list.
+    :param events: a list of events, a callable ``(context) -> iterable of events``, or an upstream
+        task's output (``upstream.output``), which makes that task upstream of this one. (templated)
+        Strings in a literal list are Jinja templates, as in every templated field (``"{{ ds }}"``
+        renders); events from an upstream output or a callable, and bytes bodies, are sent as they are.
     :param partition_id: partition of bare-body events.
 
     The hub, connections, state store, producer group, generation and lease arguments are
     :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
     """
+
+    template_fields: Sequence[str] = ("events", *BasePublishOperator.template_fields)
 
     def __init__(
         self,
@@ -47,14 +64,12 @@ class EventHubPublishOperator(BasePublishOperator):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.events = events
+        self.events = _EventsFunction(events) if callable(events) else events
         self.partition_id = partition_id
 
     def _events(self, context: Context) -> Iterable[Any]:
         events = self.events
-        if hasattr(events, "resolve") and not isinstance(events, (list, tuple)):
-            events = events.resolve(context)
-        elif callable(events):
+        if isinstance(events, _EventsFunction):  # not rendered: ``execute`` called without Airflow's templating
             events = events(context)
         if events is None:
             raise AirflowFailException(f"Task {self.task_id!r}: `events` resolved to None; nothing to publish")

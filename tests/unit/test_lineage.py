@@ -102,3 +102,42 @@ def test_ingest_operator_reports_the_hub_as_input_and_the_table_as_output(
     lineage = ingest.get_openlineage_facets_on_complete(None)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("eventhubs://127.0.0.1:5672", "orders")]
     assert [(d.namespace, d.name) for d in lineage.outputs] == [("sqlite:///tmp/orders.db", "order_events")]
+
+
+HAND_WRITTEN = "eventhubs://NS.ServiceBus.Windows.Net/orders"
+
+
+def test_a_hand_written_eventhubs_asset_is_the_asset_the_provider_names_for_the_hub() -> None:
+    """Airflow runs the registered ``eventhubs`` sanitizer: the namespace is lower-cased as lineage names it."""
+    from airflow.sdk import Asset
+
+    from airflow_provider_eh.assets import create_asset
+
+    provider_made = create_asset(fully_qualified_namespace="ns.servicebus.windows.net", eventhub_name="orders")
+    assert Asset(HAND_WRITTEN).uri == provider_made.uri == eventhub_uri("ns.servicebus.windows.net", "orders")
+    assert Asset(name="orders_hub", uri=HAND_WRITTEN) == Asset(name="orders_hub", uri=provider_made.uri)
+    assert Asset(provider_made.uri).uri == provider_made.uri  # sanitizing the provider's URI changes nothing
+    assert Asset("eventhubs://127.0.0.1:5672/orders/").uri == eventhub_uri("127.0.0.1:5672", "orders")
+
+
+@pytest.mark.parametrize("uri", ["eventhubs://ns.servicebus.windows.net", "eventhubs://ns.servicebus.windows.net/a/b", "eventhubs:///orders"])
+def test_an_eventhubs_asset_uri_without_exactly_one_hub_and_a_namespace_is_refused(uri: str) -> None:
+    from airflow.sdk import Asset
+
+    with pytest.raises(ValueError, match=r"names one hub: eventhubs://<namespace>/<hub>"):
+        Asset(uri)
+
+
+def test_airflow_converts_an_eventhubs_asset_to_the_dataset_the_operators_report(openlineage_stand_in: None) -> None:
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk import Asset
+
+    from airflow_provider_eh.operators.publish import EventHubPublishOperator
+
+    convert = ProvidersManager().asset_to_openlineage_converters["eventhubs"]
+    publish = EventHubPublishOperator(task_id="publish", events=[])
+    publish._lineage_hub = ("NS.servicebus.windows.net", "orders")
+    (reported,) = publish.get_openlineage_facets_on_complete(None).outputs
+    for asset in (Asset(HAND_WRITTEN), Asset(eventhub_uri("ns.servicebus.windows.net", "orders"))):
+        converted = convert(asset, None)
+        assert (converted.namespace, converted.name) == (reported.namespace, reported.name)

@@ -34,12 +34,11 @@ def test_connection_types_validate_against_the_provider_yaml_schema() -> None:
         jsonschema.validate(conn, item_schema)
 
 
-def test_both_connection_types_are_registered_with_secrets_as_password_fields() -> None:
+def test_only_the_event_hubs_connection_type_is_registered_with_secrets_as_password_fields() -> None:
+    """``wasb`` belongs to the Azure provider: claiming it would take over every ``wasb`` connection."""
     conns = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
-    assert set(conns) == {"azure_event_hubs", "wasb"}
+    assert set(conns) == {"azure_event_hubs"}
     assert conns["azure_event_hubs"]["conn-fields"]["connection_string"]["schema"]["format"] == "password"
-    for secret in ("connection_string", "shared_access_key", "sas_token"):
-        assert conns["wasb"]["conn-fields"][secret]["schema"]["format"] == "password"
 
 
 def _registered_modules() -> list[str]:
