@@ -107,6 +107,7 @@ def test_master_without_a_spark_distribution_fails_the_task_naming_the_extra_and
     assert ("only pyspark-client is installed" if distribution == "pyspark-client"
             else "pyspark is installed without its jars and bin/spark-submit, and SPARK_HOME is not set") in log
     assert "Could not find valid SPARK_HOME" not in log and "CONNECT_URL_NOT_SET" not in log
+    assert "Task exited" not in log, "the task process was ended instead of failing the task"
 
 
 def test_spark_connect_publishes_each_row_once_with_pyspark_client_alone_and_reports_refused_settings_once(
