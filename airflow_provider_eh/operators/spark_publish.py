@@ -9,7 +9,9 @@ it: host ``local[*]`` (also the default when the connection does not exist), ``s
 ``yarn``, ``k8s://https://host:443``, or a ``spark_connect`` connection / ``sc://host:15002`` host for
 Spark Connect. Extras ``queue``, ``namespace``, ``principal`` and ``keytab`` become the matching
 ``spark.*`` properties; ``spark_conf`` is merged on top. The session runs in client mode inside the
-task; a session built here is stopped at the end, an already active one is left running.
+task; a session built here is stopped at the end, an already active one is left running. A master
+URL needs a Spark distribution and Java in the task (the ``spark`` extra); Spark Connect needs only
+``pyspark-client``, and settings its server fixes at start are not sent but named in one warning.
 
 **Shipping the package to executors.** Executors import ``airflow_provider_eh`` (with ``azure-eventhub``
 and ``pyarrow``) to build and send events. Either install the provider in the cluster's image

@@ -32,6 +32,31 @@ class EmptyOutputError(SparkPublishError):
     """The output has no rows and ``on_empty="fail"``."""
 
 
+class SparkUnavailableError(SparkPublishError):
+    """A session with a master (not Spark Connect) cannot start here: no Spark distribution or no Java."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(
+            f"Spark ({where}) cannot start in this task: {reason}. With a master URL the Spark driver runs inside "
+            "the task and needs a Spark distribution and Java 17+ here: install the provider's spark extra "
+            "(pip install 'airflow-provider-eh[spark]', pyspark with its jars) or set SPARK_HOME to a Spark "
+            "installation; or run on a Spark Connect server, which needs neither: a spark_connect connection or "
+            "a Spark connection whose host is sc://host:15002."
+        )
+
+
+def error_condition(exc: BaseException) -> str | None:
+    """Spark's error condition of ``exc`` (``PATH_NOT_FOUND``, ``CANNOT_MODIFY_CONFIG``...), if it has one."""
+    for name in ("getCondition", "getErrorClass"):
+        getter = getattr(exc, name, None)
+        if getter is not None:
+            try:
+                return getter()
+            except Exception:
+                return None
+    return None
+
+
 _WORKER_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+Error): (.+)$", re.MULTILINE)
 
 

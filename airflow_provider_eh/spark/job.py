@@ -32,7 +32,7 @@ from airflow_provider_eh.errors import UnknownPartitionError
 from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
-from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, raise_from_spark
+from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class SparkSource:
                 require_delta()
             return spark.read.format(self.format).options(**{k: str(v) for k, v in self.read_options.items()}).load(self.path)
         except Exception as exc:
-            condition = _error_condition(exc)
+            condition = error_condition(exc)
             if condition in ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND") or "Path does not exist" in str(exc):
                 raise OutputNotFoundError(
                     f"{self.describe()}: does not exist. Did the upstream Spark job write this interval's output? "
@@ -101,17 +101,6 @@ def require_delta() -> None:
             "(spark.jars.packages io.delta:delta-spark_2.13:<version>); or read the table with format='parquet' "
             "from a plain export"
         )
-
-
-def _error_condition(exc: BaseException) -> str | None:
-    for name in ("getCondition", "getErrorClass"):
-        getter = getattr(exc, name, None)
-        if getter is not None:
-            try:
-                return getter()
-            except Exception:
-                return None
-    return None
 
 
 class SparkPublishJob:

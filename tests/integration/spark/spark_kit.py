@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from importlib.metadata import files
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from airflow_provider_eh.spark.mapping import RowMapping
 from airflow_provider_eh.testing.readback import ReadEvent, read_hub
 
 RUNNER = Path(__file__).with_name("spark_runner.py")
+DAG_TEST_RUNNER = Path(__file__).with_name("dag_test_runner.py")
 
 # Small sessions on a shared 2-core machine: no UI, 4 shuffle partitions, and a JVM that spends its
 # short life running rather than compiling (C1 only) and collecting (serial GC).
@@ -112,3 +115,42 @@ class SparkSetup:
 
 def result_of(out: str) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
+
+
+def run_dag_test(dag_file: Path, day: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``dag.test()`` of ``dag_file`` (its task ``publish``) in a child process with ``env`` (default: this one's)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)} if env is None else env
+    return subprocess.run([sys.executable, str(DAG_TEST_RUNNER), str(dag_file), day],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def outcome_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, run.stdout[-2000:] + run.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def pyspark_only_from(distribution: str, target: Path, *, without: tuple[str, ...] = ()) -> Path:
+    """
+    A folder to put first on PYTHONPATH: ``pyspark`` as ``distribution`` alone installs it.
+
+    ``pyspark-client`` gives the Spark Connect client without Spark; ``pyspark`` with
+    ``without=("jars", "bin", "sbin")`` gives PySpark without a Spark distribution. The files are
+    copied, not linked, so that PySpark's own search for its home sees this folder.
+    """
+    for file in files(distribution) or ():
+        parts = file.parts
+        if parts[0] != "pyspark" or (len(parts) > 2 and parts[1] in without):
+            continue
+        dest = target / file
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file.locate(), dest)
+    return target
+
+
+def env_without_spark_or_java(pythonpath: Path) -> dict[str, str]:
+    """This environment with ``pythonpath`` first, no SPARK_HOME or JAVA_HOME, and no ``java`` on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "JAVA_HOME", "SPARK_REMOTE")}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d and not Path(d, "java").exists())
+    env["PYTHONPATH"] = os.pathsep.join((str(pythonpath), str(REPO)))
+    return env

@@ -5,35 +5,15 @@ templated on the interval, the XCom holds per partition counts and sequence numb
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from spark_kit import REPO, write_orders
+from spark_kit import outcome_of, run_dag_test, write_orders
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.readback import read_hub
-
-RUN_DAG_TEST = """
-import importlib.util, json, sys
-from datetime import datetime
-from sqlalchemy import select
-from airflow.models.xcom import XComModel
-from airflow.utils.session import create_session
-spec = importlib.util.spec_from_file_location("publish_spark_orders", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-run = module.dag.test(logical_date=datetime.fromisoformat(sys.argv[2]))
-ti = run.get_task_instance("publish")
-with create_session() as session:
-    rows = session.scalars(select(XComModel).where(XComModel.dag_id == run.dag_id, XComModel.run_id == run.run_id)).all()
-    xcom = {f"{x.task_id}.{x.key}": XComModel.deserialize_value(x) for x in rows}
-print("RESULT " + json.dumps({"state": str(run.state), "ti": str(ti.state), "xcom": xcom}), flush=True)
-"""
 
 DAG_FILE = '''
 import os
@@ -59,19 +39,6 @@ with DAG(dag_id="publish_spark_orders", schedule="@daily", start_date=datetime(2
 '''
 
 
-def outcome_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stdout[-2000:] + run.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
-
-
-def run_day(dags: Path, day: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ.copy()
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-c", RUN_DAG_TEST, str(dags / "publish_spark_orders.py"), day],
-                          capture_output=True, text=True, timeout=300, env=env)
-
-
 def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     airflow_db: Path, connections: dict[str, str], container: str, event_hubs: Any, spark: Any, tmp_path: Path,
     monkeypatch: Any,
@@ -85,7 +52,7 @@ def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     write_orders(spark, str(tmp_path / "orders" / "2026-06-01"), 3000)
 
-    first = run_day(dags, "2026-06-02T00:00:00+00:00")
+    first = run_dag_test(dags / "publish_spark_orders.py", "2026-06-02T00:00:00+00:00")
     assert first.returncode == 0, first.stderr[-3000:]
     outcome = outcome_of(first)
     assert (outcome["state"], outcome["ti"]) == ("success", "success"), first.stderr[-3000:]
@@ -96,7 +63,7 @@ def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     assert sum(v["events"] for v in returned.values()) == 3000
     assert "with Spark (master local[2])" in first.stdout + first.stderr
 
-    rerun = run_day(dags, "2026-06-02T00:00:00+00:00")
+    rerun = run_dag_test(dags / "publish_spark_orders.py", "2026-06-02T00:00:00+00:00")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     again = outcome_of(rerun)
     assert again["ti"] == "success" and again["xcom"]["publish.return_value"] == returned
