@@ -59,7 +59,7 @@ class ExampleStack:
         return EventHubsEndpoint.from_connection_string(self.event_hubs.connection_string(), hub or self.hub)
 
     def run(self, dag_id: str, dates: list[str | None], *confs: dict[str, Any],
-            timeout: float = 600) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess]:
+            timeout: float = 1200) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess]:
         """``dag.test()`` per logical date and conf, in order, in one child process; the results and the process.
 
         A result is ``{"date", "state"}``, or ``{"date", "error"}`` when ``dag.test()`` raised.

@@ -104,7 +104,7 @@ def test_invalid_params_fail_the_run_with_the_params_message(example_stack: Exam
         ({"state_backend": "s3"}, "Invalid input for param state_backend: 's3' is not one of ['blob', 'variable']"),
         ({"hub": "no spaces"}, "Invalid input for param hub: 'no spaces' does not match"),
     ]
-    results, proc = example_stack.run("eh_daily_orders", [RUN_DATES[0]], *[conf for conf, _ in cases], timeout=180)
+    results, proc = example_stack.run("eh_daily_orders", [RUN_DATES[0]], *[conf for conf, _ in cases], timeout=360)
     assert len(results) == len(cases), proc.stderr[-3000:]
     for (conf, message), result in zip(cases, results):
         assert message in result.get("error", ""), (conf, result)

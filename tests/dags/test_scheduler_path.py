@@ -59,17 +59,17 @@ def test_rest_triggered_run_and_backfill_create_publish_each_event_once(
 
     triggered = airflow.client.post(f"/dags/{DAG_ID}/dagRuns", json={"logical_date": REST_LOGICAL_DATE, "conf": conf})
     assert triggered.status_code == 200, triggered.text
-    (run,) = airflow.wait_for_runs(DAG_ID, 1, timeout=300)
+    (run,) = airflow.wait_for_runs(DAG_ID, 1, timeout=600)
     assert run["conf"] == conf and run["data_interval_start"].startswith(DAYS[0])
     after_rest = order_event_keys(read_hub(example_stack.endpoint()))
 
     backfill = subprocess.run(
         [sys.executable, "-m", "airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", BACKFILL[0],
          "--to-date", BACKFILL[1], "--max-active-runs", "1", "--dag-run-conf", json.dumps(conf)],
-        env=airflow.env, capture_output=True, text=True, timeout=120,
+        env=airflow.env, capture_output=True, text=True, timeout=300,
     )
     assert backfill.returncode == 0, backfill.stderr[-3000:]
-    runs = airflow.wait_for_runs(DAG_ID, 3, timeout=420)
+    runs = airflow.wait_for_runs(DAG_ID, 3, timeout=900)
     backfilled = sorted(r["data_interval_start"][:10] for r in runs if r["run_type"] == "backfill")
     assert backfilled == DAYS
 

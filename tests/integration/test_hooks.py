@@ -80,7 +80,7 @@ def test_blob_hook_with_a_wrong_key_fails_naming_the_connection(azurite: object,
 
 def _airflow(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
-    return subprocess.run([sys.executable, "-m", "airflow", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "airflow", *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_airflow_cli_lists_the_provider_and_tests_both_connections(airflow_db: object, connections: dict[str, str]) -> None:

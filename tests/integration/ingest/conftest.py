@@ -75,7 +75,7 @@ def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Calla
         cmd = [sys.executable, str(WORKER), json.dumps(full)]
         if not wait:
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=os.environ.copy())
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ.copy())
 
     return run
 

@@ -74,7 +74,7 @@ def test_mapped_ingest_and_dead_letter_replay_through_dag_test(airflow_db, conne
     # a fresh process: Airflow reads DAGS_FOLDER once, and earlier tests in this one may hold ORM state
     run = subprocess.run(
         [sys.executable, "-c", RUN_DAG_TEST, str(dags / "ingest_orders.py")],
-        capture_output=True, text=True, timeout=180, env=os.environ.copy(),
+        capture_output=True, text=True, timeout=360, env=os.environ.copy(),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == "state=success", run.stdout[-3000:]

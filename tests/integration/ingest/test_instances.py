@@ -41,7 +41,7 @@ def test_two_instances_split_partitions_and_survivor_takes_over_after_expiry(run
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         killed_at = time.time()
-        out, err = survivor.communicate(timeout=150)
+        out, err = survivor.communicate(timeout=300)
     finally:
         for proc in (survivor, victim):
             if proc.poll() is None:

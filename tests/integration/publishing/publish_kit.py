@@ -64,7 +64,7 @@ class PublishSetup:
 
     def run(self, events: list[Any], batch_id: str, **kwargs: Any) -> tuple[int, dict[str, Any], str]:
         proc = self.start(events, batch_id, **kwargs)
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         result = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 and out.strip() else {}
         return proc.returncode, result, err
 

@@ -31,14 +31,14 @@ def test_retry_after_crash_at_each_step_publishes_each_event_once(setup: Publish
     setups = {point: PublishSetup(setup.event_hubs, setup.azurite, name, setup.container_name) for point, name in hubs.items()}
     crashed = {point: s.start(EVENTS, batch("crash"), crash_at=point) for point, s in setups.items()}
     for point, proc in crashed.items():
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == -signal.SIGKILL, f"{point}: exit {proc.returncode}\n{err[-2000:]}"
     # the crashes left in-doubt sends behind: all of them after the send, part of them mid-send
     assert len(setups["after_send"].read_back()) == len(EVENTS)
     assert 0 < len(setups["mid_send:1"].read_back()) < len(EVENTS)
     retried = {point: s.start(EVENTS, batch("crash"), claim_timeout=40) for point, s in setups.items()}
     for point, proc in retried.items():
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{point}: exit {proc.returncode}\n{err[-3000:]}"
         assert_exactly_once(setups[point].read_back(), EVENTS)
         statuses = {r["status"] for r in json.loads(out.strip().splitlines()[-1]).values()}

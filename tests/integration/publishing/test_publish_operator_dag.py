@@ -67,7 +67,7 @@ def run_day(dags: Path, day: str, crash_at: str | None = None) -> subprocess.Com
         env[CRASH_ENV] = crash_at
         env["PYTHONPATH"] += os.pathsep + str(REPO / "tests" / "support" / "crash_site")
     run = subprocess.run([sys.executable, "-c", RUN_DAG_TEST, str(dags / "publish_orders.py"), day],
-                         capture_output=True, text=True, timeout=240, env=env)
+                         capture_output=True, text=True, timeout=480, env=env)
     if os.environ.get("EH_DEBUG_DIR"):
         with open(os.path.join(os.environ["EH_DEBUG_DIR"], f"{day[:10]}-{crash_at}.log"), "a") as fh:
             fh.write(run.stdout + run.stderr)

@@ -65,7 +65,7 @@ def test_events_from_an_upstream_output_are_published_after_it_ran_and_unrendere
     monkeypatch.setenv("EH_STATE_CONTAINER", container)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = subprocess.run([sys.executable, "-c", RUN_DAG_TEST, str(dags / "publish_upstream.py")],
-                         capture_output=True, text=True, timeout=240, env=env)
+                         capture_output=True, text=True, timeout=480, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report == {

@@ -121,7 +121,7 @@ def run_dag_test(dag_file: Path, day: str, env: dict[str, str] | None = None) ->
     """``dag.test()`` of ``dag_file`` (its task ``publish``) in a child process with ``env`` (default: this one's)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)} if env is None else env
     return subprocess.run([sys.executable, str(DAG_TEST_RUNNER), str(dag_file), day],
-                          capture_output=True, text=True, timeout=300, env=env)
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 def outcome_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:

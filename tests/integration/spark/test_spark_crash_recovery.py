@@ -36,7 +36,7 @@ def test_rerun_after_driver_or_executor_killed_at_each_step_publishes_each_row_o
 
     crashed = {point: s.start(path, batch("crash"), crash_at=point) for point, s in setups.items()}
     for point, proc in crashed.items():
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=600)
         if point.startswith("mid_send"):  # the executor died; the driver saw the job fail and exited
             assert proc.returncode not in (0, -signal.SIGKILL), f"{point}: exit {proc.returncode}\n{err[-3000:]}"
             assert "Python worker exited unexpectedly" in err or "crashed" in err, err[-3000:]
