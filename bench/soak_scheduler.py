@@ -62,7 +62,8 @@ sys.path.insert(0, str(REPO))
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess, free_port  # noqa: E402
+from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from airflow_provider_eh.testing.ports import free_port  # noqa: E402
 from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
 from airflow_provider_eh.testing.stack import example_env  # noqa: E402
 from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)

@@ -9,24 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import IO
+
+from airflow_provider_eh.testing.ports import free_port, wait_listening
 
 # Azurite's well-known development account; it is public and only valid against Azurite.
 ACCOUNT_NAME = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 _REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago on ``host``."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def azurite_binary() -> str:
@@ -83,17 +76,13 @@ class AzuriteProcess:
             ],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"Azurite exited with code {self._proc.returncode}; see {self.log_path}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise TimeoutError(f"Azurite did not listen on {self.host}:{self.port} within {timeout}s; see {self.log_path}")
+        try:
+            wait_listening(self._proc, self.host, self.port, timeout, what="Azurite",
+                           details=lambda: f"; see {self.log_path}")
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         if self._proc and self._proc.poll() is None:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from airflow_provider_eh.testing.azurite import free_port
+from airflow_provider_eh.testing.ports import free_port, wait_listening
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -77,17 +75,13 @@ class SparkConnectServer:
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(argv, env=env, cwd=self.location, stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the Spark Connect server exited with code {self._proc.returncode}:\n{self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.5)
-        self.stop()
-        raise TimeoutError(f"the Spark Connect server did not listen on port {self.port} within {timeout}s:\n{self.tail()}")
+        try:
+            wait_listening(self._proc, "127.0.0.1", self.port, timeout, what="the Spark Connect server",
+                           details=lambda: ":\n" + self.tail(), interval=0.5)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         """End the server's process group (the JVM and its Python workers), which :meth:`start` created."""

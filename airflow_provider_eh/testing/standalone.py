@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_eh.testing.azurite import free_port
+from airflow_provider_eh.testing.ports import free_port
 
 
 class StandaloneError(RuntimeError):

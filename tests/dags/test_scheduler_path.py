@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_eh.testing.azurite import free_port
+from airflow_provider_eh.testing.ports import free_port
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
 from tests.dags.conftest import ExampleStack, order_event_keys
 

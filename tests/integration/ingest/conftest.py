@@ -91,7 +91,7 @@ def postgres() -> Iterator[str]:
     import shutil
     import time
 
-    from airflow_provider_eh.testing.azurite import free_port
+    from airflow_provider_eh.testing.ports import free_port
 
     import glob
 
