@@ -43,6 +43,7 @@ node_modules/.installed: package.json package-lock.json | check-tools
 # The suite's temporary folders live in the checkout: pytest prunes /tmp/pytest-of-$USER by age, so
 # another pytest session on the machine would delete files from under a running test there.
 test: venv node
+	mkdir -p $(LOCAL)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest tests
 
 test-unit: venv
