@@ -86,16 +86,16 @@ class Broker:
 
     # -- requests on $cbs and $management ------------------------------------------------------
 
-    def handle_request(self, conn: Connection, node: str, message: Any) -> bytes:
-        props = message.application_properties or {}
+    def handle_request(self, conn: Connection, node: str, request: codec.Request) -> bytes:
+        props = request.application_properties
         get = lambda key: _text(props.get(key.encode(), props.get(key)))  # noqa: E731
-        correlation = message.properties.message_id if message.properties else None
+        correlation = request.message_id
         operation = get("operation")
         try:
             if node == "$cbs":
                 if operation != "put-token":
                     return codec.reply_message(correlation, 400, f"unsupported $cbs operation {operation!r}")
-                return self._put_token(conn, get("name") or "", _text(message.value) or "", correlation)
+                return self._put_token(conn, get("name") or "", _text(request.value) or "", correlation)
             if operation != "READ":
                 return codec.reply_message(correlation, 400, f"unsupported $management operation {operation!r}")
             return self._management_read(conn, get("type"), get("name"), get("partition"), get("security_token"),
@@ -104,7 +104,7 @@ class Broker:
             _LOG.exception("conn %s: %s request failed", conn.id, node)
             return codec.reply_message(correlation, 500, f"internal error handling {node} request: {exc!r}")
 
-    def _put_token(self, conn: Connection, audience: str, token: str, correlation: Any) -> bytes:
+    def _put_token(self, conn: Connection, audience: str, token: str, correlation: bytes) -> bytes:
         if self.validator is not None:
             try:
                 hub = self.validator.validate(token, audience)
@@ -117,7 +117,7 @@ class Broker:
         return codec.reply_message(correlation, 202, "Accepted")
 
     def _management_read(self, conn: Connection, kind: str | None, name: str | None, partition: str | None,
-                         token: str | None, correlation: Any) -> bytes:
+                         token: str | None, correlation: bytes) -> bytes:
         hub = self.store.get(name or "")
         if hub is None:
             return codec.reply_message(correlation, 404, f"The messaging entity '{name}' could not be found.")
@@ -503,7 +503,7 @@ class Connection(asyncio.Protocol):
         elif code == codec.FLOW:
             if session is None:
                 return  # a flow racing the end of its session
-            handle = fields[4] if len(fields) > 4 else None
+            handle = fields[4]
             if handle is not None:
                 link = session.links.get(handle)
                 if isinstance(link, DeliveryLink):
@@ -526,7 +526,7 @@ class Connection(asyncio.Protocol):
                     del session.reply_links[link.address]
                 _LOG.info("conn %s: link %r detached by client", self.id, link)
             self.write(codec.encode_performative(
-                perf.DetachFrame(handle=handle, closed=bool(fields[1]) if len(fields) > 1 else False, error=None),
+                perf.DetachFrame(handle=handle, closed=bool(fields[1]), error=None),
                 channel))
         elif code == codec.BEGIN:
             if session is not None:
@@ -566,14 +566,13 @@ class Connection(asyncio.Protocol):
     # -- links -----------------------------------------------------------------------------------
 
     def _on_attach(self, session: Session, fields: list[Any]) -> None:
-        if len(fields) < 3:
+        if fields[0] is None or fields[2] is None:
             raise ProtocolError("amqp:decode-error", "attach without name, handle and role")
         name = fields[0]
         handle = _field(fields, 1, int)
         client_receives = bool(fields[2])
-        source = fields[5] if len(fields) > 5 else None
-        target = fields[6] if len(fields) > 6 else None
-        properties = fields[13] if len(fields) > 13 and isinstance(fields[13], dict) else {}
+        source, target = fields[5], fields[6]
+        properties = fields[13] if isinstance(fields[13], dict) else {}
         if handle in session.links:
             raise ProtocolError("amqp:session:handle-in-use", f"handle {handle} already attached")
         terminus = source if client_receives else target
