@@ -20,7 +20,6 @@ from typing import Any
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.error import AMQPError
-from azure.eventhub._pyamqp.message import Message
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -521,21 +520,36 @@ def parse_request(payload: bytes | memoryview) -> Request:
 _EMPTY_PROPERTY_FIELDS = _NULL * (PROPERTIES_ARITY - 6)
 
 
-def reply_message(correlation_id: bytes, status: int, description: str, body: Any = None) -> bytes:
+def _encode_any(value: Any) -> bytes:
+    """One value with the SDK encoder, except booleans: written as ``true``/``false`` (0x41/0x42),
+    the form the service uses; the SDK writes 0x56 0x01, which the JS SDK's AMQP library reads as 1."""
+    if isinstance(value, bool):
+        return b"\x41" if value else b"\x42"
+    out = bytearray()
+    _encode.encode_value(out, value)
+    return bytes(out)
+
+
+def _encode_map_section(descriptor: int, entries: dict[str, Any]) -> bytes:
+    body = b"".join(_encode_any(key) + _encode_any(value) for key, value in entries.items())
+    return (b"\x00\x53" + bytes((descriptor,)) + b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(2 * len(entries))
+            + body)
+
+
+def reply_message(correlation_id: bytes, status: int, description: str, body: dict[str, Any] | None = None) -> bytes:
     """An encoded management/CBS reply (both spellings of the status keys).
 
     :param correlation_id: the request's message-id as encoded by the client (see :class:`Request`).
+    :param body: the reply's amqp-value map; values are Python values or SDK-typed (:func:`long`).
     """
     fields = _NULL * 5 + correlation_id + _EMPTY_PROPERTY_FIELDS  # all 13 fields: the SDK reads by position
     if len(fields) + 1 < 256:
         properties = b"\x00\x53\x73\xc0" + bytes((len(fields) + 1, PROPERTIES_ARITY)) + fields
     else:
         properties = b"\x00\x53\x73\xd0" + _U32.pack(len(fields) + 4) + _U32.pack(PROPERTIES_ARITY) + fields
-    message = Message(
-        application_properties={
-            "status-code": status, "statusCode": status,
-            "status-description": description, "statusDescription": description,
-        },
-        value=body,
-    )
-    return properties + bytes(_encode.encode_payload(bytearray(), message))
+    status_props = _encode_map_section(SEC_APP_PROPS, {
+        "status-code": status, "statusCode": status,
+        "status-description": description, "statusDescription": description,
+    })
+    value = _encode_map_section(SEC_VALUE, body) if body is not None else b"\x00\x53\x77\x40"
+    return properties + status_props + value
