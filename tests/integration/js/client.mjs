@@ -176,15 +176,17 @@ async function processWithCheckpoints(step) {
   const store = new BlobCheckpointStore(container);
   const client = new EventHubConsumerClient(step.consumerGroup, request.connectionString, store,
     { loadBalancingOptions: { updateIntervalInMs: 500 } });
-  const checkpointed = {};
+  const checkpointed = {}; // where each partition stands, starting from an earlier run's checkpoints
+  for (const c of await store.listCheckpoints(client.fullyQualifiedNamespace, client.eventHubName, step.consumerGroup)) {
+    checkpointed[c.partitionId] = c.sequenceNumber;
+  }
   const errors = [];
   const reached = () => Object.entries(step.targets).every(([p, t]) => (checkpointed[p] ?? -1) >= t);
   try {
-    await new Promise((resolve) => {
+    if (!reached()) await new Promise((resolve) => {
       const subscription = client.subscribe({
         processEvents: async (batch, context) => {
           if (batch.length === 0) return;
-          const last = batch[batch.length - 1];
           const target = step.targets[context.partitionId];
           // stop at the target: a checkpoint past it would hide a sensor that waits on less
           const upTo = batch.filter((e) => target === undefined || e.sequenceNumber <= target);
@@ -192,7 +194,6 @@ async function processWithCheckpoints(step) {
           await context.updateCheckpoint(upTo[upTo.length - 1]);
           checkpointed[context.partitionId] = upTo[upTo.length - 1].sequenceNumber;
           if (reached()) subscription.close().then(resolve);
-          void last;
         },
         processError: async (err) => { errors.push(errorInfo(err)); },
       }, { startPosition: earliestEventPosition, maxBatchSize: 50, maxWaitTimeInSeconds: 1 });
