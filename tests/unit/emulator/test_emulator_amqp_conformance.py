@@ -134,3 +134,39 @@ def test_message_id_of_a_type_amqp_does_not_allow_is_a_decode_error():
     properties = b"\x00\x53\x73" + _list(b"\x81" + b"\x00" * 8)  # a long, not a ulong
     with pytest.raises(codec.CodecError, match="none of ulong, uuid, binary, string"):
         codec.parse_request(properties + b"\x00\x53\x77\x40")
+
+
+class _Session:
+    """Just enough of a session for an incoming link: it records the flows the link sends."""
+
+    def __init__(self) -> None:
+        self.flows: list[tuple[int, int]] = []
+        self.conn = None
+
+    def send_flow(self, _link: object, delivery_count: int, credit: int) -> None:
+        self.flows.append((delivery_count, credit))
+
+
+def _transfer(delivery_id: int | None, payload: bytes, *, more: bool = False, aborted: bool = False) -> list:
+    items = [UINT0, NULL if delivery_id is None else b"\x52" + bytes((delivery_id,)), b"\xa0\x01\x00", UINT0, FALSE,
+             TRUE if more else FALSE]
+    if aborted:
+        items += [NULL, NULL, NULL, TRUE]
+    return codec.decode_performative(memoryview(bytes(_performative(codec.TRANSFER, *items)) + payload))[1]
+
+
+def test_aborted_delivery_is_discarded_and_the_next_one_is_read_whole():
+    from airflow_provider_eh.emulator.links import IncomingLink
+
+    received: list[tuple[int, bytes]] = []
+
+    class Recording(IncomingLink):
+        def on_message(self, delivery_id, message_format, payload, settled):  # type: ignore[no-untyped-def]
+            received.append((delivery_id, bytes(payload)))
+
+    link = Recording(_Session(), "link", 0, "hub")  # type: ignore[arg-type]
+    link.on_transfer(_transfer(1, b"first-half", more=True))
+    link.on_transfer(_transfer(None, b"", aborted=True))
+    link.on_transfer(_transfer(2, b"whole-1", more=True))
+    link.on_transfer(_transfer(None, b"-2"))
+    assert received == [(2, b"whole-1-2")]
