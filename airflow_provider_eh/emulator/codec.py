@@ -336,7 +336,17 @@ def decode_performative(body: memoryview) -> tuple[int, list[Any]]:
     end = skip_value(body, value_start)
     if code != TRANSFER and end != len(body):
         raise CodecError("trailing bytes after performative")
-    fields = decode_value(body[value_start:end]) if constructor != 0x45 else []
+    if constructor == 0x45:
+        fields: list[Any] = []
+    elif value_start == 3:  # the usual smallulong descriptor: the SDK's frame decoder, the fast path
+        try:
+            fields = _decode.decode_frame(body[:end])[1]
+        except Exception as exc:  # the SDK decoder raises anything from IndexError to TypeError
+            raise CodecError(f"undecodable performative: {exc!r}") from exc
+        if code == TRANSFER:
+            fields.pop()  # the decoder appends what follows the fields; the payload is appended below
+    else:
+        fields = decode_value(body[value_start:end])
     if not isinstance(fields, list):
         raise CodecError("performative fields are not a list")
     arity = ARITY.get(code)
