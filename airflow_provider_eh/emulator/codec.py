@@ -62,6 +62,9 @@ KEY_OFFSET = b"x-opt-offset"
 KEY_ENQUEUED = b"x-opt-enqueued-time"
 KEY_PARTITION_KEY = b"x-opt-partition-key"
 _BROKER_KEYS = frozenset({KEY_SEQUENCE, KEY_OFFSET, KEY_ENQUEUED, KEY_PARTITION_KEY})
+# an idempotent producer's annotations (see ``idempotence``): read, and kept with the event
+PRODUCER_KEYS = frozenset({b"com.microsoft:producer-id", b"com.microsoft:producer-epoch",
+                           b"com.microsoft:producer-sequence-number"})
 
 _U32 = struct.Struct(">I")
 _FRAME_HEADER = struct.Struct(">IBBH")
@@ -191,14 +194,16 @@ _Q = struct.Struct(">q")
 class ParsedEvent:
     """One event as received from a client, split so the broker annotations can be added cheaply."""
 
-    __slots__ = ("head", "extra_annotations", "extra_count", "tail", "partition_key")
+    __slots__ = ("head", "extra_annotations", "extra_count", "tail", "partition_key", "producer")
 
-    def __init__(self, head: bytes, extra_annotations: bytes, extra_count: int, tail: bytes, partition_key: bytes | None):
+    def __init__(self, head: bytes, extra_annotations: bytes, extra_count: int, tail: bytes, partition_key: bytes | None,
+                 producer: dict[bytes, Any] | None = None):
         self.head = head
         self.extra_annotations = extra_annotations
         self.extra_count = extra_count
         self.tail = tail
         self.partition_key = partition_key
+        self.producer = producer  # idempotent producer annotations, when the event carries them
 
     def stored(self, sequence: int, offset: int, enqueued_ms: int, partition_key: bytes | None) -> bytes:
         """The delivery-ready bytes of this event with its broker annotations."""
@@ -233,6 +238,7 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
     extra = b""
     extra_count = 0
     partition_key = None
+    producer: dict[bytes, Any] | None = None
     tail_start = None
     for descriptor, start, value_start, end in split_sections(mv):
         if tail_start is not None and descriptor in (SEC_HEADER, SEC_MESSAGE_ANN):
@@ -248,13 +254,17 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
                     partition_key = _partition_key_value(mv[skip_value(mv, entry_start) : entry_end])
                 elif key not in _BROKER_KEYS:
                     kept.append(bytes(mv[entry_start:entry_end]))
+                    if key in PRODUCER_KEYS:
+                        if producer is None:
+                            producer = {}
+                        producer[key] = decode_value(mv[skip_value(mv, entry_start) : entry_end])
             extra = b"".join(kept)
             extra_count = 2 * len(kept)
         else:
             if tail_start is None:
                 tail_start = start
     tail = bytes(mv[tail_start:]) if tail_start is not None else b""
-    return ParsedEvent(head, extra, extra_count, tail, partition_key)
+    return ParsedEvent(head, extra, extra_count, tail, partition_key, producer)
 
 
 def batch_parts(payload: bytes | memoryview) -> tuple[list[memoryview], bytes | None]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .codec import CodecError
+from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
 from .store import Hub
 
@@ -189,6 +190,10 @@ class IngressLink(IncomingLink):
         super().__init__(*args, **kwargs)
         self.hub = hub
         self.partition = partition
+        # an idempotent sender's producer group and owner level (see ``idempotence``), else None
+        self.producer_group: ProducerGroup | None = None
+        self.producer_attach: Attached | None = None
+        self.producer_epoch = 0
 
     def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
         self.conn.broker.ingest(self, delivery_id, message_format, payload, settled)

@@ -26,7 +26,7 @@ from typing import Any
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.endpoints import Source, Target
 
-from . import codec
+from . import codec, idempotence
 from .auth import AuthError, SasValidator, audience_hub
 from .codec import CodecError
 from .faults import Faults
@@ -74,6 +74,7 @@ class Broker:
         self.faults = Faults()
         self.connections: set[Connection] = set()
         self.receivers: dict[tuple[str, str, str], list[DeliveryLink]] = {}
+        self.producers: dict[tuple[str, int], idempotence.PartitionProducers] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started = time.time()
         self._pending_sync: set[Any] = set()
@@ -177,6 +178,23 @@ class Broker:
             if not settled:
                 link.reject(delivery_id, "amqp:decode-error", f"malformed event in delivery {delivery_id}: {exc}")
             return
+        if link.producer_group is not None and events:
+            try:
+                keep = self.producers[(hub.name.lower(), link.partition)].admit(  # type: ignore[index]
+                    link.producer_group, link.producer_epoch, [idempotence.event_annotations(e) for e in events])
+            except idempotence.Fenced as exc:
+                if not settled:
+                    link.reject(delivery_id, idempotence.EPOCH_STOLEN, str(exc))
+                return
+            except idempotence.OutOfOrder as exc:
+                if not settled:
+                    link.reject(delivery_id, idempotence.OUT_OF_ORDER, str(exc))
+                return
+            except CodecError as exc:
+                if not settled:
+                    link.reject(delivery_id, "amqp:decode-error", f"delivery {delivery_id}: {exc}")
+                return
+            events = [e for e, k in zip(events, keep) if k]  # duplicates: acknowledged, not stored again
         if not events:
             if not settled:
                 link.accept(delivery_id)
@@ -585,6 +603,8 @@ class Connection(asyncio.Protocol):
         link: Link | None = None
         try:
             link = self._make_link(session, name, handle, client_receives, address or "", path, source, properties)
+            if isinstance(link, IngressLink):
+                self._producer_attach(link, fields[12], properties)
         except LinkRefused as refused:
             _LOG.info("conn %s: link %s to %r refused: %s %s", self.id, _text(name), address, refused.condition,
                       refused.description)
@@ -595,20 +615,25 @@ class Connection(asyncio.Protocol):
             return
         session.links[handle] = link
         props = None
+        offered = None
         if isinstance(link, DeliveryLink) and link.epoch is not None:
             props = {b"com.microsoft:epoch": link.epoch}
-        self._send_attach(session, name, handle, client_receives, echo_source, echo_target, props)
+        if isinstance(link, IngressLink) and link.producer_group is not None:
+            props = idempotence.attach_properties(link.producer_attach)  # type: ignore[arg-type]
+            offered = [idempotence.CAPABILITY]
+        self._send_attach(session, name, handle, client_receives, echo_source, echo_target, props, offered)
         _LOG.info("conn %s: link %r attached", self.id, link)
         if isinstance(link, (IngressLink, RequestLink)):
             link.grant_credit()
 
     def _send_attach(self, session: Session, name: Any, handle: int, client_receives: bool, source: Any, target: Any,
-                     properties: Any) -> None:
+                     properties: Any, offered_capabilities: Any = None) -> None:
         self.write(codec.encode_performative(perf.AttachFrame(
             name=name, handle=handle, role=not client_receives, send_settle_mode=0 if not client_receives else 1,
             rcv_settle_mode=0, source=source, target=target, unsettled=None, incomplete_unsettled=False,
             initial_delivery_count=0 if client_receives else None, max_message_size=MAX_MESSAGE_SIZE,
-            offered_capabilities=None, desired_capabilities=None, properties=properties), session.channel))
+            offered_capabilities=offered_capabilities, desired_capabilities=None, properties=properties),
+            session.channel))
 
     def _make_link(self, session: Session, name: Any, handle: int, client_receives: bool, address: str,
                    path: list[str], source: Any, properties: dict[Any, Any]) -> Link:
@@ -661,6 +686,31 @@ class Connection(asyncio.Protocol):
             log.listeners.discard(link.wake)
             raise
         return link
+
+    def _producer_attach(self, link: IngressLink, desired_capabilities: Any, properties: dict[Any, Any]) -> None:
+        """Join an idempotent sender to its producer group (refused below the group's owner level)."""
+        try:
+            requested = idempotence.link_request(desired_capabilities, properties)
+        except CodecError as exc:
+            raise LinkRefused("amqp:invalid-field", str(exc)) from None
+        if requested is None:
+            return
+        if link.partition is None:
+            raise LinkRefused("amqp:not-allowed", "an idempotent producer must send to one partition "
+                                                  f"(<hub>/Partitions/<id>), not to {link.address!r}")
+        broker = self.broker
+        key = (link.hub.name.lower(), link.partition)
+        producers = broker.producers.get(key)
+        if producers is None:
+            producers = broker.producers[key] = idempotence.PartitionProducers(link.hub.partitions[link.partition])
+        try:
+            attached = producers.attach(*requested)
+        except idempotence.Fenced as exc:
+            raise LinkRefused(idempotence.EPOCH_STOLEN, str(exc)) from None
+        link.producer_attach = attached
+        link.producer_group = attached.group
+        link.producer_epoch = attached.group.epoch
+        # senders of a lower owner level stay attached; their next send is refused (producer-epoch-stolen)
 
     def steal(self, link: DeliveryLink, description: str) -> None:
         """Close a consumer link because a higher owner level took its partition."""

@@ -205,19 +205,60 @@ async function processWithCheckpoints(step) {
   }
 }
 
-async function bufferedIdempotent(step) {
-  const producer = new EventHubBufferedProducerClient(request.connectionString, {
+function idempotentProducer(step, errors) {
+  // the buffered producer with idempotent retries; partitionOptions (ownerLevel, producerGroupId,
+  // startingSequenceNumber) go where the SDK's producer reads them per partition
+  const buffered = new EventHubBufferedProducerClient(request.connectionString, {
     enableIdempotentRetries: true,
+    maxWaitTimeInMs: 100,
     onSendEventsErrorHandler: (ctx) => { errors.push(errorInfo(ctx.error)); },
+    ...(step.clientOptions ?? {}),
   });
+  if (step.partitionOptions) buffered._producer._partitionOptions = { [step.partitionId]: step.partitionOptions };
+  return buffered;
+}
+
+async function idempotentSend(step) {
+  // step.rounds: [[bodies], ...], each enqueued then flushed; returns the partition's publishing
+  // properties as the service answered the idempotent attach
   const errors = [];
+  const buffered = idempotentProducer(step, errors);
   try {
-    for (const body of step.bodies) await producer.enqueueEvent({ body }, { partitionId: step.partitionId });
-    await producer.flush();
-    const publishing = await producer.getPartitionPublishingProperties?.(step.partitionId);
-    return { errors, publishing: publishing ?? null };
+    for (const bodies of step.rounds) {
+      for (const body of bodies) await buffered.enqueueEvent({ body }, { partitionId: step.partitionId });
+      await buffered.flush();
+    }
+    const publishing = await buffered._producer.getPartitionPublishingProperties(step.partitionId);
+    return { errors, publishing };
   } finally {
-    await producer.close();
+    await buffered.close({ flush: false });
+  }
+}
+
+async function idempotentFence(step) {
+  // a second producer of the same group with a higher owner level fences the first
+  const firstErrors = [];
+  const secondErrors = [];
+  const first = idempotentProducer(step, firstErrors);
+  try {
+    await first.enqueueEvent({ body: "first-1" }, { partitionId: step.partitionId });
+    await first.flush();
+    const before = await first._producer.getPartitionPublishingProperties(step.partitionId);
+    const second = idempotentProducer({ partitionId: step.partitionId, partitionOptions: {
+      producerGroupId: before.producerGroupId, ownerLevel: before.ownerLevel + 1,
+      startingSequenceNumber: before.lastPublishedSequenceNumber } }, secondErrors);
+    try {
+      await second.enqueueEvent({ body: "second-1" }, { partitionId: step.partitionId });
+      await second.flush();
+      await first.enqueueEvent({ body: "first-2" }, { partitionId: step.partitionId });
+      await first.flush();
+      const after = await second._producer.getPartitionPublishingProperties(step.partitionId);
+      return { before, after, firstErrors, secondErrors };
+    } finally {
+      await second.close({ flush: false });
+    }
+  } finally {
+    await first.close({ flush: false });
   }
 }
 
@@ -238,7 +279,7 @@ async function clearFaults() {
   return admin("DELETE", "/faults");
 }
 
-const STEPS = { fault, clearFaults, send, properties, receive, ownerLevels, processWithCheckpoints, bufferedIdempotent };
+const STEPS = { fault, clearFaults, send, properties, receive, ownerLevels, processWithCheckpoints, idempotentSend, idempotentFence };
 
 try {
   for (const [index, step] of request.steps.entries()) {
