@@ -131,7 +131,10 @@ def split_sections(payload: bytes | memoryview) -> list[tuple[int, int, int, int
     while pos < size:
         if payload[pos] != 0x00 or pos + 2 >= size:
             raise CodecError(f"message section at byte {pos} is not a described type")
-        descriptor, value_start = described_at(payload, pos)
+        if payload[pos + 1] == 0x53:  # the usual smallulong descriptor, inline: this runs once per section
+            descriptor, value_start = payload[pos + 2], pos + 3
+        else:
+            descriptor, value_start = described_at(payload, pos)
         if not SEC_HEADER <= descriptor <= SEC_FOOTER:
             raise CodecError(f"unknown message section descriptor 0x{descriptor:x}")
         end = skip_value(payload, value_start)
