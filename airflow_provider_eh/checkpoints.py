@@ -10,12 +10,21 @@ use it. It imports nothing from Airflow and takes a ``ContainerClient`` (sync or
 
 Why not ``BlobCheckpointStore.list_checkpoints``: that method lists with the lower-cased prefix
 only, reads ``metadata["sequencenumber"]`` with that exact key and ``int()`` and needs a second list
-call for ownership. Here one List Blobs request per consumer group (one page holds 5,000 blobs)
-returns checkpoints *and* ownership, and what other SDKs write is tolerated:
+call for ownership. Here one List Blobs request per consumer group and namespace spelling (one page
+holds 5,000 blobs) returns checkpoints *and* ownership, and what other SDKs write is tolerated:
 
 - paths lower-cased (Python, .NET, Java, JavaScript) or spelled as the client was configured
   (early Go releases): the list prefix is the part both spellings share, names are matched
-  without regard to case, and when both spellings exist the most recently modified blob wins;
+  without regard to case;
+- a namespace with a port (the local endpoint, a custom endpoint) written with it (Python's
+  ``BlobCheckpointStore``: ``127.0.0.1:5672/<hub>/...``) or without it (JavaScript's
+  ``@azure/eventhubs-checkpointstore-blob``: ``127.0.0.1/<hub>/...``): both are listed;
+- when a partition has a blob under more than one spelling, the most recently modified wins, for
+  checkpoints as for ownership. Two spellings mean two processors of different SDKs took turns on
+  the consumer group (neither sees the other's blobs); the one written last is the one running
+  now, and its checkpoint is what the group has processed from here on. The higher sequence
+  number would let a retired processor's checkpoint report a target reached that the running
+  one has not reached; last-modified errs on waiting longer, never on signalling early;
 - metadata keys in any case (``sequencenumber``, ``SequenceNumber``);
 - empty or placeholder offsets (``""``, ``"None"``, ``"-1"``): offsets are kept as text and never
   compared; only sequence numbers are.
@@ -47,6 +56,16 @@ _PLACEHOLDER_OFFSETS = frozenset({"", "none", "null"})
 def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> str:
     """The standard (lower-cased) path of a consumer group, ending in ``/``."""
     return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/".lower()
+
+
+def namespace_spellings(fully_qualified_namespace: str) -> list[str]:
+    """The namespace as SDKs write it in blob paths: as given, and without its port if it has one."""
+    host, sep, port = fully_qualified_namespace.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return [fully_qualified_namespace]
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        return [fully_qualified_namespace]  # a bare IPv6 address: its last group is no port
+    return [fully_qualified_namespace, host]
 
 
 def list_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> str:
@@ -167,14 +186,17 @@ def parse_listing(
     """
     Build a :class:`ConsumerGroupCheckpoints` from listed blobs (``BlobProperties`` with metadata).
 
-    Blobs of other hubs or consumer groups that share the list prefix are skipped.
+    Blobs of other hubs or consumer groups that share the list prefix are skipped; blobs under any
+    spelling of the namespace (:func:`namespace_spellings`) are read, the newest per partition winning.
     """
-    expected = blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group)
+    prefixes = [blob_prefix(ns, eventhub_name, consumer_group) for ns in namespace_spellings(fully_qualified_namespace)]
     checkpoints: dict[str, Checkpoint] = {}
     ownership: dict[str, Ownership] = {}
     for blob in blobs:
         name: str = blob.name
-        if not name.lower().startswith(expected):
+        lowered = name.lower()
+        expected = next((p for p in prefixes if lowered.startswith(p)), None)
+        if expected is None:
             continue
         kind, sep, partition_id = name[len(expected):].partition("/")
         if not sep or not partition_id or "/" in partition_id:
@@ -225,7 +247,7 @@ def _store_error(exc: Exception, container: str, consumer_group: str, prefix: st
         )
     first_line = str(exc).splitlines()[0] if str(exc) else ""
     return CheckpointStoreError(
-        f"Cannot list checkpoints of consumer group {consumer_group!r} under {prefix!r} in container "
+        f"Cannot list checkpoints of consumer group {consumer_group!r} under {prefix} in container "
         f"{container!r}: {type(exc).__name__}: {first_line}"
     )
 
@@ -238,12 +260,15 @@ class _Reader:
         self.fully_qualified_namespace = fully_qualified_namespace
         self.eventhub_name = eventhub_name
 
-    def _list_kwargs(self, consumer_group: str) -> dict[str, Any]:
-        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
-        return {"name_starts_with": prefix, "include": ["metadata"]}
+    def _list_kwargs(self, consumer_group: str) -> list[dict[str, Any]]:
+        """One List Blobs call per spelling of the namespace (two when it has a port)."""
+        return [
+            {"name_starts_with": list_prefix(ns, self.eventhub_name, consumer_group), "include": ["metadata"]}
+            for ns in namespace_spellings(self.fully_qualified_namespace)
+        ]
 
     def _error(self, exc: Exception, consumer_group: str) -> CheckpointStoreError:
-        prefix = list_prefix(self.fully_qualified_namespace, self.eventhub_name, consumer_group)
+        prefix = " and ".join(repr(k["name_starts_with"]) for k in self._list_kwargs(consumer_group))
         return _store_error(exc, self.container_client.container_name, consumer_group, prefix)
 
     def _parse(self, blobs: Iterable[Any], consumer_group: str) -> ConsumerGroupCheckpoints:
@@ -269,9 +294,9 @@ class CheckpointReader(_Reader):
     container_client: ContainerClient
 
     def read(self, consumer_group: str) -> ConsumerGroupCheckpoints:
-        """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs)."""
+        """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs) per spelling."""
         try:
-            blobs = list(self.container_client.list_blobs(**self._list_kwargs(consumer_group)))
+            blobs = [b for kwargs in self._list_kwargs(consumer_group) for b in self.container_client.list_blobs(**kwargs)]
         except Exception as exc:
             raise self._error(exc, consumer_group) from exc
         return self._parse(blobs, consumer_group)
@@ -289,9 +314,10 @@ class AsyncCheckpointReader(_Reader):
     container_client: AsyncContainerClient
 
     async def read(self, consumer_group: str) -> ConsumerGroupCheckpoints:
-        """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs)."""
+        """Checkpoints and ownership of ``consumer_group``: one List Blobs request (per 5,000 blobs) per spelling."""
         try:
-            blobs = [b async for b in self.container_client.list_blobs(**self._list_kwargs(consumer_group))]
+            blobs = [b for kwargs in self._list_kwargs(consumer_group)
+                     async for b in self.container_client.list_blobs(**kwargs)]
         except Exception as exc:
             raise self._error(exc, consumer_group) from exc
         return self._parse(blobs, consumer_group)

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,3 +126,32 @@ def connections(event_hubs: object, azurite: object, hub: str, monkeypatch: pyte
     for name, value in (eh_conn, blob_conn):
         monkeypatch.setenv(name, value)
     return {"event_hubs": "azure_event_hubs_default", "wasb": "wasb_default", "hub": hub}
+
+
+JS_CLIENT = Path(__file__).parent / "integration" / "js" / "client.mjs"
+
+
+def run_js(emulator: Any, hub: str, steps: list[dict[str, Any]], timeout: float = 30) -> list[Any]:
+    """Run ``steps`` with Microsoft's JavaScript SDK (``js/client.mjs``) in one node process.
+
+    The script ends itself after ``timeout`` seconds (a hanging client fails fast with the step it
+    hung in); a step that fails fails the test with the script's error.
+    """
+    request = {"connectionString": emulator.connection_string(hub), "adminUrl": emulator.admin.url,
+               "timeoutMs": int(timeout * 1000), "steps": steps}
+    proc = subprocess.run(["node", str(JS_CLIENT), json.dumps(request)], capture_output=True, text=True,
+                          timeout=timeout + 15, cwd=Path(__file__).parents[1])
+    try:
+        document = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise AssertionError(f"node exited {proc.returncode} without a result; stderr:\n{proc.stderr[-3000:]}") from None
+    if proc.returncode != 0:
+        step = document.get("step")
+        raise AssertionError(f"JS step {step} ({steps[step]['op'] if 0 <= step < len(steps) else '?'}) failed: "
+                             f"{document.get('error')}; results so far {document.get('results')}")
+    return document["results"]
+
+
+@pytest.fixture
+def js() -> Callable[..., list[Any]]:
+    return run_js

@@ -20,7 +20,6 @@ from typing import Any
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.error import AMQPError
-from azure.eventhub._pyamqp.message import Message, Properties
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -31,9 +30,30 @@ FRAME_SASL = 1
 OPEN, BEGIN, ATTACH, FLOW, TRANSFER, DISPOSITION, DETACH, END, CLOSE = range(0x10, 0x19)
 SASL_MECHANISMS, SASL_INIT, SASL_CHALLENGE, SASL_RESPONSE, SASL_OUTCOME = range(0x40, 0x45)
 
+# Number of fields of each performative the endpoint reads (AMQP 1.0 part 2.7 and 5.3.3).
+ARITY = {OPEN: 10, BEGIN: 8, ATTACH: 14, FLOW: 11, TRANSFER: 11, DISPOSITION: 6, DETACH: 3, END: 1, CLOSE: 1,
+         SASL_MECHANISMS: 1, SASL_INIT: 3, SASL_CHALLENGE: 1, SASL_RESPONSE: 1, SASL_OUTCOME: 2}
+TRANSFER_PAYLOAD = 11
+
 # Message section descriptor codes.
 SEC_HEADER, SEC_DELIVERY_ANN, SEC_MESSAGE_ANN, SEC_PROPERTIES, SEC_APP_PROPS = 0x70, 0x71, 0x72, 0x73, 0x74
 SEC_DATA, SEC_SEQUENCE, SEC_VALUE, SEC_FOOTER = 0x75, 0x76, 0x77, 0x78
+
+# Terminus and message-properties field counts (AMQP 1.0 part 3.5.3, 3.5.4, 3.2.4).
+SOURCE, TARGET = 0x28, 0x29
+SOURCE_ARITY, TARGET_ARITY, PROPERTIES_ARITY = 11, 7, 13
+
+_NAMES = {
+    OPEN: "open", BEGIN: "begin", ATTACH: "attach", FLOW: "flow", TRANSFER: "transfer", DISPOSITION: "disposition",
+    DETACH: "detach", END: "end", CLOSE: "close", SASL_MECHANISMS: "sasl-mechanisms", SASL_INIT: "sasl-init",
+    SASL_CHALLENGE: "sasl-challenge", SASL_RESPONSE: "sasl-response", SASL_OUTCOME: "sasl-outcome",
+    SOURCE: "source", TARGET: "target", SEC_HEADER: "header", SEC_PROPERTIES: "properties",
+}
+DESCRIPTOR_NAMES = {f"amqp:{name}:list".encode(): code for code, name in _NAMES.items()} | {
+    b"amqp:delivery-annotations:map": SEC_DELIVERY_ANN, b"amqp:message-annotations:map": SEC_MESSAGE_ANN,
+    b"amqp:application-properties:map": SEC_APP_PROPS, b"amqp:data:binary": SEC_DATA,
+    b"amqp:amqp-sequence:list": SEC_SEQUENCE, b"amqp:amqp-value:*": SEC_VALUE, b"amqp:footer:map": SEC_FOOTER,
+}
 
 BATCH_FORMAT = 0x80013700
 
@@ -42,6 +62,9 @@ KEY_OFFSET = b"x-opt-offset"
 KEY_ENQUEUED = b"x-opt-enqueued-time"
 KEY_PARTITION_KEY = b"x-opt-partition-key"
 _BROKER_KEYS = frozenset({KEY_SEQUENCE, KEY_OFFSET, KEY_ENQUEUED, KEY_PARTITION_KEY})
+# an idempotent producer's annotations (see ``idempotence``): read, and kept with the event
+PRODUCER_KEYS = frozenset({b"com.microsoft:producer-id", b"com.microsoft:producer-epoch",
+                           b"com.microsoft:producer-sequence-number"})
 
 _U32 = struct.Struct(">I")
 _FRAME_HEADER = struct.Struct(">IBBH")
@@ -101,25 +124,21 @@ def decode_value(buf: bytes | memoryview) -> Any:
         raise CodecError(f"undecodable AMQP value: {exc!r}") from exc
 
 
-def split_sections(payload: bytes | memoryview) -> list[tuple[int, int, int]]:
-    """Split an encoded message into ``(descriptor, start, end)`` sections."""
+def split_sections(payload: bytes | memoryview) -> list[tuple[int, int, int, int]]:
+    """Split an encoded message into ``(descriptor, start, value start, end)`` sections."""
     sections = []
     pos, size = 0, len(payload)
     while pos < size:
         if payload[pos] != 0x00 or pos + 2 >= size:
             raise CodecError(f"message section at byte {pos} is not a described type")
-        if payload[pos + 1] == 0x53:
-            descriptor = payload[pos + 2]
-            value_start = pos + 3
-        elif payload[pos + 1] == 0x80 and pos + 10 <= size:
-            descriptor = int.from_bytes(payload[pos + 2 : pos + 10], "big")
-            value_start = pos + 10
+        if payload[pos + 1] == 0x53:  # the usual smallulong descriptor, inline: this runs once per section
+            descriptor, value_start = payload[pos + 2], pos + 3
         else:
-            raise CodecError(f"message section at byte {pos} has an unsupported descriptor")
+            descriptor, value_start = described_at(payload, pos)
         if not SEC_HEADER <= descriptor <= SEC_FOOTER:
             raise CodecError(f"unknown message section descriptor 0x{descriptor:x}")
         end = skip_value(payload, value_start)
-        sections.append((descriptor, pos, end))
+        sections.append((descriptor, pos, value_start, end))
         pos = end
     if not sections:
         raise CodecError("empty message")
@@ -178,14 +197,16 @@ _Q = struct.Struct(">q")
 class ParsedEvent:
     """One event as received from a client, split so the broker annotations can be added cheaply."""
 
-    __slots__ = ("head", "extra_annotations", "extra_count", "tail", "partition_key")
+    __slots__ = ("head", "extra_annotations", "extra_count", "tail", "partition_key", "producer")
 
-    def __init__(self, head: bytes, extra_annotations: bytes, extra_count: int, tail: bytes, partition_key: bytes | None):
+    def __init__(self, head: bytes, extra_annotations: bytes, extra_count: int, tail: bytes, partition_key: bytes | None,
+                 producer: dict[bytes, Any] | None = None):
         self.head = head
         self.extra_annotations = extra_annotations
         self.extra_count = extra_count
         self.tail = tail
         self.partition_key = partition_key
+        self.producer = producer  # idempotent producer annotations, when the event carries them
 
     def stored(self, sequence: int, offset: int, enqueued_ms: int, partition_key: bytes | None) -> bytes:
         """The delivery-ready bytes of this event with its broker annotations."""
@@ -220,8 +241,9 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
     extra = b""
     extra_count = 0
     partition_key = None
+    producer: dict[bytes, Any] | None = None
     tail_start = None
-    for descriptor, start, end in split_sections(mv):
+    for descriptor, start, value_start, end in split_sections(mv):
         if tail_start is not None and descriptor in (SEC_HEADER, SEC_MESSAGE_ANN):
             raise CodecError("message sections are out of order")
         if descriptor == SEC_HEADER:
@@ -229,20 +251,23 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
         elif descriptor == SEC_DELIVERY_ANN:
             continue
         elif descriptor == SEC_MESSAGE_ANN:
-            value_start = start + (3 if mv[start + 1] == 0x53 else 10)
             kept = []
             for key, entry_start, entry_end in map_entries(mv, value_start, end):
                 if key == KEY_PARTITION_KEY:
                     partition_key = _partition_key_value(mv[skip_value(mv, entry_start) : entry_end])
                 elif key not in _BROKER_KEYS:
                     kept.append(bytes(mv[entry_start:entry_end]))
+                    if key in PRODUCER_KEYS:
+                        if producer is None:
+                            producer = {}
+                        producer[key] = decode_value(mv[skip_value(mv, entry_start) : entry_end])
             extra = b"".join(kept)
             extra_count = 2 * len(kept)
         else:
             if tail_start is None:
                 tail_start = start
     tail = bytes(mv[tail_start:]) if tail_start is not None else b""
-    return ParsedEvent(head, extra, extra_count, tail, partition_key)
+    return ParsedEvent(head, extra, extra_count, tail, partition_key, producer)
 
 
 def batch_parts(payload: bytes | memoryview) -> tuple[list[memoryview], bytes | None]:
@@ -250,8 +275,7 @@ def batch_parts(payload: bytes | memoryview) -> tuple[list[memoryview], bytes | 
     mv = memoryview(payload)
     inner: list[memoryview] = []
     partition_key = None
-    for descriptor, start, end in split_sections(mv):
-        value_start = start + (3 if mv[start + 1] == 0x53 else 10)
+    for descriptor, _start, value_start, end in split_sections(mv):
         if descriptor == SEC_DATA:
             code = mv[value_start]
             if code == 0xA0:
@@ -282,20 +306,70 @@ def encode_performative(frame: Any, channel: int = 0, frame_type: int = FRAME_AM
     return frame_bytes(body, channel, frame_type)
 
 
+def described_at(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """``(descriptor code, value position)`` of the described type at ``pos``.
+
+    AMQP lets a descriptor be a ulong (``0x53`` smallulong or ``0x80`` ulong) or its symbolic name
+    (``amqp:open:list``); symbolic names of what the endpoint reads map to their codes.
+    """
+    size = len(buf)
+    if pos + 2 >= size or buf[pos] != 0x00:
+        raise CodecError(f"value at byte {pos} is not a described type")
+    kind = buf[pos + 1]
+    if kind == 0x53:
+        return buf[pos + 2], pos + 3
+    if kind == 0x80 and pos + 10 <= size:
+        return int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
+    if kind == 0x44:  # ulong0
+        return 0, pos + 2
+    if kind in (0xA3, 0xB3):
+        end = skip_value(buf, pos + 1)
+        name = bytes(buf[pos + (3 if kind == 0xA3 else 6) : end])
+        code = DESCRIPTOR_NAMES.get(name)
+        if code is None:
+            raise CodecError(f"unknown descriptor {name.decode('ascii', 'replace')!r} at byte {pos}")
+        return code, end
+    raise CodecError(f"described type at byte {pos} has an unsupported descriptor")
+
+
 def decode_performative(body: memoryview) -> tuple[int, list[Any]]:
-    """Decode a frame body into ``(descriptor code, fields)``; transfers get the payload appended."""
-    if len(body) < 4 or body[0] != 0x00 or body[1] != 0x53 or body[3] not in (0xC0, 0xD0, 0x45):
+    """Decode a frame body into ``(descriptor code, fields)``.
+
+    Fields are padded with ``None`` to the performative's full arity (a sender may omit trailing
+    null fields), so a field is always at its index; a transfer's payload is appended after its 11
+    fields, at ``fields[TRANSFER_PAYLOAD]`` however many fields the sender wrote.
+    """
+    code, value_start = described_at(body, 0)
+    if value_start >= len(body):
+        raise CodecError("performative without a field list")
+    constructor = body[value_start]
+    if constructor not in (0xC0, 0xD0, 0x45):
         raise CodecError("frame body is not a described list performative")
-    if body[3] == 0x45:
-        return body[2], []
     # validate extents first so a lying size cannot make the SDK decoder read garbage
-    end = skip_value(body, 3)
-    if body[2] != TRANSFER and end != len(body):
+    end = skip_value(body, value_start)
+    if code != TRANSFER and end != len(body):
         raise CodecError("trailing bytes after performative")
-    try:
-        return _decode.decode_frame(body)
-    except Exception as exc:
-        raise CodecError(f"undecodable performative: {exc!r}") from exc
+    if constructor == 0x45:
+        fields: list[Any] = []
+    elif value_start == 3:  # the usual smallulong descriptor: the SDK's frame decoder, the fast path
+        try:
+            fields = _decode.decode_frame(body[:end])[1]
+        except Exception as exc:  # the SDK decoder raises anything from IndexError to TypeError
+            raise CodecError(f"undecodable performative: {exc!r}") from exc
+        if code == TRANSFER:
+            fields.pop()  # the decoder appends what follows the fields; the payload is appended below
+    else:
+        fields = decode_value(body[value_start:end])
+    if not isinstance(fields, list):
+        raise CodecError("performative fields are not a list")
+    arity = ARITY.get(code)
+    if arity is not None:
+        if len(fields) > arity:
+            raise CodecError(f"performative 0x{code:x} has {len(fields)} fields; AMQP 1.0 defines {arity}")
+        fields.extend([None] * (arity - len(fields)))
+    if code == TRANSFER:
+        fields.append(body[end:])
+    return code, fields
 
 
 def error(condition: bytes | str, description: str, **info: Any) -> AMQPError:
@@ -400,14 +474,105 @@ def long(value: int) -> dict[str, Any]:
     return {_encode.TYPE: _encode.AMQPTypes.long, _encode.VALUE: value}
 
 
-def reply_message(correlation_id: Any, status: int, description: str, body: Any = None) -> bytes:
-    """An encoded management/CBS reply message (both spellings of the status keys)."""
-    message = Message(
-        properties=Properties(correlation_id=correlation_id),
-        application_properties={
-            "status-code": status, "statusCode": status,
-            "status-description": description, "statusDescription": description,
-        },
-        value=body,
-    )
-    return bytes(_encode.encode_payload(bytearray(), message))
+# AMQP types a message-id or correlation-id may have (part 3.2.4): ulong, uuid, binary, string.
+_MESSAGE_ID_CONSTRUCTORS = frozenset({0x44, 0x53, 0x80, 0x98, 0xA0, 0xB0, 0xA1, 0xB1})
+_NULL = b"\x40"
+
+
+class Request:
+    """A ``$cbs`` or ``$management`` request: what the broker reads of it.
+
+    ``message_id`` is the request's message-id as encoded by the client (``b"\\x40"``, null, when it
+    sent none): the reply echoes it byte for byte as its correlation-id, so a client matching replies
+    by value and type (a string is not the binary of its UTF-8) finds its reply.
+    """
+
+    __slots__ = ("application_properties", "value", "message_id")
+
+    def __init__(self, application_properties: dict[Any, Any], value: Any, message_id: bytes):
+        self.application_properties = application_properties
+        self.value = value
+        self.message_id = message_id
+
+
+def list_items(buf: bytes | memoryview, start: int) -> tuple[int, int]:
+    """``(position of the first item, item count)`` of the list value at ``start``."""
+    code = buf[start]
+    if code == 0x45:
+        return start + 1, 0
+    if code == 0xC0:
+        return start + 3, buf[start + 2]
+    if code == 0xD0:
+        return start + 9, _U32.unpack_from(buf, start + 5)[0]
+    raise CodecError(f"expected a list, found constructor 0x{code:02x} at byte {start}")
+
+
+def message_id_bytes(buf: bytes | memoryview, start: int, end: int) -> bytes:
+    """The encoded message-id (first field) of the properties list in ``buf[start:end]``."""
+    pos, count = list_items(buf, start)
+    if count == 0:
+        return _NULL
+    field_end = skip_value(buf, pos)
+    if field_end > end:
+        raise CodecError("properties section runs past its end")
+    raw = bytes(buf[pos:field_end])
+    if raw != _NULL and raw[0] not in _MESSAGE_ID_CONSTRUCTORS:
+        raise CodecError(f"message-id of AMQP type 0x{raw[0]:02x} is none of ulong, uuid, binary, string")
+    return raw
+
+
+def parse_request(payload: bytes | memoryview) -> Request:
+    """Read a management/CBS request: application properties, body and the message-id as sent."""
+    mv = memoryview(payload)
+    properties: dict[Any, Any] = {}
+    value: Any = None
+    message_id = _NULL
+    for descriptor, _start, value_start, end in split_sections(mv):
+        if descriptor == SEC_PROPERTIES:
+            message_id = message_id_bytes(mv, value_start, end)
+        elif descriptor == SEC_APP_PROPS:
+            decoded = decode_value(mv[value_start:end])
+            if not isinstance(decoded, dict):
+                raise CodecError("application-properties section is not a map")
+            properties = decoded
+        elif descriptor in (SEC_VALUE, SEC_DATA) and value is None:
+            value = decode_value(mv[value_start:end])
+    return Request(properties, value, message_id)
+
+
+_EMPTY_PROPERTY_FIELDS = _NULL * (PROPERTIES_ARITY - 6)
+
+
+def _encode_any(value: Any) -> bytes:
+    """One value with the SDK encoder, except booleans: written as ``true``/``false`` (0x41/0x42),
+    the form the service uses; the SDK writes 0x56 0x01, which the JS SDK's AMQP library reads as 1."""
+    if isinstance(value, bool):
+        return b"\x41" if value else b"\x42"
+    out = bytearray()
+    _encode.encode_value(out, value)
+    return bytes(out)
+
+
+def _encode_map_section(descriptor: int, entries: dict[str, Any]) -> bytes:
+    body = b"".join(_encode_any(key) + _encode_any(value) for key, value in entries.items())
+    return (b"\x00\x53" + bytes((descriptor,)) + b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(2 * len(entries))
+            + body)
+
+
+def reply_message(correlation_id: bytes, status: int, description: str, body: dict[str, Any] | None = None) -> bytes:
+    """An encoded management/CBS reply (both spellings of the status keys).
+
+    :param correlation_id: the request's message-id as encoded by the client (see :class:`Request`).
+    :param body: the reply's amqp-value map; values are Python values or SDK-typed (:func:`long`).
+    """
+    fields = _NULL * 5 + correlation_id + _EMPTY_PROPERTY_FIELDS  # all 13 fields: the SDK reads by position
+    if len(fields) + 1 < 256:
+        properties = b"\x00\x53\x73\xc0" + bytes((len(fields) + 1, PROPERTIES_ARITY)) + fields
+    else:
+        properties = b"\x00\x53\x73\xd0" + _U32.pack(len(fields) + 4) + _U32.pack(PROPERTIES_ARITY) + fields
+    status_props = _encode_map_section(SEC_APP_PROPS, {
+        "status-code": status, "statusCode": status,
+        "status-description": description, "statusDescription": description,
+    })
+    value = _encode_map_section(SEC_VALUE, body) if body is not None else b"\x00\x53\x77\x40"
+    return properties + status_props + value

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .codec import CodecError
+from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
 from .store import Hub
 
@@ -106,8 +107,13 @@ class IncomingLink(Link):
         self.session.send_flow(self, self.delivery_count, INGRESS_CREDIT)
 
     def on_transfer(self, fields: list[Any]) -> None:
-        payload = fields[11] if len(fields) > 11 else b""
-        more = bool(fields[5]) if len(fields) > 5 else False
+        """One transfer frame; ``fields`` are padded to all 11 (see ``codec.decode_performative``)."""
+        payload = fields[codec.TRANSFER_PAYLOAD]
+        more = bool(fields[5])
+        if fields[9]:  # aborted: the sender gave up on this delivery, discard what arrived of it
+            self._partial = None
+            self._first = None
+            return
         if self._partial is None:
             if fields[1] is None:
                 raise CodecError("first transfer of a delivery has no delivery-id")
@@ -160,16 +166,14 @@ class RequestLink(IncomingLink):
     def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
         node = self.address
         try:
-            from azure.eventhub._pyamqp._decode import decode_payload
-
-            message = decode_payload(memoryview(bytes(payload)))
-        except Exception as exc:  # noqa: BLE001 - any decoder failure is a malformed request
+            request = codec.parse_request(payload)
+        except CodecError as exc:
             if not settled:
-                self.reject(delivery_id, "amqp:decode-error", f"undecodable {node} request: {exc!r}")
+                self.reject(delivery_id, "amqp:decode-error", f"undecodable {node} request: {exc}")
             return
         if not settled:
             self.accept(delivery_id)
-        reply = self.conn.broker.handle_request(self.conn, node, message)
+        reply = self.conn.broker.handle_request(self.conn, node, request)
         target = self.session.reply_links.get(node)
         if target is None or target.closed:
             _LOG.warning("conn %s: %s request without a reply link; reply dropped", self.conn.id, node)
@@ -186,6 +190,10 @@ class IngressLink(IncomingLink):
         super().__init__(*args, **kwargs)
         self.hub = hub
         self.partition = partition
+        # an idempotent sender's producer group and owner level (see ``idempotence``), else None
+        self.producer_group: ProducerGroup | None = None
+        self.producer_attach: Attached | None = None
+        self.producer_epoch = 0
 
     def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
         self.conn.broker.ingest(self, delivery_id, message_format, payload, settled)

@@ -26,7 +26,7 @@ from typing import Any
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.endpoints import Source, Target
 
-from . import codec
+from . import codec, idempotence
 from .auth import AuthError, SasValidator, audience_hub
 from .codec import CodecError
 from .faults import Faults
@@ -74,6 +74,7 @@ class Broker:
         self.faults = Faults()
         self.connections: set[Connection] = set()
         self.receivers: dict[tuple[str, str, str], list[DeliveryLink]] = {}
+        self.producers: dict[tuple[str, int], idempotence.PartitionProducers] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.started = time.time()
         self._pending_sync: set[Any] = set()
@@ -86,16 +87,16 @@ class Broker:
 
     # -- requests on $cbs and $management ------------------------------------------------------
 
-    def handle_request(self, conn: Connection, node: str, message: Any) -> bytes:
-        props = message.application_properties or {}
+    def handle_request(self, conn: Connection, node: str, request: codec.Request) -> bytes:
+        props = request.application_properties
         get = lambda key: _text(props.get(key.encode(), props.get(key)))  # noqa: E731
-        correlation = message.properties.message_id if message.properties else None
+        correlation = request.message_id
         operation = get("operation")
         try:
             if node == "$cbs":
                 if operation != "put-token":
                     return codec.reply_message(correlation, 400, f"unsupported $cbs operation {operation!r}")
-                return self._put_token(conn, get("name") or "", _text(message.value) or "", correlation)
+                return self._put_token(conn, get("name") or "", _text(request.value) or "", correlation)
             if operation != "READ":
                 return codec.reply_message(correlation, 400, f"unsupported $management operation {operation!r}")
             return self._management_read(conn, get("type"), get("name"), get("partition"), get("security_token"),
@@ -104,7 +105,7 @@ class Broker:
             _LOG.exception("conn %s: %s request failed", conn.id, node)
             return codec.reply_message(correlation, 500, f"internal error handling {node} request: {exc!r}")
 
-    def _put_token(self, conn: Connection, audience: str, token: str, correlation: Any) -> bytes:
+    def _put_token(self, conn: Connection, audience: str, token: str, correlation: bytes) -> bytes:
         if self.validator is not None:
             try:
                 hub = self.validator.validate(token, audience)
@@ -117,7 +118,7 @@ class Broker:
         return codec.reply_message(correlation, 202, "Accepted")
 
     def _management_read(self, conn: Connection, kind: str | None, name: str | None, partition: str | None,
-                         token: str | None, correlation: Any) -> bytes:
+                         token: str | None, correlation: bytes) -> bytes:
         hub = self.store.get(name or "")
         if hub is None:
             return codec.reply_message(correlation, 404, f"The messaging entity '{name}' could not be found.")
@@ -177,6 +178,23 @@ class Broker:
             if not settled:
                 link.reject(delivery_id, "amqp:decode-error", f"malformed event in delivery {delivery_id}: {exc}")
             return
+        if link.producer_group is not None and events:
+            try:
+                keep = self.producers[(hub.name.lower(), link.partition)].admit(  # type: ignore[index]
+                    link.producer_group, link.producer_epoch, [idempotence.event_annotations(e) for e in events])
+            except idempotence.Fenced as exc:
+                if not settled:
+                    link.reject(delivery_id, idempotence.EPOCH_STOLEN, str(exc))
+                return
+            except idempotence.OutOfOrder as exc:
+                if not settled:
+                    link.reject(delivery_id, idempotence.OUT_OF_ORDER, str(exc))
+                return
+            except CodecError as exc:
+                if not settled:
+                    link.reject(delivery_id, "amqp:decode-error", f"delivery {delivery_id}: {exc}")
+                return
+            events = [e for e, k in zip(events, keep) if k]  # duplicates: acknowledged, not stored again
         if not events:
             if not settled:
                 link.accept(delivery_id)
@@ -503,7 +521,7 @@ class Connection(asyncio.Protocol):
         elif code == codec.FLOW:
             if session is None:
                 return  # a flow racing the end of its session
-            handle = fields[4] if len(fields) > 4 else None
+            handle = fields[4]
             if handle is not None:
                 link = session.links.get(handle)
                 if isinstance(link, DeliveryLink):
@@ -526,7 +544,7 @@ class Connection(asyncio.Protocol):
                     del session.reply_links[link.address]
                 _LOG.info("conn %s: link %r detached by client", self.id, link)
             self.write(codec.encode_performative(
-                perf.DetachFrame(handle=handle, closed=bool(fields[1]) if len(fields) > 1 else False, error=None),
+                perf.DetachFrame(handle=handle, closed=bool(fields[1]), error=None),
                 channel))
         elif code == codec.BEGIN:
             if session is not None:
@@ -566,14 +584,13 @@ class Connection(asyncio.Protocol):
     # -- links -----------------------------------------------------------------------------------
 
     def _on_attach(self, session: Session, fields: list[Any]) -> None:
-        if len(fields) < 3:
+        if fields[0] is None or fields[2] is None:
             raise ProtocolError("amqp:decode-error", "attach without name, handle and role")
         name = fields[0]
         handle = _field(fields, 1, int)
         client_receives = bool(fields[2])
-        source = fields[5] if len(fields) > 5 else None
-        target = fields[6] if len(fields) > 6 else None
-        properties = fields[13] if len(fields) > 13 and isinstance(fields[13], dict) else {}
+        source, target = fields[5], fields[6]
+        properties = fields[13] if isinstance(fields[13], dict) else {}
         if handle in session.links:
             raise ProtocolError("amqp:session:handle-in-use", f"handle {handle} already attached")
         terminus = source if client_receives else target
@@ -586,6 +603,8 @@ class Connection(asyncio.Protocol):
         link: Link | None = None
         try:
             link = self._make_link(session, name, handle, client_receives, address or "", path, source, properties)
+            if isinstance(link, IngressLink):
+                self._producer_attach(link, fields[12], properties)
         except LinkRefused as refused:
             _LOG.info("conn %s: link %s to %r refused: %s %s", self.id, _text(name), address, refused.condition,
                       refused.description)
@@ -596,20 +615,25 @@ class Connection(asyncio.Protocol):
             return
         session.links[handle] = link
         props = None
+        offered = None
         if isinstance(link, DeliveryLink) and link.epoch is not None:
             props = {b"com.microsoft:epoch": link.epoch}
-        self._send_attach(session, name, handle, client_receives, echo_source, echo_target, props)
+        if isinstance(link, IngressLink) and link.producer_group is not None:
+            props = idempotence.attach_properties(link.producer_attach)  # type: ignore[arg-type]
+            offered = [idempotence.CAPABILITY]
+        self._send_attach(session, name, handle, client_receives, echo_source, echo_target, props, offered)
         _LOG.info("conn %s: link %r attached", self.id, link)
         if isinstance(link, (IngressLink, RequestLink)):
             link.grant_credit()
 
     def _send_attach(self, session: Session, name: Any, handle: int, client_receives: bool, source: Any, target: Any,
-                     properties: Any) -> None:
+                     properties: Any, offered_capabilities: Any = None) -> None:
         self.write(codec.encode_performative(perf.AttachFrame(
             name=name, handle=handle, role=not client_receives, send_settle_mode=0 if not client_receives else 1,
             rcv_settle_mode=0, source=source, target=target, unsettled=None, incomplete_unsettled=False,
             initial_delivery_count=0 if client_receives else None, max_message_size=MAX_MESSAGE_SIZE,
-            offered_capabilities=None, desired_capabilities=None, properties=properties), session.channel))
+            offered_capabilities=offered_capabilities, desired_capabilities=None, properties=properties),
+            session.channel))
 
     def _make_link(self, session: Session, name: Any, handle: int, client_receives: bool, address: str,
                    path: list[str], source: Any, properties: dict[Any, Any]) -> Link:
@@ -662,6 +686,31 @@ class Connection(asyncio.Protocol):
             log.listeners.discard(link.wake)
             raise
         return link
+
+    def _producer_attach(self, link: IngressLink, desired_capabilities: Any, properties: dict[Any, Any]) -> None:
+        """Join an idempotent sender to its producer group (refused below the group's owner level)."""
+        try:
+            requested = idempotence.link_request(desired_capabilities, properties)
+        except CodecError as exc:
+            raise LinkRefused("amqp:invalid-field", str(exc)) from None
+        if requested is None:
+            return
+        if link.partition is None:
+            raise LinkRefused("amqp:not-allowed", "an idempotent producer must send to one partition "
+                                                  f"(<hub>/Partitions/<id>), not to {link.address!r}")
+        broker = self.broker
+        key = (link.hub.name.lower(), link.partition)
+        producers = broker.producers.get(key)
+        if producers is None:
+            producers = broker.producers[key] = idempotence.PartitionProducers(link.hub.partitions[link.partition])
+        try:
+            attached = producers.attach(*requested)
+        except idempotence.Fenced as exc:
+            raise LinkRefused(idempotence.EPOCH_STOLEN, str(exc)) from None
+        link.producer_attach = attached
+        link.producer_group = attached.group
+        link.producer_epoch = attached.group.epoch
+        # senders of a lower owner level stay attached; their next send is refused (producer-epoch-stolen)
 
     def steal(self, link: DeliveryLink, description: str) -> None:
         """Close a consumer link because a higher owner level took its partition."""

@@ -129,5 +129,39 @@ def test_one_poke_lists_blobs_once_per_consumer_group(
 
     assert sensor.poke({}).is_done and sensor.poke({}).is_done  # type: ignore[arg-type]
 
-    assert len(requests) == 2 * 2
+    # two pokes x two consumer groups x two spellings of the local namespace (with and without its port);
+    # a namespace without a port (every real one) is one list per consumer group
+    assert len(requests) == 2 * 2 * 2
     assert all(method == "GET" and "comp=list" in url for method, url in requests)
+
+
+def test_sensor_waits_for_a_js_processor_and_a_python_processor_each_checkpointing_under_its_own_spelling(
+    connections: dict[str, str], container: str, publish, consumers, js, azurite: object, event_hubs: object  # type: ignore[no-untyped-def]
+) -> None:
+    # Python's BlobCheckpointStore writes under 127.0.0.1:<port>/..., the JS one under 127.0.0.1/...
+    published = publish({"0": 3, "1": 2, "2": 0, "3": 2})
+    targets = {p: v["service_last_sequence_number"] for p, v in published.items() if v["events"]}
+    groups = ["$Default", CONSUMER_GROUP]
+
+    def js_processor(limits: dict[str, int]) -> dict[str, object]:
+        (result,) = js(event_hubs, connections["hub"], [{
+            "op": "processWithCheckpoints", "consumerGroup": CONSUMER_GROUP, "targets": limits,
+            "storageConnectionString": azurite.connection_string, "container": container,  # type: ignore[attr-defined]
+        }], timeout=45)
+        return result
+
+    consumers.run(targets, group="$Default")  # the Python processor reaches every target
+    short = js_processor({"0": 2, "1": 0, "3": 1})  # the JS processor stops short on every partition
+    assert short["checkpointed"] == {"0": 2, "1": 0, "3": 1}
+    assert sorted((c["partitionId"], c["sequenceNumber"]) for c in short["listed"]) == [("0", 2), ("1", 0), ("3", 1)]
+
+    early = _sensor(connections, container, targets=published, consumer_groups=groups)
+    assert not early.poke({}).is_done  # type: ignore[arg-type]
+    summary = early._last_progress.summary()  # type: ignore[union-attr]
+    assert "has no checkpoints yet" not in summary  # the JS processor's checkpoints are seen ...
+    assert "consumer group 'analytics': partition 0: checkpoint 2, target 2 (reached)" in summary
+    assert "partition 1: checkpoint 0, target 1 (1 to go)" in summary  # ... and are short of the targets
+
+    js_processor(targets)
+    result = _sensor(connections, container, targets=published, consumer_groups=groups).execute({})  # type: ignore[arg-type]
+    assert result == {"$Default": targets, CONSUMER_GROUP: targets}

@@ -159,3 +159,4 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10, interval: flo
 @pytest.fixture
 def until() -> Callable[..., bool]:
     return wait_until
+

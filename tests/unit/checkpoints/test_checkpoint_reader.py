@@ -208,3 +208,44 @@ def test_async_reader_reports_a_missing_container(azurite: object) -> None:
     with pytest.raises(CheckpointStoreError, match="container 'gone' does not exist"):
         asyncio.run(read())
 
+
+
+LOCAL = "127.0.0.1:5672"  # a namespace with a port: Python writes it with the port, JavaScript without
+
+
+def test_reads_checkpoints_and_ownership_written_with_and_without_the_namespace_port(
+    azurite: object, container: str
+) -> None:
+    client = _container(azurite, container)
+    client.upload_blob(f"{LOCAL}/orders/$default/checkpoint/0", b"", metadata={"sequencenumber": "4"})  # Python
+    client.upload_blob("127.0.0.1/orders/$default/checkpoint/1", b"", metadata={"sequencenumber": "9"})  # JavaScript
+    client.upload_blob("127.0.0.1/orders/$default/ownership/1", b"", metadata={"ownerid": "js-processor"})
+    client.upload_blob("127.0.0.1/Orders/$Default/checkpoint/2", b"", metadata={"SequenceNumber": "2"})  # any case
+    client.upload_blob("127.0.0.2/orders/$default/checkpoint/3", b"", metadata={"sequencenumber": "7"})  # other host
+    counter = RequestCounter()
+
+    state = CheckpointReader(_container(azurite, container, raw_request_hook=counter), LOCAL, HUB).read("$Default")
+
+    assert {p: c.sequence_number for p, c in state.checkpoints.items()} == {"0": 4, "1": 9, "2": 2}
+    assert state.ownership["1"].owner_id == "js-processor"
+    assert len(counter.requests) == 2  # one list per spelling
+
+
+def test_when_a_partition_has_both_port_spellings_the_most_recently_written_wins(azurite: object, container: str) -> None:
+    client = _container(azurite, container)
+    client.upload_blob(f"{LOCAL}/orders/$default/checkpoint/0", b"", metadata={"sequencenumber": "50"})
+    client.upload_blob("127.0.0.1/orders/$default/ownership/0", b"", metadata={"ownerid": "retired"})
+    time.sleep(1.1)  # blob last-modified has one-second resolution
+    client.upload_blob("127.0.0.1/orders/$default/checkpoint/0", b"", metadata={"sequencenumber": "20"})
+    client.upload_blob(f"{LOCAL}/orders/$default/ownership/0", b"", metadata={"ownerid": "running"})
+
+    async def read():  # type: ignore[no-untyped-def]
+        from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
+
+        async with AsyncContainerClient.from_connection_string(azurite.connection_string, container) as aclient:  # type: ignore[attr-defined]
+            return await AsyncCheckpointReader(aclient, LOCAL, HUB).read("$Default")
+
+    for state in (CheckpointReader(client, LOCAL, HUB).read("$Default"), asyncio.run(read())):
+        assert state.sequence_number("0") == 20
+        assert state.checkpoints["0"].blob_name == "127.0.0.1/orders/$default/checkpoint/0"
+        assert state.ownership["0"].owner_id == "running"
