@@ -110,6 +110,12 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     return CompatEnv(python=VENV / "bin" / "python", env=env, work=work)
 
 
+def result_line(proc: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON a child script printed on its one ``RESULT `` line."""
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
 def installed_versions(compat: CompatEnv) -> dict[str, str]:
     script = "import json, importlib.metadata as md; print(json.dumps({d.metadata['Name'].lower(): d.version for d in md.distributions()}))"
     return json.loads(compat.run_ok("-c", script).stdout)
@@ -163,8 +169,7 @@ def test_every_public_module_of_the_wheel_imports_on_the_floor_without_pyspark(c
         print("RESULT " + json.dumps(failed))
     """)
     proc = compat.run_ok("-c", script, json.dumps(expected))
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    failed = json.loads(line[7:])
+    failed = result_line(proc)
     assert failed == {}, "\n".join(f"{name}:\n{tb}" for name, tb in failed.items())
     assert {"airflow_provider_eh.operators.spark_publish", "airflow_provider_eh.spark.session"} <= set(expected)
 
@@ -195,8 +200,7 @@ def test_every_example_dag_parses_without_import_errors_on_the_floor(compat: Com
         print("RESULT " + json.dumps({"errors": bag.import_errors, "files": sorted({Path(d.fileloc).name for d in bag.dags.values()})}))
     """)
     proc = compat.run_ok("-c", script, str(REPO / "dags"))
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    result = json.loads(line[7:])
+    result = result_line(proc)
     assert result["errors"] == {}
     assert result["files"] == sorted(p.name for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
 
@@ -260,8 +264,7 @@ def test_publish_dag_run_on_the_floor_lands_each_event_once_and_a_rerun_adds_non
     compat.run_ok("-m", "airflow", "db", "migrate", env=env, timeout=600)
     for attempt in ("first run", "re-run"):
         proc = compat.run_ok("-c", RUN_DAG_TEST, str(dags / "compat_publish.py"), "2026-03-02T00:00:00+00:00", env=env)
-        (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        assert json.loads(line[7:]) == {"run": "success", "publish": "success"}, (attempt, proc.stdout[-5000:], proc.stderr[-3000:])
+        assert result_line(proc) == {"run": "success", "publish": "success"}, (attempt, proc.stdout[-5000:], proc.stderr[-3000:])
 
     events = read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub))
     counts = Counter(json.loads(event.body)["id"] for event in events)
