@@ -222,19 +222,19 @@ def test_unit_tests_pass_against_the_installed_wheel_on_the_floor(compat: Compat
 PUBLISH_DAG = '''
 from datetime import datetime, timezone
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
 
 
-@task
-def build_events(data_interval_start=None):
-    day = data_interval_start.date().isoformat()
+def orders(context):
+    """The interval's 200 events, keyed by customer; the same on every run of the interval."""
+    day = context["data_interval_start"].date().isoformat()
     return [{"body": {"id": f"{day}-{i}"}, "partition_key": f"customer-{i % 7}"} for i in range(200)]
 
 
 with DAG(dag_id="compat_publish", schedule="@daily", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as dag:
-    EventHubPublishOperator(task_id="publish", events=build_events(), state_container=CONTAINER, claim_timeout=30)
+    EventHubPublishOperator(task_id="publish", events=orders, state_container=CONTAINER, claim_timeout=30)
 '''
 
 RUN_DAG_TEST = """
