@@ -22,12 +22,19 @@ from typing import Any
 
 import pendulum
 
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
+from airflow.sdk import Param, dag, task
 
 import _orders as orders
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+from airflow_provider_eh.version_compat import AIRFLOW_V_3_2_PLUS
+
+if AIRFLOW_V_3_2_PLUS:
+    from airflow.sdk import CronDataIntervalTimetable
+else:  # Airflow 3.1: the DAG-authoring timetables are still in core
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
 
 @dag(
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),

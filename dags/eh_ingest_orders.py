@@ -16,8 +16,8 @@ from typing import Any
 
 import pendulum
 
+from airflow.providers.common.compat.sdk import AirflowSkipException
 from airflow.sdk import Param, dag, task
-from airflow.sdk.exceptions import AirflowSkipException
 
 import _orders as orders
 from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator, EventHubIngestOperator

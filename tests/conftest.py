@@ -38,10 +38,10 @@ os.environ.update(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/integration and tests/dags needs the local stack."""
+    """Everything under tests/integration, tests/dags and tests/compat needs the local stack."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
-        if parts[0] in ("integration", "dags"):
+        if parts[0] in ("integration", "dags", "compat"):
             item.add_marker(pytest.mark.integration)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.log import mask_secret
+from airflow.providers.common.compat.sdk import mask_secret
 
 
 def extra_field(extras: dict[str, Any], conn_type: str, name: str) -> Any:

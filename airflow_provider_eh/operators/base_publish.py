@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_eh.errors import EventHubsProviderError
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook

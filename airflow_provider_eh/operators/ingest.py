@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 
 def spark_settings(spark_conn_id: str, spark_conf: Mapping[str, Any] | None = None) -> SparkSettings:
     """Where Spark runs, from a ``spark`` or ``spark_connect`` connection; ``local[*]`` when it does not exist."""
-    from airflow.exceptions import AirflowNotFoundException
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.common.compat.sdk import AirflowNotFoundException
 
     from airflow_provider_eh.spark.session import SparkSettings
 

@@ -225,7 +225,7 @@ def run_operator(container: str, **arguments: Any) -> Any:
 def test_argument_out_of_range_fails_the_task_naming_it_and_sends_nothing(
     operator_hub: dict[str, Any], arguments: dict[str, Any], message: str
 ) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     with pytest.raises(AirflowFailException, match=f"^Task 'publish': {message}"):
         run_operator(operator_hub["container"], **arguments)

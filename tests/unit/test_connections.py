@@ -82,7 +82,7 @@ def test_endpoint_repr_and_pickle_keep_the_secret_out_of_repr() -> None:
 
 
 def test_connection_secrets_are_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+    from airflow.providers.common.compat.sdk import redact
 
     _set(monkeypatch, "eh", conn_type="azure_event_hubs", extra={"connection_string": CONN_STR + ";EntityPath=o"})
     EventHubsHook("eh").get_endpoint()

@@ -8,7 +8,7 @@ partition's checkpoint stands.
 from __future__ import annotations
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor

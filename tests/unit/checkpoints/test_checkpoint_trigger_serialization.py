@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import inspect
 
-from airflow.sdk._shared.module_loading import import_string
-from airflow.sdk.serde import deserialize, serialize
+from airflow.providers.common.compat.module_loading import import_string
 
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
+from airflow_provider_eh.version_compat import AIRFLOW_V_3_2_PLUS
+
+if AIRFLOW_V_3_2_PLUS:
+    from airflow.sdk.serde import deserialize, serialize
+else:  # Airflow 3.1: serde is still in core
+    from airflow.serialization.serde import deserialize, serialize
 
 KWARGS = {
     "targets": {"0": 9, "3": 26},

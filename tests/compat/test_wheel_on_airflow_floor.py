@@ -1,0 +1,272 @@
+"""The wheel of this checkout on the lowest supported Airflow, installed as a user installs it.
+
+A fresh environment (``.local/compat-venv``) gets the wheel built from the checkout, Airflow pinned to
+the floor (``COMPAT_AIRFLOW``, the latest patch of the lowest supported minor) and common-compat pinned
+to its declared minimum; every other package comes from the wheel's own metadata, resolved as pip
+would (no lock, no extra). The test tools (pytest) are the only additions. Everything then runs in
+that environment's Python, from a directory outside the checkout, so the checkout can never stand in
+for the installed package. ``EH_COMPAT_AIRFLOW`` runs the leg on another Airflow version, and
+``EH_COMPAT_CONSTRAINTS`` names a constraints file to add (Airflow's own, say).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.testing.stack import connection_env
+from tests.conftest import REPO, unique_name
+
+COMPAT_AIRFLOW = os.environ.get("EH_COMPAT_AIRFLOW", "3.1.8")
+VENV = REPO / ".local" / "compat-venv"
+PACKAGE = "airflow_provider_eh"
+# What the compat environment's Python must not inherit from this test process.
+_FOREIGN_ENV = ("AIRFLOW", "EH_TESTS_", "PYTEST_", "PYTHON", "PYSPARK", "VIRTUAL_ENV", "AZURITE_BIN")
+
+
+def declared_minimum(distribution: str) -> str:
+    """The ``>=`` floor pyproject.toml declares for a dependency."""
+    for requirement in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+        match = re.fullmatch(rf"{re.escape(distribution)}\s*>=\s*([\w.]+).*", requirement)
+        if match:
+            return match.group(1)
+    raise AssertionError(f"pyproject.toml declares no minimum for {distribution}")
+
+
+def uv() -> str:
+    """uv from the dev environment (``make venv`` installs it), else from PATH."""
+    beside = Path(sys.executable).with_name("uv")
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    assert found, "uv not found: run `make venv`"
+    return found
+
+
+@dataclass(frozen=True)
+class CompatEnv:
+    """The floor environment: its Python, a clean environment for it, and a work dir outside the checkout."""
+
+    python: Path
+    env: dict[str, str]
+    work: Path
+
+    def run(self, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.python), *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=self.work, env={**self.env, **(env or {})})
+
+    def run_ok(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        proc = self.run(*args, **kwargs)
+        assert proc.returncode == 0, f"{args[:2]} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        return proc
+
+
+@pytest.fixture(scope="module")
+def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
+    """Build the wheel, create ``.local/compat-venv`` from scratch and install the wheel there on the floor."""
+    tmp = tmp_path_factory.mktemp("compat")
+    wheels = tmp / "wheel"
+    subprocess.run([uv(), "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(REPO)], check=True, timeout=300)
+    (wheel,) = wheels.glob("airflow_provider_eh-*.whl")
+    shutil.rmtree(VENV, ignore_errors=True)
+    subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True, timeout=120)
+    constraints = tmp / "floor.txt"
+    constraints.write_text(
+        f"apache-airflow=={COMPAT_AIRFLOW}\n"
+        f"apache-airflow-providers-common-compat=={declared_minimum('apache-airflow-providers-common-compat')}\n"
+        + (Path(os.environ["EH_COMPAT_CONSTRAINTS"]).read_text() if os.environ.get("EH_COMPAT_CONSTRAINTS") else "")
+    )
+    subprocess.run(
+        [uv(), "pip", "install", "--quiet", "--python", str(VENV / "bin" / "python"), "--constraint", str(constraints),
+         str(wheel), "pytest>=8", "pytest-timeout>=2.3"],
+        check=True, timeout=900,
+    )
+    home = tmp / "airflow-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
+    env.update({
+        "PATH": f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+    })
+    work = tmp / "work"
+    work.mkdir()
+    return CompatEnv(python=VENV / "bin" / "python", env=env, work=work)
+
+
+def result_line(proc: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON a child script printed on its one ``RESULT `` line."""
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def installed_versions(compat: CompatEnv) -> dict[str, str]:
+    script = "import json, importlib.metadata as md; print(json.dumps({d.metadata['Name'].lower(): d.version for d in md.distributions()}))"
+    return json.loads(compat.run_ok("-c", script).stdout)
+
+
+def test_the_floor_environment_holds_the_wheel_on_the_lowest_airflow_without_extras(compat: CompatEnv) -> None:
+    floor = Version(declared_minimum("apache-airflow"))
+    assert Version(COMPAT_AIRFLOW) >= floor
+    if "EH_COMPAT_AIRFLOW" not in os.environ:
+        assert Version(COMPAT_AIRFLOW).release[:2] == floor.release[:2], "the leg runs the declared floor's minor"
+    versions = installed_versions(compat)
+    assert versions["apache-airflow"] == COMPAT_AIRFLOW
+    assert versions["apache-airflow-core"] == COMPAT_AIRFLOW
+    assert versions["apache-airflow-providers-common-compat"] == declared_minimum("apache-airflow-providers-common-compat")
+    assert versions["airflow-provider-eh"] == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    # no extra: neither the [spark] extra's full pyspark nor the [dev] extra's providers came along
+    assert "pyspark" not in versions and "apache-airflow-providers-sqlite" not in versions
+    where = compat.run_ok("-c", f"import {PACKAGE}; print({PACKAGE}.__file__)").stdout.strip()
+    assert Path(where).is_relative_to(VENV), f"{PACKAGE} imported from {where}, not from the installed wheel"
+
+
+def public_modules() -> list[str]:
+    """Every module of the package in the checkout whose dotted name has no ``_``-prefixed part."""
+    names = []
+    for path in (REPO / PACKAGE).rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if not any(part.startswith("_") for part in parts):
+            names.append(".".join(parts))
+    return sorted(names)
+
+
+def test_every_public_module_of_the_wheel_imports_on_the_floor_without_pyspark(compat: CompatEnv) -> None:
+    """A plain install: every module imports, the Spark ones included, with ``pyspark`` made unimportable."""
+    expected = public_modules()
+    script = textwrap.dedent("""
+        import importlib, importlib.abc, json, sys, traceback
+
+        class NoPyspark(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.partition(".")[0] == "pyspark":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        sys.meta_path.insert(0, NoPyspark())
+        failed = {}
+        for name in json.loads(sys.argv[1]):
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                failed[name] = traceback.format_exc(limit=3)
+        print("RESULT " + json.dumps(failed))
+    """)
+    proc = compat.run_ok("-c", script, json.dumps(expected))
+    failed = result_line(proc)
+    assert failed == {}, "\n".join(f"{name}:\n{tb}" for name, tb in failed.items())
+    assert {"airflow_provider_eh.operators.spark_publish", "airflow_provider_eh.spark.session"} <= set(expected)
+
+
+def test_airflow_providers_list_shows_the_provider_on_the_floor(compat: CompatEnv) -> None:
+    proc = compat.run_ok("-m", "airflow", "providers", "list", "--output", "json")
+    providers = {p["package_name"]: p for p in json.loads(proc.stdout[proc.stdout.index("["):])}
+    assert "airflow-provider-eh" in providers, sorted(providers)
+    assert "airflow-provider-eh" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_every_example_dag_parses_without_import_errors_on_the_floor(compat: CompatEnv) -> None:
+    script = textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        # as the DAG processor parses a bundle: BundleDagBag (3.1.7, moved in 3.2), or before 3.1.7
+        # the bundle's root put on sys.path by the processor itself and a DagBag
+        dags = Path(sys.argv[1])
+        try:
+            from airflow.dag_processing.dagbag import BundleDagBag as Bag
+        except ImportError:
+            try:
+                from airflow.models.dagbag import BundleDagBag as Bag
+            except ImportError:
+                from airflow.models.dagbag import DagBag as Bag
+                sys.path.append(str(dags))
+        bag = Bag(dag_folder=str(dags), bundle_path=dags, safe_mode=False)
+        print("RESULT " + json.dumps({"errors": bag.import_errors, "files": sorted({Path(d.fileloc).name for d in bag.dags.values()})}))
+    """)
+    proc = compat.run_ok("-c", script, str(REPO / "dags"))
+    result = result_line(proc)
+    assert result["errors"] == {}
+    assert result["files"] == sorted(p.name for p in (REPO / "dags").glob("*.py") if not p.name.startswith("_"))
+
+
+def test_unit_tests_pass_against_the_installed_wheel_on_the_floor(compat: CompatEnv) -> None:
+    """The unit suite, copied out of the checkout so that only the installed wheel can be imported."""
+    copy = compat.work / "checkout-tests"
+    shutil.copytree(REPO / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "dags", copy / "dags", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
+    env = {"AZURITE_BIN": str(REPO / "node_modules" / ".bin" / "azurite-blob")}
+    proc = subprocess.run([str(compat.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
+                          capture_output=True, text=True, timeout=600, cwd=copy, env={**compat.env, **env})
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+
+
+PUBLISH_DAG = '''
+from datetime import datetime, timezone
+
+from airflow.sdk import DAG
+
+from airflow_provider_eh.operators.publish import EventHubPublishOperator
+
+
+def orders(context):
+    """The interval's 200 events, keyed by customer; the same on every run of the interval."""
+    day = context["data_interval_start"].date().isoformat()
+    return [{"body": {"id": f"{day}-{i}"}, "partition_key": f"customer-{i % 7}"} for i in range(200)]
+
+
+with DAG(dag_id="compat_publish", schedule="@daily", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as dag:
+    EventHubPublishOperator(task_id="publish", events=orders, state_container=CONTAINER, claim_timeout=30)
+'''
+
+RUN_DAG_TEST = """
+import importlib.util, json, sys
+from datetime import datetime
+spec = importlib.util.spec_from_file_location("compat_publish", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+run = module.dag.test(logical_date=datetime.fromisoformat(sys.argv[2]))
+print("RESULT " + json.dumps({"run": str(run.state), "publish": str(run.get_task_instance("publish").state)}))
+"""
+
+
+def test_publish_dag_run_on_the_floor_lands_each_event_once_and_a_rerun_adds_none(
+    compat: CompatEnv, event_hubs: Any, azurite: Any, container: str
+) -> None:
+    """``dag.test()`` on the floor Airflow publishes a day through the local stack; a re-run of the day adds nothing."""
+    hub = unique_name("compat")
+    event_hubs.admin.create_hub(hub, partitions=2)
+    dags = compat.work / "publish-dags"
+    dags.mkdir()
+    (dags / "compat_publish.py").write_text(PUBLISH_DAG.replace("CONTAINER", repr(container)))
+    env = {
+        **connection_env(event_hubs=event_hubs.connection_string(hub), blob=azurite.connection_string),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+    }
+    compat.run_ok("-m", "airflow", "db", "migrate", env=env, timeout=600)
+    for attempt in ("first run", "re-run"):
+        proc = compat.run_ok("-c", RUN_DAG_TEST, str(dags / "compat_publish.py"), "2026-03-02T00:00:00+00:00", env=env)
+        assert result_line(proc) == {"run": "success", "publish": "success"}, (attempt, proc.stdout[-5000:], proc.stderr[-3000:])
+
+    events = read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub))
+    counts = Counter(json.loads(event.body)["id"] for event in events)
+    assert len(counts) == 200 and set(counts.values()) == {1}, Counter(counts.values())
+    assert len({key.rsplit("-", 1)[0] for key in counts}) == 1  # one interval's events
