@@ -44,7 +44,7 @@ node_modules/.installed: package.json package-lock.json | check-tools
 # another pytest session on the machine would delete files from under a running test there.
 test: venv node
 	mkdir -p $(LOCAL)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest --durations=15 tests
 
 test-unit: venv
 	$(PY) -m pytest tests/unit
