@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 from azure.eventhub import EventData, EventHubProducerClient
+from worker import rows
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 
 WORKER = Path(__file__).with_name("worker.py")
 TABLE = "CREATE TABLE IF NOT EXISTS events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)"
@@ -35,6 +39,22 @@ def stamped(partition_id: str, count: int, *, group: str = "pub", start: int = 0
         {"body": {"id": f"p{partition_id}-{i}"}, "properties": {"eh.group": group, "eh.seq": i, "eh.batch": "b0", "eh.owner": 1}}
         for i in range(start, start + count)
     ]
+
+
+def ingest(eh_conn_str: str, sink_db: Path, *, container=None, sessions=None, row_function=rows, **limits) -> dict:
+    """One ingestion run of ``$Default`` into ``sink_db``'s ``events`` (blob checkpoints mirrored to ``container``); its summary."""
+    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
+    stream = Stream(endpoint.namespace, endpoint.eventhub_name, "$Default")
+    store = SqlIngestStore(sqlite3.connect(sink_db), stream)
+    try:
+        run = IngestRun(
+            endpoint, "$Default", store, BatchProcessor("events", row_function, sessions=sessions),
+            owner_id="test", container_client=container,
+            limits=RunLimits(batch_size=50, max_wait_time=0.3, max_duration=60, **limits),
+        )
+        return run.run()
+    finally:
+        store.close()
 
 
 @pytest.fixture

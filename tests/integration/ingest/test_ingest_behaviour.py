@@ -11,28 +11,11 @@ from pathlib import Path
 
 import pytest
 from azure.storage.blob import ContainerClient
-from conftest import publish, stamped, table_rows
-from worker import rows
+from conftest import ingest, publish, stamped, table_rows
 
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError
-from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
-
-
-
-def ingest(eh_conn_str, sink_db, *, container=None, sessions=None, row_function=rows, **limits):
-    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
-    stream = Stream(endpoint.namespace, endpoint.eventhub_name, "$Default")
-    store = SqlIngestStore(sqlite3.connect(sink_db), stream)
-    try:
-        run = IngestRun(
-            endpoint, "$Default", store, BatchProcessor("events", row_function, sessions=sessions),
-            owner_id="test", container_client=container,
-            limits=RunLimits(batch_size=50, max_wait_time=0.3, max_duration=60, **limits),
-        )
-        return run.run()
-    finally:
-        store.close()
+from airflow_provider_eh.ingest import IngestRun, SessionConfig
 
 
 def test_events_republished_with_the_same_stamps_are_skipped_as_duplicates(eh_conn_str, sink_db):
