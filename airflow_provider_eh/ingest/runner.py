@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_eh.checkpoints import CheckpointReader
+from airflow_provider_eh.checkpoints import CheckpointReader, namespace_spellings
 from airflow_provider_eh.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError, UnknownPartitionError
 from airflow_provider_eh.ingest.events import IngestEvent
@@ -261,16 +261,23 @@ class IngestRun:
             log.info("Instance %s: blob checkpoint of partition %s brought up to seq %d", self.owner_id, p, cp.sequence_number)
 
     def _mirror(self, partition_id: str, sequence_number: int, offset: str | None) -> None:
-        self.checkpoint_store.update_checkpoint(
-            {
-                "fully_qualified_namespace": self.endpoint.fully_qualified_namespace,
-                "eventhub_name": self.endpoint.eventhub_name,
-                "consumer_group": self.consumer_group,
-                "partition_id": partition_id,
-                "sequence_number": sequence_number,
-                "offset": offset,
-            }
-        )
+        """
+        Write the standard checkpoint blob under every spelling of the namespace an SDK's processor
+        reads: a namespace with a port (the local endpoint, a custom endpoint) is ``host:port`` in
+        Python's ``BlobCheckpointStore`` and ``host`` in JavaScript's; both read the same metadata
+        (``sequencenumber``, ``offset``) and resume after the offset.
+        """
+        for namespace in namespace_spellings(self.endpoint.fully_qualified_namespace):
+            self.checkpoint_store.update_checkpoint(
+                {
+                    "fully_qualified_namespace": namespace,
+                    "eventhub_name": self.endpoint.eventhub_name,
+                    "consumer_group": self.consumer_group,
+                    "partition_id": partition_id,
+                    "sequence_number": sequence_number,
+                    "offset": offset,
+                }
+            )
 
     def _balance(self, targets: Mapping[str, int], pending: list[str], idle_for: float) -> list[str]:
         """Renew, then claim until the plan wants nothing more (``balanced`` re-lists between claims)."""

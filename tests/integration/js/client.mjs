@@ -205,6 +205,36 @@ async function processWithCheckpoints(step) {
   }
 }
 
+async function resumeFromCheckpoints(step) {
+  // a processor with the blob checkpoint store that only reads: where it starts on each partition is
+  // where the store's checkpoints put it (startPosition earliest where there is none); events until
+  // step.count arrived, then step.settleMs more to catch any beyond, or step.waitMs in all
+  const container = new ContainerClient(step.storageConnectionString, step.container);
+  const client = new EventHubConsumerClient(step.consumerGroup, request.connectionString, new BlobCheckpointStore(container),
+    { loadBalancingOptions: { strategy: "greedy", updateIntervalInMs: 500 } });
+  const events = [];
+  const errors = [];
+  try {
+    await new Promise((resolve) => {
+      let settling = false;
+      const subscription = client.subscribe({
+        processEvents: async (batch, context) => {
+          for (const e of batch) events.push({ body: text(e), partitionId: context.partitionId, sequenceNumber: e.sequenceNumber });
+          if (events.length >= step.count && !settling) {
+            settling = true;
+            setTimeout(() => subscription.close().then(resolve), step.settleMs ?? 1500);
+          }
+        },
+        processError: async (err) => { errors.push(errorInfo(err)); },
+      }, { startPosition: earliestEventPosition, maxBatchSize: 100, maxWaitTimeInSeconds: 1 });
+      setTimeout(() => subscription.close().then(resolve), step.waitMs ?? 15000);
+    });
+    return { events, errors };
+  } finally {
+    await client.close();
+  }
+}
+
 function idempotentProducer(step, errors) {
   // the buffered producer with idempotent retries; partitionOptions (ownerLevel, producerGroupId,
   // startingSequenceNumber) go where the SDK's producer reads them per partition
@@ -279,7 +309,7 @@ async function clearFaults() {
   return admin("DELETE", "/faults");
 }
 
-const STEPS = { fault, clearFaults, send, properties, receive, ownerLevels, processWithCheckpoints, idempotentSend, idempotentFence };
+const STEPS = { fault, clearFaults, send, properties, receive, ownerLevels, processWithCheckpoints, resumeFromCheckpoints, idempotentSend, idempotentFence };
 
 try {
   for (const [index, step] of request.steps.entries()) {
