@@ -245,10 +245,10 @@ class IngestRun:
         """
         if self.ownership is None:
             return
-        listing = self.ownership.reader.read(self.consumer_group)
+        mirrored = self._mirrored()
         claims = self.ownership.list()
         for p, cp in self.store.checkpoints(targets).items():
-            blob = listing.sequence_number(p)
+            blob = mirrored.get(p)
             if cp.sequence_number < 0 or (blob is not None and blob >= cp.sequence_number):
                 continue
             if p not in self.ownership.owned:
@@ -259,6 +259,19 @@ class IngestRun:
                     continue
             self._mirror(p, cp.sequence_number, cp.offset)
             log.info("Instance %s: blob checkpoint of partition %s brought up to seq %d", self.owner_id, p, cp.sequence_number)
+
+    def _mirrored(self) -> dict[str, int]:
+        """
+        Per partition, the lowest sequence number the mirror holds under any spelling of the namespace,
+        as each SDK's store lists it; a partition missing under one spelling is not mirrored (a crash
+        between the two writes of :meth:`_mirror` leaves one behind).
+        """
+        listed = [
+            {c["partition_id"]: c["sequence_number"] for c in self.checkpoint_store.list_checkpoints(
+                namespace, self.endpoint.eventhub_name, self.consumer_group)}
+            for namespace in namespace_spellings(self.endpoint.fully_qualified_namespace)
+        ]
+        return {p: min(spelling[p] for spelling in listed) for p in listed[0] if all(p in spelling for spelling in listed)}
 
     def _mirror(self, partition_id: str, sequence_number: int, offset: str | None) -> None:
         """

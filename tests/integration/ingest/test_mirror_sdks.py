@@ -10,6 +10,8 @@ from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 from azure.storage.blob import ContainerClient
 from conftest import ingest, publish, stamped, table_rows
 
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+
 OLD = 6  # per partition, ingested by the provider
 NEW = 3  # per partition, published after the ingestion
 PARTITIONS = "01"
@@ -60,3 +62,19 @@ def test_python_and_javascript_processors_resume_from_the_ingest_runs_mirrored_c
     }], timeout=40)
     assert resumed["errors"] == []
     assert sorted(json.loads(e["body"])["id"] for e in resumed["events"]) == new
+
+
+def test_a_mirrored_checkpoint_missing_under_one_spelling_is_restored_by_the_next_run(eh_conn_str, sink_db, azurite, container, hub):
+    blobs = ContainerClient.from_connection_string(azurite.connection_string, container)
+    publish(eh_conn_str, {"0": stamped("0", OLD)})
+    ingest(eh_conn_str, sink_db, container=blobs)
+    host, port = EventHubsEndpoint.from_connection_string(eh_conn_str).fully_qualified_namespace.rsplit(":", 1)
+    spellings = [f"{host}:{port}/{hub}/$default/checkpoint/0".lower(), f"{host}/{hub}/$default/checkpoint/0".lower()]
+    # as after a crash between the two writes: the checkpoint the JavaScript SDK reads is gone
+    blobs.delete_blob(spellings[1])
+
+    summary = ingest(eh_conn_str, sink_db, container=blobs)
+
+    assert summary["events"] == 0
+    for name in spellings:
+        assert blobs.get_blob_client(name).get_blob_properties().metadata["sequencenumber"] == str(OLD - 1)
