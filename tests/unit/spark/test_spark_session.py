@@ -27,6 +27,24 @@ def spark_home(root: Path) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def pyspark_with_jars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks after "is this pyspark-client alone?", whichever pyspark runs the tests (the wheel's
+    compatibility leg has pyspark-client alone)."""
+    import pyspark.util
+
+    monkeypatch.setattr(pyspark.util, "is_remote_only", lambda: False)
+
+
+def test_pyspark_client_alone_fails_naming_the_extra_and_spark_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark.util
+
+    monkeypatch.setattr(pyspark.util, "is_remote_only", lambda: True)
+    with pytest.raises(SparkUnavailableError, match=r"only pyspark-client is installed .*"
+                                                    r"pip install 'airflow-provider-eh\[spark\]'.* sc://host:15002"):
+        require_spark_distribution(LOCAL)
+
+
 @pytest.fixture
 def java_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "java"
