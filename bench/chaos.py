@@ -156,7 +156,7 @@ def publish_once(config: dict[str, Any], ready: str) -> dict[str, str]:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", force=True)
     batch = Batch(**config["batch"])
-    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
     endpoint = EventHubsEndpoint.from_connection_string(config["eh"], batch.hub)
     if batch.backend == "spark":
@@ -496,9 +496,9 @@ class Chaos:
     # -- the check
 
     def check(self) -> dict[str, int]:
-        from airflow_provider_eh.endpoint import EventHubsEndpoint
+        from airflow_provider_eh.client.endpoint import EventHubsEndpoint
         from airflow_provider_eh.publishing import partition_for_key
-        from airflow_provider_eh.testing.readback import read_hub
+        from airflow_provider_eh.client.readback import read_hub
 
         where: dict[str, str] = {}  # event id -> hub/partition it must be on
         for batch in self.expected:

@@ -30,7 +30,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 

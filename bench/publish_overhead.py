@@ -30,7 +30,7 @@ from azure.eventhub import EventData  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.publishing import (  # noqa: E402
     BlobProducerStateStore,
     Fingerprint,
@@ -39,7 +39,7 @@ from airflow_provider_eh.publishing import (  # noqa: E402
     send_partition,
 )
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
+from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 
 PARTITIONS = 4
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402

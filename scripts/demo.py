@@ -93,8 +93,8 @@ def run_dag(dag_id: str, dates: list[str | None], conf: dict[str, Any]) -> list[
 
 
 def read_back() -> list[Any]:
-    from airflow_provider_eh.endpoint import EventHubsEndpoint
-    from airflow_provider_eh.testing.readback import read_hub
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.readback import read_hub
 
     return read_hub(EventHubsEndpoint.from_connection_string(stack.event_hubs_connection_string(), HUB))
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint, parse_connection_string
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint, parse_connection_string
 from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 

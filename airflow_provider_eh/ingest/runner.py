@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.checkpoints import CheckpointReader, namespace_spellings
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError, UnknownPartitionError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.ingest.receive import STOP, PartitionReader
+from airflow_provider_eh.client.receive import STOP, PartitionReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
 
 log = logging.getLogger(__name__)

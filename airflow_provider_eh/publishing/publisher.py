@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
     EventHubsProviderError,
@@ -35,7 +35,7 @@ from airflow_provider_eh.publishing.batch import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
-from airflow_provider_eh.publishing.readback import landed_stamps
+from airflow_provider_eh.publishing.landed import landed_stamps
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from azure.eventhub import EventData
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batch import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled

@@ -23,14 +23,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.readback import landed_stamps
+from airflow_provider_eh.publishing.landed import landed_stamps
 from airflow_provider_eh.publishing.sender import send_partition
 from airflow_provider_eh.spark.mapping import BODY_COL, HASH_COL, PARTITION_COL, SLOT_COL, RowMapping, content_hash
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.publishing.plan import PartitionPlan
 
 

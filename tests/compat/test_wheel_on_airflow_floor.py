@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.readback import read_hub
 from airflow_provider_eh.testing.stack import connection_env
 from tests.conftest import REPO, unique_name
 

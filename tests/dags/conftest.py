@@ -54,7 +54,7 @@ class ExampleStack:
     env: dict[str, str]
 
     def endpoint(self, hub: str | None = None) -> Any:
-        from airflow_provider_eh.endpoint import EventHubsEndpoint
+        from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
         return EventHubsEndpoint.from_connection_string(self.event_hubs.connection_string(), hub or self.hub)
 

@@ -29,7 +29,7 @@ def generated_events(stack: ExampleStack) -> list[dict[str, Any]]:
 
 
 def hub_events(stack: ExampleStack) -> list[Any]:
-    from airflow_provider_eh.testing.readback import read_hub
+    from airflow_provider_eh.client.readback import read_hub
 
     return read_hub(stack.endpoint())
 

@@ -48,7 +48,7 @@ def test_rest_triggered_run_and_backfill_create_publish_each_event_once(
 ) -> None:
     import pyarrow.parquet as pq
 
-    from airflow_provider_eh.testing.readback import read_hub
+    from airflow_provider_eh.client.readback import read_hub
 
     airflow.wait_for_dag(DAG_ID)
     conf = {"hub": example_stack.hub, "rows": ROWS}

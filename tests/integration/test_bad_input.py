@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).with_name("publishing")))
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.errors import (  # noqa: E402
     InvalidProducerStateError,
     ProducerStateStoreError,
     UnknownEventHubError,
 )
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher  # noqa: E402
-from airflow_provider_eh.testing.readback import read_hub  # noqa: E402
+from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 from tests.conftest import connection_env, unique_name  # noqa: E402
 
 SAS_KEY_NAME, SAS_KEY = "publisher", "the-right-key-for-bad-input-tests"

@@ -31,9 +31,9 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from airflow_provider_eh.emulator import EmulatorProcess
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.azurite import AzuriteProcess
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env, unique_name
 
 MARK = uuid.uuid4().hex[:10]

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.azurite import ACCOUNT_KEY, ACCOUNT_NAME
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env
 
 pytest.importorskip("airflow.providers.microsoft.azure", reason="needs apache-airflow-providers-microsoft-azure (in requirements/dev.lock)")

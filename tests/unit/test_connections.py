@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook

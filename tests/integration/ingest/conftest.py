@@ -14,7 +14,7 @@ import pytest
 from azure.eventhub import EventData, EventHubProducerClient
 from worker import rows
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 
 WORKER = Path(__file__).with_name("worker.py")

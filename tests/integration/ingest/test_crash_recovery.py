@@ -10,7 +10,7 @@ from azure.storage.blob import ContainerClient
 from conftest import publish, sql_checkpoints, stamped, table_rows, trace
 
 from airflow_provider_eh.checkpoints import CheckpointReader
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
 PER_PARTITION = 25
 

@@ -13,7 +13,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 from conftest import ingest, publish, stamped, table_rows
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError
 from airflow_provider_eh.ingest import IngestRun, SessionConfig
 

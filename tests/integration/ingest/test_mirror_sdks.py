@@ -10,7 +10,7 @@ from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 from azure.storage.blob import ContainerClient
 from conftest import ingest, publish, stamped, table_rows
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
 OLD = 6  # per partition, ingested by the provider
 NEW = 3  # per partition, published after the ingestion

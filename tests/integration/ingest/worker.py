@@ -18,7 +18,7 @@ import time
 
 from azure.storage.blob import ContainerClient
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
 
 

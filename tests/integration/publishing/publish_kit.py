@@ -13,10 +13,10 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id
 from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.readback import read_hub
 
 RUNNER = Path(__file__).with_name("publish_runner.py")
 REPO = Path(__file__).resolve().parents[3]

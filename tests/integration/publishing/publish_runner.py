@@ -14,7 +14,7 @@ import sys
 
 from azure.storage.blob import ContainerClient
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
 
 

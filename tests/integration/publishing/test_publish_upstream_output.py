@@ -17,8 +17,8 @@ from typing import Any
 
 from publish_kit import REPO
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.readback import read_hub
 
 RUN_DAG_TEST = """
 import importlib.util, json, sys

@@ -16,12 +16,12 @@ from typing import Any
 
 from azure.storage.blob import ContainerClient
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, PartitionResult, derive_batch_id
 from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
 from airflow_provider_eh.spark.mapping import RowMapping
-from airflow_provider_eh.testing.readback import ReadEvent, read_hub
+from airflow_provider_eh.client.readback import ReadEvent, read_hub
 
 RUNNER = Path(__file__).with_name("spark_runner.py")
 DAG_TEST_RUNNER = Path(__file__).with_name("dag_test_runner.py")

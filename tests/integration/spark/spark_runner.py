@@ -15,7 +15,7 @@ import sys
 from azure.storage.blob import ContainerClient
 from spark_kit import TEST_CONF
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventHubsProviderError
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_kit import env_without_spark_or_java, outcome_of, pyspark_only_from, run_dag_test
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.readback import read_hub
 from airflow_provider_eh.testing.spark_connect import SparkConnectServer
 
 DAG_FILE = '''

@@ -12,8 +12,8 @@ from typing import Any
 
 from spark_kit import outcome_of, run_dag_test, write_orders
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.readback import read_hub
 
 DAG_FILE = '''
 import os

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventError, InvalidProducerStateError
 from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, normalise, partition_for_key
 from airflow_provider_eh.publishing import publisher as publisher_module

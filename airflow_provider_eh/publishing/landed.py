@@ -1,18 +1,17 @@
 """Recovery's read-back: which of a batch's producer sequence numbers landed on a partition.
 
-Reads one partition from the pending intent's start point (exclusive) to the end it has now, with a
-large prefetch, and keeps the stamps of our group and batch. Bounded by the in-doubt batch (one
-writer per group and partition), not by the partition's size.
+Reads one partition from the pending intent's start point (exclusive) to the end it has now (with
+:mod:`airflow_provider_eh.client.readback`) and keeps the stamps of our group and batch. Bounded by
+the in-doubt batch (one writer per group and partition), not by the partition's size.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.readback import ReadBackStalledError, events_after, partition_span
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
-from airflow_provider_eh.ingest.receive import PartitionReader
 from airflow_provider_eh.publishing.stamps import read_stamp
 
 log = logging.getLogger(__name__)
@@ -34,11 +33,9 @@ def landed_stamps(
 
     :raises InvalidProducerStateError: when retention already trimmed events after the start point.
     """
-    with endpoint.producer() as client:
-        props = client.get_partition_properties(partition_id)
-    end = int(props["last_enqueued_sequence_number"])
-    begin = int(props["beginning_sequence_number"])
-    if props.get("is_empty") or end <= after_sequence_number:
+    span = partition_span(endpoint, partition_id)
+    end, begin = span.last_enqueued_sequence_number, span.beginning_sequence_number
+    if span.is_empty or end <= after_sequence_number:
         return {}
     if begin > after_sequence_number + 1:
         raise InvalidProducerStateError(
@@ -47,30 +44,17 @@ def landed_stamps(
             "landed cannot be proven. Publish with a new generation, and make retention longer than retry delays."
         )
     found: dict[int, int] = {}
-    reader = PartitionReader(
-        endpoint, consumer_group, partition_id, after_sequence_number,
-        max_batch_size=1000, max_wait_time=0.2, prefetch=4000,
-    )
-    idle_since = time.monotonic()
-    last = after_sequence_number
-    for events in reader.batches():
-        if not events:
-            if time.monotonic() - idle_since > idle_timeout:
-                reader.close()
-                raise ProducerDisconnectedError(
-                    f"partition {partition_id}: recovery read of batch {batch_stamp} stalled at sequence number {last} "
-                    f"of {end}; retry."
-                )
-            continue
-        idle_since = time.monotonic()
-        for event in events:
+    try:
+        for event in events_after(endpoint, partition_id, after_sequence_number, end,
+                                  consumer_group=consumer_group, idle_timeout=idle_timeout):
             stamp = read_stamp(event.properties)
             if stamp is not None and stamp[0] == group and stamp[2] == batch_stamp:
                 found[stamp[1]] = event.sequence_number
-        last = events[-1].sequence_number
-        if last >= end:
-            break
-    reader.close()
+    except ReadBackStalledError as exc:
+        raise ProducerDisconnectedError(
+            f"partition {partition_id}: recovery read of batch {batch_stamp} stalled at sequence number {exc.last} "
+            f"of {end}; retry."
+        ) from exc
     log.info(
         "group %s partition %s batch %s: read back %s..%s, %d events of the batch landed",
         group, partition_id, batch_stamp, after_sequence_number + 1, end, len(found),

@@ -1,0 +1,137 @@
+"""Reading a partition back: every event after a sequence number, up to the partition's end when asked.
+
+Used by publishing's recovery (which of an in-doubt batch's events landed:
+:func:`airflow_provider_eh.publishing.landed.landed_stamps`) and by tests and scripts that count what
+landed in a whole hub (:func:`read_hub`, :func:`duplicates`). The read is bounded by the partition's
+last enqueued sequence number at the time of the call, so it ends although producers keep sending.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.receive import PartitionReader
+
+
+@dataclass(frozen=True)
+class PartitionSpan:
+    """What a partition holds now: its first and last sequence numbers (``is_empty``: it holds none)."""
+
+    partition_id: str
+    beginning_sequence_number: int
+    last_enqueued_sequence_number: int
+    is_empty: bool
+
+
+def partition_span(endpoint: EventHubsEndpoint, partition_id: str) -> PartitionSpan:
+    """One partition-properties request."""
+    with endpoint.producer() as client:
+        props = client.get_partition_properties(partition_id)
+    return PartitionSpan(
+        partition_id=str(partition_id),
+        beginning_sequence_number=int(props["beginning_sequence_number"]),
+        last_enqueued_sequence_number=int(props["last_enqueued_sequence_number"]),
+        is_empty=bool(props.get("is_empty")),
+    )
+
+
+class ReadBackStalledError(TimeoutError):
+    """No event arrived for ``idle_timeout`` seconds before the read reached its end; the caller says what that means."""
+
+    def __init__(self, partition_id: str, last: int, end: int, idle_timeout: float):
+        self.partition_id, self.last, self.end, self.idle_timeout = partition_id, last, end, idle_timeout
+        super().__init__(
+            f"partition {partition_id}: read-back stalled at sequence number {last} of {end} "
+            f"(nothing for {idle_timeout:g} s)"
+        )
+
+
+def events_after(
+    endpoint: EventHubsEndpoint,
+    partition_id: str,
+    after_sequence_number: int,
+    end: int,
+    *,
+    consumer_group: str = "$Default",
+    idle_timeout: float | None = None,
+) -> Iterator[Any]:
+    """
+    SDK ``EventData`` of ``partition_id`` after ``after_sequence_number`` (``-1``: from the start) up to ``end``.
+
+    Reads with a large prefetch, one link. ``idle_timeout``: raise :class:`ReadBackStalledError`
+    when no event arrives for that long (``None``: wait as long as it takes).
+    """
+    if end <= after_sequence_number:
+        return
+    reader = PartitionReader(
+        endpoint, consumer_group, partition_id, after_sequence_number,
+        max_batch_size=1000, max_wait_time=0.2, prefetch=4000,
+    )
+    idle_since = time.monotonic()
+    last = after_sequence_number
+    try:
+        for events in reader.batches():
+            if not events:
+                if idle_timeout is not None and time.monotonic() - idle_since > idle_timeout:
+                    raise ReadBackStalledError(str(partition_id), last, end, idle_timeout)
+                continue
+            idle_since = time.monotonic()
+            yield from events
+            last = events[-1].sequence_number
+            if last >= end:
+                return
+    finally:
+        reader.close()
+
+
+@dataclass(frozen=True)
+class ReadEvent:
+    """One event as read back: partition, body bytes, properties (str keys and values), service sequence number."""
+
+    partition: str
+    body: bytes
+    properties: dict[str, Any]
+    sequence_number: int
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_group: str = "$Default") -> list[ReadEvent]:
+    """Every event of one partition, from its start to its end at the time of the call."""
+    span = partition_span(endpoint, partition_id)
+    if span.is_empty:
+        return []
+    return [
+        ReadEvent(
+            str(partition_id),
+            b"".join(event.body),
+            {_text(k): _text(v) for k, v in (event.properties or {}).items()},
+            event.sequence_number,
+        )
+        for event in events_after(endpoint, partition_id, -1, span.last_enqueued_sequence_number,
+                                  consumer_group=consumer_group)
+    ]
+
+
+def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default") -> list[ReadEvent]:
+    """Every event of every partition of the hub (partitions read in parallel), partition by partition in log order."""
+    with endpoint.producer() as client:
+        partition_ids = client.get_partition_ids()
+    with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
+        parts = list(pool.map(lambda p: read_partition(endpoint, p, consumer_group), partition_ids))
+    return [e for part in parts for e in part]
+
+
+def duplicates(events: list[ReadEvent], key: str = "id") -> dict[Any, int]:
+    """Values of ``key`` in JSON bodies that occur more than once."""
+    counts = Counter(json.loads(e.body)[key] for e in events)
+    return {k: n for k, n in counts.items() if n > 1}
