@@ -1,29 +1,29 @@
-"""What the publishing operators share: their state arguments, the batch id, the publisher, the error mapping.
+"""What the publishing operators share: their state arguments, the batch id, the publisher.
 
 :class:`BasePublishOperator` is the base of :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
 and :class:`~airflow_provider_eh.operators.spark_publish.SparkToEventHubOperator`; each subclass only
-says where its events come from.
+says where its events come from. The error mapping and the OpenLineage method are the ones every
+operator shares (:mod:`airflow_provider_eh.operators.common`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseOperator
 
-from airflow_provider_eh.errors import EventHubsProviderError
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
+from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class BasePublishOperator(BaseOperator):
+class BasePublishOperator(HubLineage, BaseOperator):
     """
     Base of the operators that publish a batch exactly once.
 
@@ -53,6 +53,7 @@ class BasePublishOperator(BaseOperator):
         "generation",
     )
     ui_color = "#0078d4"
+    hub_role = "output"
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class BasePublishOperator(BaseOperator):
         self.send_attempts = send_attempts
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
+        self._lineage_hub: tuple[str, str] | None = None
 
     @property
     def publish_group(self) -> str:
@@ -101,7 +103,7 @@ class BasePublishOperator(BaseOperator):
             group, self.dag_id, self.task_id,
             interval_start=context.get("data_interval_start"), interval_end=context.get("data_interval_end"),
             logical_date=context.get("logical_date"), run_id=context.get("run_id"),
-            map_index=getattr(ti, "map_index", -1) if getattr(ti, "map_index", None) is not None else -1,
+            map_index=-1 if ti.map_index is None else ti.map_index,
             generation=int(self.generation or 0),
         )
 
@@ -144,7 +146,7 @@ class BasePublishOperator(BaseOperator):
         """The engine's publisher on this task's hub, state store and producer group (arguments checked first)."""
         self.check_arguments()
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
+        self.remember_hub(endpoint)
         store = ProducerStateHook(
             self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
             lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
@@ -155,33 +157,10 @@ class BasePublishOperator(BaseOperator):
             keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
         )
 
-    def lineage_inputs(self) -> list[tuple[str, str]]:
-        """``(namespace, name)`` of what the events come from, for OpenLineage; none by default."""
-        return []
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage datasets (called only with the OpenLineage provider installed): the hub published to."""
-        from airflow.providers.common.compat.openlineage.facet import Dataset
-        from airflow.providers.openlineage.extractors import OperatorLineage
-
-        from airflow_provider_eh.lineage import eventhub_dataset
-
-        hub = getattr(self, "_lineage_hub", None)
-        outputs = [Dataset(namespace=ns, name=name) for ns, name in ([eventhub_dataset(*hub)] if hub else [])]
-        inputs = [Dataset(namespace=ns, name=name) for ns, name in self.lineage_inputs()]
-        return OperatorLineage(inputs=inputs, outputs=outputs)
-
-    @contextmanager
-    def provider_errors(self) -> Iterator[None]:
-        """Non-retryable provider errors and configuration errors fail the task without burning retries."""
-        try:
-            yield
-        except EventHubsProviderError as exc:
-            if exc.retryable:
-                raise
-            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
-        except ValueError as exc:  # configuration errors (backend name, missing container, argument ranges)
-            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
+    def provider_errors(self) -> AbstractContextManager[None]:
+        """Non-retryable provider errors and configuration errors fail the task without burning retries
+        (:func:`~airflow_provider_eh.operators.common.airflow_error`)."""
+        return airflow_errors(self.task_id)
 
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, int]]:
         """Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq, service_last_sequence_number}``."""

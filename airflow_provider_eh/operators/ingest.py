@@ -7,12 +7,12 @@ endpoint, a DB-API connection and a blob container, and hand them to the engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook, BaseOperator
 
-from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
+from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.ingest import (
@@ -26,6 +26,8 @@ from airflow_provider_eh.ingest import (
 )
 from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
+from airflow_provider_eh.lineage import table_dataset
+from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -90,14 +92,8 @@ class _SqlSinkOperator(BaseOperator):
         store.verify_table(self.table)
         return store
 
-    def _fail(self, exc: EventHubsProviderError) -> NoReturn:
-        """Re-raise ``exc``: as is when a retry can help, else as ``AirflowFailException`` (no retries)."""
-        if exc.retryable:
-            raise exc
-        raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
 
-
-class EventHubIngestOperator(_SqlSinkOperator):
+class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     """
     Ingest a bounded range of an Event Hub into a SQL table, exactly once.
 
@@ -160,6 +156,7 @@ class EventHubIngestOperator(_SqlSinkOperator):
         "partition_ids",
     )
     ui_color = "#e3f1e0"
+    hub_role = "input"
 
     def __init__(
         self,
@@ -204,21 +201,22 @@ class EventHubIngestOperator(_SqlSinkOperator):
         self.session_first_sequence = session_first_sequence
         self.session_end = session_end
         self.session_defer_limit = session_defer_limit
+        self._run: IngestRun | None = None
+        self._lineage_hub: tuple[str, str] | None = None
 
     def on_kill(self) -> None:
         """Stop after the batch being committed; the next run resumes from the SQL checkpoint."""
-        run = getattr(self, "_run", None)
-        if run is not None:
-            run.stop()
+        if self._run is not None:
+            self._run.stop()
 
     def _owner_id(self, context: Context) -> str:
         """Stable across retries of this task instance, distinct between runs and instances."""
         return f"{self.dag_id}.{self.task_id}.{context['run_id']}.{self.instance}"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
-        try:
+        with airflow_errors(self.task_id):
+            endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+            self.remember_hub(endpoint)
             sessions = None
             if self.session_key:
                 sessions = SessionConfig.of(
@@ -256,22 +254,11 @@ class EventHubIngestOperator(_SqlSinkOperator):
                 return self._run.run()
             finally:
                 store.close()
-        except EventHubsProviderError as exc:
-            self._fail(exc)
 
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage datasets (called only with the OpenLineage provider installed): the hub read, the table written."""
-        from airflow.providers.common.compat.openlineage.facet import Dataset
-        from airflow.providers.openlineage.extractors import OperatorLineage
-
-        from airflow_provider_eh.lineage import eventhub_dataset, table_dataset
-
-        hub = getattr(self, "_lineage_hub", None)
-        inputs = [Dataset(namespace=ns, name=name) for ns, name in ([eventhub_dataset(*hub)] if hub else [])]
+    def lineage_outputs(self) -> list[tuple[str, str]]:
+        """The table written (OpenLineage; the hub read is the input)."""
         conn = BaseHook.get_connection(self.sql_conn_id)
-        ns, name = table_dataset(conn.conn_type, conn.host, self.table, port=conn.port, schema=conn.schema)
-        return OperatorLineage(inputs=inputs, outputs=[Dataset(namespace=ns, name=name)])
+        return [table_dataset(conn.conn_type, conn.host, self.table, port=conn.port, schema=conn.schema)]
 
 
 class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
@@ -321,8 +308,8 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
         self.fail_on_error = fail_on_error
 
     def execute(self, context: Context) -> dict[str, Any]:
-        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-        try:
+        with airflow_errors(self.task_id):
+            endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             processor = BatchProcessor(self.table, self._row_function())
             store = self._store(endpoint)
             try:
@@ -334,8 +321,6 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
                 )
             finally:
                 store.close()
-        except EventHubsProviderError as exc:
-            self._fail(exc)
         self.log.info("Replayed %d dead letters; %d failed again", len(result["replayed"]), len(result["failed"]))
         if result["failed"] and self.fail_on_error:
             first = result["failed"][0]

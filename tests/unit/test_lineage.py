@@ -141,3 +141,21 @@ def test_airflow_converts_an_eventhubs_asset_to_the_dataset_the_operators_report
     for asset in (Asset(HAND_WRITTEN), Asset(eventhub_uri("ns.servicebus.windows.net", "orders"))):
         converted = convert(asset, None)
         assert (converted.namespace, converted.name) == (reported.namespace, reported.name)
+
+
+def test_publish_and_ingest_operators_share_one_openlineage_method_and_report_no_hub_before_running(
+    openlineage_stand_in: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_eh.operators.ingest import EventHubIngestOperator
+    from airflow_provider_eh.operators.publish import EventHubPublishOperator
+    from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+
+    method = EventHubPublishOperator.get_openlineage_facets_on_complete
+    assert SparkToEventHubOperator.get_openlineage_facets_on_complete is method
+    assert EventHubIngestOperator.get_openlineage_facets_on_complete is method
+
+    assert EventHubPublishOperator(task_id="publish", events=[]).get_openlineage_facets_on_complete(None).outputs == []
+    monkeypatch.setenv("AIRFLOW_CONN_ORDERS_DB", '{"conn_type": "sqlite", "host": "/tmp/orders.db"}')
+    ingest = EventHubIngestOperator(task_id="ingest", table="order_events", sql_conn_id="orders_db")
+    lineage = ingest.get_openlineage_facets_on_complete(None)
+    assert lineage.inputs == [] and [(d.namespace, d.name) for d in lineage.outputs] == [("sqlite:///tmp/orders.db", "order_events")]

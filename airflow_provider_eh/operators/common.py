@@ -1,0 +1,103 @@
+"""What the operators and the sensor share: how the package's errors become Airflow's, and OpenLineage.
+
+One rule maps an error raised while a task runs (:func:`airflow_error`, applied by :func:`airflow_errors`):
+
+=====================================================  ===============================================
+raised                                                 the task
+=====================================================  ===============================================
+an Airflow exception (fail, skip, sensor timeout, ...)  unchanged: the task already said what it means
+``EventHubsProviderError`` with ``retryable``           unchanged: fails, and Airflow retries it
+``EventHubsProviderError`` without ``retryable``        ``AirflowFailException``: fails without retries
+``ValueError`` (an argument, a setting or a target      ``AirflowFailException``: the same input fails
+that does not parse, after templating)                  the same way on every retry
+anything else                                          unchanged: Airflow's default, retried
+=====================================================  ===============================================
+
+A mapped message starts with ``Task '<task id>':`` and keeps the error's own text, which names the
+setting, partition or row at fault. Retryable errors keep their type, so a caller (or a test) can
+tell a fenced producer from an unreachable service.
+
+:class:`HubLineage` is the operators' one OpenLineage method: the hub (known once the task resolved
+its connection) is an output of the publishing operators and an input of the ingest operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.lineage import eventhub_dataset
+
+if TYPE_CHECKING:
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+
+
+def airflow_error(exc: BaseException, task_id: str) -> BaseException:
+    """The exception a task raises in place of ``exc`` (``exc`` itself when it stays as it is); see the module's table."""
+    if isinstance(exc, AirflowException):
+        return exc
+    if isinstance(exc, EventHubsProviderError):
+        return exc if exc.retryable else AirflowFailException(f"Task {task_id!r}: {exc}")
+    if isinstance(exc, ValueError):
+        return AirflowFailException(f"Task {task_id!r}: {exc}")
+    return exc
+
+
+@contextmanager
+def airflow_errors(task_id: str) -> Iterator[None]:
+    """Raise what :func:`airflow_error` maps an error to, chained to the original."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = airflow_error(exc, task_id)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+def operator_lineage(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[str, str]]) -> Any:
+    """An OpenLineage ``OperatorLineage`` of ``(namespace, name)`` datasets (needs the OpenLineage provider)."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    return OperatorLineage(
+        inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
+        outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
+    )
+
+
+class HubLineage:
+    """
+    Mixin of the operators that publish to or read from one hub: their OpenLineage facets.
+
+    The operator sets ``_lineage_hub = None`` in its ``__init__`` and calls :meth:`remember_hub` once
+    it has the endpoint; :meth:`lineage_inputs` and :meth:`lineage_outputs` add what else it reads
+    or writes.
+    """
+
+    hub_role: ClassVar[Literal["input", "output"]]
+    _lineage_hub: tuple[str, str] | None
+
+    def remember_hub(self, endpoint: EventHubsEndpoint) -> None:
+        """Report ``endpoint``'s hub in this task's lineage."""
+        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
+
+    def lineage_inputs(self) -> list[tuple[str, str]]:
+        """``(namespace, name)`` of what the task reads besides the hub; none by default."""
+        return []
+
+    def lineage_outputs(self) -> list[tuple[str, str]]:
+        """``(namespace, name)`` of what the task writes besides the hub; none by default."""
+        return []
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage datasets (called only with the OpenLineage provider installed)."""
+        hub = [eventhub_dataset(*self._lineage_hub)] if self._lineage_hub else []
+        return operator_lineage(
+            inputs=(hub if self.hub_role == "input" else []) + self.lineage_inputs(),
+            outputs=(hub if self.hub_role == "output" else []) + self.lineage_outputs(),
+        )
