@@ -2,7 +2,7 @@
 
 A thin pairing of :class:`~airflow_provider_eh.hooks.event_hubs.EventHubsHook` (partition ids and
 last enqueued sequence numbers) with :class:`~airflow_provider_eh.hooks.blob.BlobStorageHook` and the
-package's one checkpoint reader (:mod:`airflow_provider_eh.checkpoints`). One read costs one List
+package's one checkpoint reader (:mod:`airflow_provider_eh.checkpoints.blob_layout`). One read costs one List
 Blobs request per consumer group, and one Event Hubs partition-properties request per partition
 asked about (the SDK opens a connection per management request), plus, on the first read only, one
 hub-properties request whose partition ids are kept to check the targets.
@@ -15,13 +15,8 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
-from airflow_provider_eh.checkpoints import (
-    AsyncCheckpointReader,
-    CheckpointProgress,
-    CheckpointReader,
-    ConsumerGroupCheckpoints,
-    measure_progress,
-)
+from airflow_provider_eh.checkpoints.blob_layout import AsyncCheckpointReader, CheckpointReader, ConsumerGroupCheckpoints
+from airflow_provider_eh.checkpoints.lag import CheckpointProgress, measure_progress
 from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownPartitionError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_eh.checkpoints import CheckpointReader, Ownership
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader, Ownership
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_eh.checkpoints import CheckpointReader, namespace_spellings
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader, namespace_spellings
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError, UnknownPartitionError
 from airflow_provider_eh.ingest.events import IngestEvent

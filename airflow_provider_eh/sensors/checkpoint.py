@@ -1,9 +1,17 @@
-"""Wait until downstream consumer groups have checkpointed past what was published."""
+"""Wait until downstream consumer groups have checkpointed past what was published.
+
+The sensor's own vocabulary lives here: :func:`parse_targets` turns what a DAG passes (plain
+targets, the publish task's XCom, a rendered template) into ``{partition: sequence number}``; the
+checkpoints are read by :mod:`airflow_provider_eh.checkpoints.blob_layout` and compared by
+:mod:`airflow_provider_eh.checkpoints.lag`.
+"""
 
 from __future__ import annotations
 
+import ast
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -11,15 +19,72 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_eh.checkpoints import CheckpointProgress, parse_targets
-from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+def _whole_number(raw: Any) -> int | None:
+    try:
+        return int(str(raw).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_targets(value: Any) -> dict[str, int] | None:
+    """
+    Normalise sequence-number targets to ``{partition id: sequence number}``.
+
+    Accepts ``{partition: int}``; the publish operator's XCom ``{partition: {events, first_seq,
+    last_seq, service_last_sequence_number}}`` (``service_last_sequence_number`` is waited on, else
+    ``last_seq``); a list of either (mapped publish tasks; the highest target per partition wins);
+    or any of these as JSON or Python-literal text (a rendered template). ``None`` (or empty text)
+    means "no targets given". Partitions without a sequence number (nothing published) are dropped.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        text = value.decode() if isinstance(value, bytes) else value
+        if not text.strip() or text.strip() == "None":
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                raise ValueError(
+                    f"targets {text[:200]!r} are neither JSON nor a Python literal; "
+                    "pass {partition: sequence number} or the publish task's output"
+                ) from None
+        return parse_targets(value)
+    if isinstance(value, Mapping):
+        targets: dict[str, int] = {}
+        for partition, target in value.items():
+            if isinstance(target, Mapping):
+                target = next(
+                    (target[k] for k in ("service_last_sequence_number", "last_seq") if target.get(k) is not None),
+                    None,
+                )
+            if target is None:
+                continue
+            if isinstance(target, bool) or not isinstance(target, (int, str)) or _whole_number(target) is None:
+                raise ValueError(f"target of partition {partition!r} is {target!r}; expected a sequence number")
+            targets[str(partition)] = _whole_number(target)  # type: ignore[assignment]
+        return targets
+    if isinstance(value, Sequence):
+        merged: dict[str, int] = {}
+        for item in value:
+            for partition, target in (parse_targets(item) or {}).items():
+                merged[partition] = max(target, merged.get(partition, target))
+        return merged
+    raise ValueError(f"targets of type {type(value).__name__} are not understood; pass {{partition: sequence number}}")
 
 
 class EventHubCheckpointSensor(BaseSensorOperator):
@@ -108,7 +173,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
         return groups
 
     def poke(self, context: Context) -> PokeReturnValue:
-        try:
+        with airflow_errors(self.task_id):
             groups = self._consumer_groups()
             last_enqueued = None
             if self._resolved_targets is None:
@@ -126,12 +191,6 @@ class EventHubCheckpointSensor(BaseSensorOperator):
                     )
                 self._resolved_targets = targets
             progress = self.hook.progress(self._resolved_targets, groups, last_enqueued)
-        except ValueError as exc:
-            raise AirflowFailException(f"Task {self.task_id!r}: {exc}") from exc
-        except EventHubsProviderError as exc:
-            if exc.retryable:
-                raise AirflowException(str(exc)) from exc
-            raise AirflowFailException(str(exc)) from exc
         self._last_progress = progress
         self.log.info(
             "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, progress.summary()

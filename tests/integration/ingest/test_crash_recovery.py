@@ -9,7 +9,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 from conftest import publish, sql_checkpoints, stamped, table_rows, trace
 
-from airflow_provider_eh.checkpoints import CheckpointReader
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
 PER_PARTITION = 25

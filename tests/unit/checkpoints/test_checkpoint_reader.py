@@ -14,7 +14,7 @@ import pytest
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 from azure.storage.blob import ContainerClient
 
-from airflow_provider_eh.checkpoints import AsyncCheckpointReader, CheckpointReader
+from airflow_provider_eh.checkpoints.blob_layout import AsyncCheckpointReader, CheckpointReader
 from airflow_provider_eh.errors import CheckpointStoreError
 
 NAMESPACE = "ehns-test.servicebus.windows.net"

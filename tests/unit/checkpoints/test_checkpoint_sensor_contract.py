@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
 
-from airflow_provider_eh.checkpoints import CheckpointProgress, PartitionLag
+from airflow_provider_eh.checkpoints.lag import CheckpointProgress, PartitionLag
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
 

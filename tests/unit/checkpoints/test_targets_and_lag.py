@@ -6,15 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_provider_eh.checkpoints import (
-    Checkpoint,
-    ConsumerGroupCheckpoints,
-    Ownership,
-    PartitionLag,
-    describe_lags,
-    parse_targets,
-    partition_lags,
-)
+from airflow_provider_eh.checkpoints.blob_layout import Checkpoint, ConsumerGroupCheckpoints, Ownership
+from airflow_provider_eh.checkpoints.lag import PartitionLag, describe_lags, partition_lags
+from airflow_provider_eh.sensors.checkpoint import parse_targets
 
 PUBLISH_XCOM = {
     "0": {"events": 10, "first_seq": 0, "last_seq": 9, "service_last_sequence_number": 9},
