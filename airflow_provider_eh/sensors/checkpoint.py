@@ -237,4 +237,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
             return progress.checkpoints()
         if status == "timeout":
             raise AirflowSensorTimeout(f"Sensor has timed out after {self.timeout} seconds. {message}")
-        raise AirflowException(f"Task {self.task_id!r}: waiting on checkpoints failed: {message}")
+        failed = f"Task {self.task_id!r}: waiting on checkpoints failed: {message}"
+        if event.get("retryable") is False:  # the rule of operators.common: no retries for what cannot change
+            raise AirflowFailException(failed)
+        raise AirflowException(failed)

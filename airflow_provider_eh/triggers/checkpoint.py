@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_eh.errors import EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -21,7 +22,9 @@ class EventHubCheckpointTrigger(BaseTrigger):
     Each poll lists the checkpoint blobs once per consumer group with the async blob client and reads
     the target partitions' last enqueued sequence numbers for the lag. It yields one event:
     ``{"status": "success" | "timeout" | "error", "message": ..., "progress": ...}`` where
-    ``progress`` is :meth:`CheckpointProgress.to_dict` of the last poll (absent on error).
+    ``progress`` is :meth:`CheckpointProgress.to_dict` of the last poll (absent on error); an error
+    event also says whether a retry can help (``retryable``: false for the package's non-retryable
+    errors), so the sensor maps it as it maps the same error in a poke.
     Reading has no side effects, so the trigger may run twice.
 
     :param targets: ``{partition id: sequence number}`` to reach.
@@ -89,7 +92,10 @@ class EventHubCheckpointTrigger(BaseTrigger):
                     progress = await self._hook.progress(self.targets, self.consumer_groups)
                 except Exception as exc:
                     self.log.exception("Reading checkpoints of consumer groups %s failed", self.consumer_groups)
-                    return TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                    retryable = exc.retryable if isinstance(exc, EventHubsProviderError) else True
+                    return TriggerEvent(
+                        {"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable}
+                    )
                 self.log.info(
                     "Checkpoints of hub %r in container %r: %s",
                     progress.eventhub_name, self.container, progress.summary(),

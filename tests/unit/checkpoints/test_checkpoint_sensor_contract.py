@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress, PartitionLag
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
@@ -39,6 +39,45 @@ def test_execute_complete_raises_on_an_error_event_with_its_message() -> None:
     event = {"status": "error", "message": "CheckpointStoreError: Checkpoint container 'x' does not exist"}
     with pytest.raises(AirflowException, match="waiting on checkpoints failed: CheckpointStoreError: Checkpoint container 'x'"):
         _sensor().execute_complete({}, event)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("retryable", "expected"), [(False, AirflowFailException), (True, AirflowException), (None, AirflowException)])
+def test_an_error_event_is_mapped_like_the_same_error_in_a_poke(retryable: bool | None, expected: type) -> None:
+    """Non-retryable (a missing container): no retries; retryable, or an event from before the flag: retried."""
+    event = {"status": "error", "message": "CheckpointStoreError: Checkpoint container 'x' does not exist"}
+    if retryable is not None:
+        event["retryable"] = retryable
+    with pytest.raises(AirflowException) as raised:
+        _sensor().execute_complete({}, event)  # type: ignore[arg-type]
+    assert type(raised.value) is expected
+    assert str(raised.value).startswith("Task 'wait': waiting on checkpoints failed: CheckpointStoreError")
+
+
+def test_the_trigger_says_whether_a_retry_can_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from airflow_provider_eh.errors import CheckpointStoreError, ConnectionUnreachableError
+    from airflow_provider_eh.triggers import checkpoint as trigger_module
+
+    class FailingHook:
+        raised: Exception
+
+        def __init__(self, **_: object) -> None:
+            pass
+
+        async def progress(self, *_: object) -> None:
+            raise self.raised
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(trigger_module, "CheckpointAsyncHook", FailingHook)
+    trigger = trigger_module.EventHubCheckpointTrigger(targets={"0": 3}, consumer_groups=["g"], container="x")
+    for raised, retryable in [(CheckpointStoreError("container 'x' does not exist"), False),
+                              (ConnectionUnreachableError("wasb", "timed out"), True), (OSError("reset"), True)]:
+        FailingHook.raised = raised
+        event = asyncio.run(trigger._wait()).payload
+        assert (event["status"], event["retryable"]) == ("error", retryable), event
 
 
 def test_reschedule_mode_without_targets_is_refused_because_it_keeps_no_state_between_pokes() -> None:
