@@ -76,11 +76,6 @@ class PartitionLog:
     # -- properties -----------------------------------------------------------------------------
 
     @property
-    def end_offset(self) -> int:
-        last = self.segments[-1]
-        return last.base + last.size
-
-    @property
     def is_empty(self) -> bool:
         return self.next_seq == self.begin_seq
 
