@@ -8,25 +8,27 @@ detach carrying the refusal's condition.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import re
+from typing import Any
 
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.endpoints import Source, Target
 
 from . import frames, idempotence
 from .broker import MAX_MESSAGE_SIZE
-from .codec import CodecError
+from .codec import CodecError, text
+from .consumers import start_position
 from .entities import Refused, consumer_source, hub_for, producer_target
-from .links import DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, address_path, parse_start, text
-from .session import ProtocolError, Session, field
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .frames import ProtocolError, field
+from .links import Conn, DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, Session
+from .log import PartitionLog
 
 _LOG = logging.getLogger("airflow_provider_eh.emulator")
+_FILTER_KEY = b"apache.org:selector-filter:string"
+_ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
 
 
-def on_attach(conn: Connection, session: Session, fields: list[Any]) -> None:
+def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
     if fields[0] is None or fields[2] is None:
         raise ProtocolError("amqp:decode-error", "attach without name, handle and role")
     name = fields[0]
@@ -69,7 +71,7 @@ def on_attach(conn: Connection, session: Session, fields: list[Any]) -> None:
         link.grant_credit()
 
 
-def _send_attach(conn: Connection, session: Session, name: Any, handle: int, client_receives: bool, source: Any,
+def _send_attach(conn: Conn, session: Session, name: Any, handle: int, client_receives: bool, source: Any,
                  target: Any, properties: Any, offered_capabilities: Any = None) -> None:
     conn.write(frames.encode_performative(perf.AttachFrame(
         name=name, handle=handle, role=not client_receives, send_settle_mode=0 if not client_receives else 1,
@@ -79,7 +81,7 @@ def _send_attach(conn: Connection, session: Session, name: Any, handle: int, cli
         session.channel))
 
 
-def _make_link(conn: Connection, session: Session, name: Any, handle: int, client_receives: bool, address: str,
+def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_receives: bool, address: str,
                path: list[str], source: Any, properties: dict[Any, Any]) -> Link:
     if path and path[0] in ("$cbs", "$management"):
         node = path[0]
@@ -114,7 +116,7 @@ def _make_link(conn: Connection, session: Session, name: Any, handle: int, clien
     return link
 
 
-def _producer_attach(conn: Connection, link: IngressLink, desired_capabilities: Any,
+def _producer_attach(conn: Conn, link: IngressLink, desired_capabilities: Any,
                      properties: dict[Any, Any]) -> None:
     """An idempotent sender joins its producer group; senders of a lower owner level stay attached and
     their next send is refused (producer-epoch-stolen)."""
@@ -128,3 +130,24 @@ def _producer_attach(conn: Connection, link: IngressLink, desired_capabilities: 
     link.producer_attach = attached
     link.producer_group = attached.group
     link.producer_epoch = attached.group.epoch
+
+
+def address_path(address: Any) -> list[str]:
+    """Path segments of a link address, without scheme and host."""
+    if isinstance(address, (bytes, bytearray, memoryview)):
+        address = bytes(address).decode("utf-8", "replace")
+    if not isinstance(address, str):
+        return []
+    match = _ADDRESS.match(address)
+    path = match.group("path") if match else address
+    return [p for p in path.split("/") if p]
+
+
+def parse_start(source: list[Any] | None, log: PartitionLog) -> int:
+    """The first sequence number to deliver, from the link source's selector filter (field 7 of the source)."""
+    filters = source[7] if source and len(source) > 7 else None
+    expression = None
+    for key, value in (filters or {}).items():
+        if bytes(key) == _FILTER_KEY if isinstance(key, (bytes, bytearray)) else key == _FILTER_KEY.decode():
+            expression = value
+    return start_position(expression, log)

@@ -184,3 +184,12 @@ def list_items(buf: bytes | memoryview, start: int) -> tuple[int, int]:
 def long(value: int) -> dict[str, Any]:
     """An AMQP long for the SDK encoder (it would pick a 32-bit int for a bare Python int)."""
     return {_encode.TYPE: _encode.AMQPTypes.long, _encode.VALUE: value}
+
+
+def text(value: Any) -> str | None:
+    """A string or symbol field as text (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)

@@ -11,18 +11,16 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from azure.eventhub._pyamqp import performatives as perf
 
 from . import frames
-from .codec import OPEN, SASL_INIT, CodecError
+from .broker import Broker
+from .codec import OPEN, SASL_INIT, CodecError, text
 from .dispatch import dispatch
-from .links import DeliveryLink, text
-from .session import ProtocolError, Session, field
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .frames import ProtocolError, field
+from .links import DeliveryLink, Session
 
 _LOG = logging.getLogger("airflow_provider_eh.emulator")
 _FRAME_HEADER = struct.Struct(">IBBH")

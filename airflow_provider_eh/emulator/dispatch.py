@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from azure.eventhub._pyamqp import performatives as perf
 
 from . import frames
 from .attach import on_attach
 from .codec import ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, TRANSFER
-from .links import DeliveryLink, ReplyLink
-from .session import BIG_WINDOW, ProtocolError, Session, field
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .frames import ProtocolError, field
+from .links import BIG_WINDOW, Conn, DeliveryLink, ReplyLink, Session
 
 _LOG = logging.getLogger("airflow_provider_eh.emulator")
 
-Handler = Callable[["Connection", int, "Session | None", list[Any]], None]
+Handler = Callable[[Conn, int, "Session | None", list[Any]], None]
 
 
-def _transfer(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _transfer(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is None:
         raise ProtocolError("amqp:connection:framing-error", f"transfer on unused channel {channel}")
     session.next_incoming_id += 1
@@ -38,7 +35,7 @@ def _transfer(conn: Connection, channel: int, session: Session | None, fields: l
     link.on_transfer(fields)  # type: ignore[attr-defined]
 
 
-def _flow(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _flow(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is None:
         return  # a flow racing the end of its session
     handle = fields[4]
@@ -48,17 +45,17 @@ def _flow(conn: Connection, channel: int, session: Session | None, fields: list[
             link.on_flow(field(fields, 5, int, True), field(fields, 6, int, True))
 
 
-def _disposition(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _disposition(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     pass  # our deliveries are pre-settled
 
 
-def _attach(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _attach(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is None:
         raise ProtocolError("amqp:connection:framing-error", f"attach on unused channel {channel}")
     on_attach(conn, session, fields)
 
 
-def _detach(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _detach(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is None:
         _LOG.debug("conn %s: detach on ended channel %s ignored", conn.id, channel)
         return
@@ -72,7 +69,7 @@ def _detach(conn: Connection, channel: int, session: Session | None, fields: lis
     conn.write(frames.encode_performative(perf.DetachFrame(handle=handle, closed=bool(fields[1]), error=None), channel))
 
 
-def _begin(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _begin(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is not None:
         raise ProtocolError("amqp:connection:framing-error", f"begin on channel {channel} already in use")
     conn.sessions[channel] = Session(conn, channel, field(fields, 1, int))
@@ -82,7 +79,7 @@ def _begin(conn: Connection, channel: int, session: Session | None, fields: list
         channel))
 
 
-def _end(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _end(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     if session is not None:
         for link in session.links.values():
             link.detached()
@@ -90,7 +87,7 @@ def _end(conn: Connection, channel: int, session: Session | None, fields: list[A
     conn.write(frames.encode_performative(perf.EndFrame(error=None), channel))
 
 
-def _close(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _close(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     conn.write(frames.encode_performative(perf.CloseFrame(error=None)))
     conn.stage = "closed"
     conn.closed = True
@@ -98,7 +95,7 @@ def _close(conn: Connection, channel: int, session: Session | None, fields: list
         conn.transport.close()
 
 
-def _second_open(conn: Connection, channel: int, session: Session | None, fields: list[Any]) -> None:
+def _second_open(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:
     raise ProtocolError("amqp:not-allowed", "second open on one connection")
 
 
@@ -108,7 +105,7 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
-def dispatch(conn: Connection, code: int, channel: int, fields: list[Any]) -> None:
+def dispatch(conn: Conn, code: int, channel: int, fields: list[Any]) -> None:
     """Hand one performative of a running connection to its handler."""
     handler = HANDLERS.get(code)
     if handler is None:

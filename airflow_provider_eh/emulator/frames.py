@@ -181,3 +181,24 @@ def flow_frame(channel: int, next_incoming_id: int, incoming_window: int, next_o
         ),
         channel,
     )
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol; the connection is closed with this condition."""
+
+    def __init__(self, condition: str, description: str):
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+def field(fields: list[Any], index: int, kind: type, optional: bool = False) -> Any:
+    """Performative field ``index``, checked to be a ``kind`` (and present unless ``optional``)."""
+    value = fields[index] if len(fields) > index else None
+    if value is None:
+        if optional:
+            return None
+        raise ProtocolError("amqp:invalid-field", f"performative field {index} is missing")
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ProtocolError("amqp:invalid-field", f"performative field {index} has the wrong type {type(value).__name__}")
+    return value

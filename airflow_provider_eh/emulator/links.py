@@ -1,6 +1,6 @@
-"""AMQP layer: the link endpoints: requests on ``$cbs``/``$management``, ingress of events from
-producers, and delivery of stored events to consumers. Links turn transfers into broker calls
-(``Broker.ingest``, ``Management.handle``) and are the broker's ``Producer``/``Consumer``.
+"""AMQP layer: sessions and their link endpoints: requests on ``$cbs``/``$management``, ingress of
+events from producers, and delivery of stored events to consumers. Links turn transfers into broker
+calls (``Broker.ingest``, ``Management.handle``) and are the broker's ``Producer``/``Consumer``.
 
 Naming is from the client's point of view: an *ingress* link is a client sender (we receive), a
 *delivery* link is a client receiver (we send).
@@ -9,48 +9,59 @@ Naming is from the client's point of view: an *ingress* link is a client sender 
 from __future__ import annotations
 
 import logging
-import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from azure.eventhub._pyamqp import performatives as perf
 
 from . import frames, messages
-from .broker import MAX_MESSAGE_SIZE
-from .codec import CodecError, long
-from .consumers import start_position
+from .broker import MAX_MESSAGE_SIZE, Broker
+from .codec import CodecError, long, text
 from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
 from .management import LONG_FIELDS
 from .store import Hub
 
-if TYPE_CHECKING:
-    from .session import Session
-
 _LOG = logging.getLogger(__name__)
 
 INGRESS_CREDIT = 1000
-_FILTER_KEY = b"apache.org:selector-filter:string"
-_ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
+BIG_WINDOW = 2**31 - 1
 
 
-def text(value: Any) -> str | None:
-    """A string or symbol field as text (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
-    return str(value)
+class Conn(Protocol):
+    """What links, sessions and frame handlers use of their connection (``connection.Connection``)."""
+
+    id: int
+    broker: Broker
+    loop: Any
+    sessions: dict[int, Session]
+    authorized_hubs: set[str]
+    remote_max_frame_size: int
+    stage: str
+    closed: bool
+    paused: bool
+    transport: Any
+
+    def write(self, data: bytes) -> None: ...
+
+    def protocol_error(self, condition: str, description: str) -> None: ...
 
 
-def address_path(address: Any) -> list[str]:
-    """Path segments of a link address, without scheme and host."""
-    if isinstance(address, (bytes, bytearray, memoryview)):
-        address = bytes(address).decode("utf-8", "replace")
-    if not isinstance(address, str):
-        return []
-    match = _ADDRESS.match(address)
-    path = match.group("path") if match else address
-    return [p for p in path.split("/") if p]
+class Session:
+    """One AMQP session: our channel mirrors the client's."""
+
+    def __init__(self, conn: Conn, channel: int, next_incoming_id: int):
+        self.conn = conn
+        self.channel = channel
+        self.next_incoming_id = next_incoming_id
+        self.next_outgoing_id = 0
+        self.next_delivery_id = 0
+        self.links: dict[int, Link] = {}
+        self.reply_links: dict[str, ReplyLink] = {}
+
+    def send_flow(self, link: Link | None = None, delivery_count: int | None = None, credit: int | None = None) -> None:
+        self.conn.write(frames.flow_frame(
+            self.channel, self.next_incoming_id, BIG_WINDOW, self.next_outgoing_id, BIG_WINDOW,
+            None if link is None else link.handle, delivery_count, credit))
 
 
 class Link:
@@ -67,11 +78,11 @@ class Link:
         self.delivery_count = 0
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> Conn:
         return self.session.conn
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Conn:
         """The connection, as the broker sees it (``broker.Client``)."""
         return self.session.conn
 
@@ -300,13 +311,3 @@ class DeliveryLink(Link):
         self.conn.write(frames.encode_performative(
             perf.DetachFrame(handle=self.handle, closed=True, error=frames.error("amqp:link:stolen", description)),
             session.channel))
-
-
-def parse_start(source: list[Any] | None, log: PartitionLog) -> int:
-    """The first sequence number to deliver, from the link source's selector filter (field 7 of the source)."""
-    filters = source[7] if source and len(source) > 7 else None
-    expression = None
-    for key, value in (filters or {}).items():
-        if bytes(key) == _FILTER_KEY if isinstance(key, (bytes, bytearray)) else key == _FILTER_KEY.decode():
-            expression = value
-    return start_position(expression, log)

@@ -11,7 +11,7 @@ from azure.eventhub._pyamqp.message import Message, Properties
 from airflow_provider_eh.emulator import codec, events, frames
 from airflow_provider_eh.emulator.auth import AuthError, SasValidator, sign
 from airflow_provider_eh.emulator.entities import Refused as LinkRefused
-from airflow_provider_eh.emulator.links import parse_start
+from airflow_provider_eh.emulator.attach import parse_start
 from airflow_provider_eh.emulator.log import PartitionLog
 
 
