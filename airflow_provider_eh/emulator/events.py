@@ -13,7 +13,7 @@ import struct
 from typing import Any
 
 from .codec import (
-    _U32, SEC_DATA, SEC_DELIVERY_ANN, SEC_HEADER, SEC_MESSAGE_ANN, CodecError, decode_value, map_entries, skip_value, split_sections,
+    SEC_DATA, SEC_DELIVERY_ANN, SEC_HEADER, SEC_MESSAGE_ANN, CodecError, decode_value, map_entries, skip_value, split_sections,
 )
 
 BATCH_FORMAT = 0x80013700
@@ -43,6 +43,7 @@ _SYM_OFFSET = _sym(KEY_OFFSET)
 _SYM_ENQUEUED = _sym(KEY_ENQUEUED) + b"\x83"
 _SYM_PARTITION_KEY = _sym(KEY_PARTITION_KEY)
 _Q = struct.Struct(">q")
+_U32 = struct.Struct(">I")  # this module's own: see ``frames._U32``
 
 
 class ParsedEvent:

@@ -17,7 +17,7 @@ from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.error import AMQPError
 
 from .codec import (
-    _U32, ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, SASL_CHALLENGE, SASL_INIT, SASL_MECHANISMS,
+    ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, SASL_CHALLENGE, SASL_INIT, SASL_MECHANISMS,
     SASL_OUTCOME, SASL_RESPONSE, TRANSFER, CodecError, decode_value, described_at, skip_value,
 )
 
@@ -32,6 +32,8 @@ ARITY = {OPEN: 10, BEGIN: 8, ATTACH: 14, FLOW: 11, TRANSFER: 11, DISPOSITION: 6,
 TRANSFER_PAYLOAD = 11
 
 _FRAME_HEADER = struct.Struct(">IBBH")
+# a Struct of this module, not imported: Python calls methods of imported names without its method fast path
+_U32 = struct.Struct(">I")
 
 
 

@@ -6,18 +6,20 @@ broker's answer (status, description, body map) goes back as an AMQP message.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from azure.eventhub._pyamqp import _encode
 
 from .codec import (
-    _U32, PROPERTIES_ARITY, SEC_APP_PROPS, SEC_DATA, SEC_PROPERTIES, SEC_VALUE, CodecError, decode_value, list_items,
+    PROPERTIES_ARITY, SEC_APP_PROPS, SEC_DATA, SEC_PROPERTIES, SEC_VALUE, CodecError, decode_value, list_items,
     skip_value, split_sections,
 )
 
 # AMQP types a message-id or correlation-id may have (part 3.2.4): ulong, uuid, binary, string.
 _MESSAGE_ID_CONSTRUCTORS = frozenset({0x44, 0x53, 0x80, 0x98, 0xA0, 0xB0, 0xA1, 0xB1})
 _NULL = b"\x40"
+_U32 = struct.Struct(">I")  # this module's own: see ``frames._U32``
 
 
 class Request:
