@@ -116,7 +116,6 @@ def sasl_outcome_frame(code: int = 0) -> bytes:
 # -- hand-encoded hot paths ------------------------------------------------------------------
 
 _TRANSFER_PREFIX = b"\x00\x53\x14\xd0"
-_TRANSFER_STRUCT = struct.Struct(">IIBIBIBBI")  # list size, count, 0x70 handle, 0x70 id, 0xa0 4 tag
 
 
 def transfer_frames(channel: int, handle: int, delivery_id: int, payload: bytes | memoryview,
