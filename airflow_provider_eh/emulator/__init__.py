@@ -2,6 +2,22 @@
 
 ``EmulatorProcess`` runs ``python -m airflow_provider_eh.emulator`` as a child process (tests,
 benchmarks, the demo); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
+
+Architecture: two layers, imports running from the AMQP layer down to the broker, never back.
+
+* Broker layer, which knows nothing of frames: ``broker`` (ingest with group commit, injected faults,
+  idempotent producers, stats), ``consumers`` (start positions, owner levels), ``entities`` (which
+  hub, partition or consumer group an address names; refusals), ``management`` (``$cbs`` put-token,
+  ``$management`` READ), ``idempotence`` (producer groups), ``faults``, ``auth`` (SAS tokens),
+  ``store`` (hubs) and ``log`` (segmented partition logs). Beneath both layers: ``events`` (stored,
+  delivery-ready events) and ``codec`` (AMQP values and descriptors).
+* AMQP layer, translating frames into broker calls: ``server`` (listener, retention timer),
+  ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),
+  ``attach`` (link addresses to links), ``links`` (sessions and link endpoints), ``messages``
+  (``$cbs``/``$management`` request and reply encoding) and ``frames`` (performatives, hot-path frames).
+* Beside them: ``admin`` (the admin HTTP endpoint, on the broker) and ``__main__`` (command line).
+
+What the endpoint reads of AMQP 1.0, by section of the specification: ``AMQP.md``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .admin import AdminServer
 from .auth import SasValidator
-from .server import FSYNC_POLICIES, Broker, Server
+from .broker import FSYNC_POLICIES, Broker
+from .server import Server
 from .store import Store, StoreError
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"

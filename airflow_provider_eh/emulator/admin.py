@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .faults import FaultError
-from .server import Broker
+from .broker import Broker
 from .store import StoreError
 
 _LOG = logging.getLogger(__name__)

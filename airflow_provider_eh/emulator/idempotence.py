@@ -27,7 +27,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec
+from . import codec, events
 from .codec import CodecError
 
 CAPABILITY = b"com.microsoft:idempotent-producer"
@@ -88,7 +88,7 @@ def link_request(desired_capabilities: Any, properties: dict[Any, Any]) -> tuple
     return _int(by_key.get(PRODUCER_ID)), _int(by_key.get(PRODUCER_EPOCH)), _int(by_key.get(PRODUCER_SEQUENCE))
 
 
-def event_annotations(event: codec.ParsedEvent) -> tuple[int | None, int | None, int | None]:
+def event_annotations(event: events.ParsedEvent) -> tuple[int | None, int | None, int | None]:
     """``(producer id, epoch, sequence number)`` from an event's message annotations."""
     values = event.producer or {}
     return values.get(PRODUCER_ID), values.get(PRODUCER_EPOCH), values.get(PRODUCER_SEQUENCE)

@@ -1,5 +1,6 @@
-"""The link endpoints of the broker side: requests on ``$cbs``/``$management``, ingress of events
-from producers, and delivery of stored events to consumers.
+"""AMQP layer: sessions and their link endpoints: requests on ``$cbs``/``$management``, ingress of
+events from producers, and delivery of stored events to consumers. Links turn transfers into broker
+calls (``Broker.ingest``, ``Management.handle``) and are the broker's ``Producer``/``Consumer``.
 
 Naming is from the client's point of view: an *ingress* link is a client sender (we receive), a
 *delivery* link is a client receiver (we send).
@@ -8,47 +9,59 @@ Naming is from the client's point of view: an *ingress* link is a client sender 
 from __future__ import annotations
 
 import logging
-import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from . import codec
-from .codec import CodecError
+from azure.eventhub._pyamqp import performatives as perf
+
+from . import frames, messages
+from .broker import MAX_MESSAGE_SIZE, Broker
+from .codec import CodecError, long, text
 from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
+from .management import LONG_FIELDS
 from .store import Hub
-
-if TYPE_CHECKING:
-    from .server import Session
 
 _LOG = logging.getLogger(__name__)
 
-MAX_MESSAGE_SIZE = 1024 * 1024
 INGRESS_CREDIT = 1000
-_FILTER_KEY = b"apache.org:selector-filter:string"
-_FILTER = re.compile(
-    r"^\s*amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>)\s*'([^']*)'\s*$", re.IGNORECASE
-)
-_ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
+BIG_WINDOW = 2**31 - 1
 
 
-class LinkRefused(Exception):
-    """An attach that must be refused with an AMQP error condition."""
+class Conn(Protocol):
+    """What links, sessions and frame handlers use of their connection (``connection.Connection``)."""
 
-    def __init__(self, condition: str, description: str):
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
+    id: int
+    broker: Broker
+    loop: Any
+    sessions: dict[int, Session]
+    authorized_hubs: set[str]
+    remote_max_frame_size: int
+    stage: str
+    closed: bool
+    paused: bool
+    transport: Any
+
+    def write(self, data: bytes) -> None: ...
+
+    def protocol_error(self, condition: str, description: str) -> None: ...
 
 
-def address_path(address: Any) -> list[str]:
-    """Path segments of a link address, without scheme and host."""
-    if isinstance(address, (bytes, bytearray, memoryview)):
-        address = bytes(address).decode("utf-8", "replace")
-    if not isinstance(address, str):
-        return []
-    match = _ADDRESS.match(address)
-    path = match.group("path") if match else address
-    return [p for p in path.split("/") if p]
+class Session:
+    """One AMQP session: our channel mirrors the client's."""
+
+    def __init__(self, conn: Conn, channel: int, next_incoming_id: int):
+        self.conn = conn
+        self.channel = channel
+        self.next_incoming_id = next_incoming_id
+        self.next_outgoing_id = 0
+        self.next_delivery_id = 0
+        self.links: dict[int, Link] = {}
+        self.reply_links: dict[str, ReplyLink] = {}
+
+    def send_flow(self, link: Link | None = None, delivery_count: int | None = None, credit: int | None = None) -> None:
+        self.conn.write(frames.flow_frame(
+            self.channel, self.next_incoming_id, BIG_WINDOW, self.next_outgoing_id, BIG_WINDOW,
+            None if link is None else link.handle, delivery_count, credit))
 
 
 class Link:
@@ -65,7 +78,12 @@ class Link:
         self.delivery_count = 0
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> Conn:
+        return self.session.conn
+
+    @property
+    def client(self) -> Conn:
+        """The connection, as the broker sees it (``broker.Client``)."""
         return self.session.conn
 
     def detached(self) -> None:
@@ -83,12 +101,12 @@ class ReplyLink(Link):
 
     def send(self, payload: bytes) -> None:
         session = self.session
-        frames = codec.transfer_frames(session.channel, self.handle, session.next_delivery_id, payload,
-                                       self.conn.remote_max_frame_size)
+        chunks = frames.transfer_frames(session.channel, self.handle, session.next_delivery_id, payload,
+                                        self.conn.remote_max_frame_size)
         session.next_delivery_id += 1
-        session.next_outgoing_id += len(frames)
+        session.next_outgoing_id += len(chunks)
         self.delivery_count += 1
-        self.conn.write(b"".join(frames))
+        self.conn.write(b"".join(chunks))
 
 
 class IncomingLink(Link):
@@ -107,8 +125,8 @@ class IncomingLink(Link):
         self.session.send_flow(self, self.delivery_count, INGRESS_CREDIT)
 
     def on_transfer(self, fields: list[Any]) -> None:
-        """One transfer frame; ``fields`` are padded to all 11 (see ``codec.decode_performative``)."""
-        payload = fields[codec.TRANSFER_PAYLOAD]
+        """One transfer frame; ``fields`` are padded to all 11 (see ``frames.decode_performative``)."""
+        payload = fields[frames.TRANSFER_PAYLOAD]
         more = bool(fields[5])
         if fields[9]:  # aborted: the sender gave up on this delivery, discard what arrived of it
             self._partial = None
@@ -150,12 +168,12 @@ class IncomingLink(Link):
 
     def accept(self, delivery_id: int) -> None:
         if not self.closed:
-            self.conn.write(codec.accepted_disposition(self.session.channel, delivery_id, delivery_id))
+            self.conn.write(frames.accepted_disposition(self.session.channel, delivery_id, delivery_id))
 
     def reject(self, delivery_id: int, condition: str, description: str) -> None:
         if not self.closed:
-            self.conn.write(codec.rejected_disposition(
-                self.session.channel, delivery_id, delivery_id, codec.error(condition, description)))
+            self.conn.write(frames.rejected_disposition(
+                self.session.channel, delivery_id, delivery_id, frames.error(condition, description)))
 
 
 class RequestLink(IncomingLink):
@@ -166,14 +184,23 @@ class RequestLink(IncomingLink):
     def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
         node = self.address
         try:
-            request = codec.parse_request(payload)
+            request = messages.parse_request(payload)
         except CodecError as exc:
             if not settled:
                 self.reject(delivery_id, "amqp:decode-error", f"undecodable {node} request: {exc}")
             return
         if not settled:
             self.accept(delivery_id)
-        reply = self.conn.broker.handle_request(self.conn, node, request)
+        conn = self.conn
+        props = request.application_properties
+        answer = conn.broker.management.handle(conn.id, node, lambda key: text(props.get(key.encode(), props.get(key))),
+                                               text(request.value))
+        if answer.authorized_hub is not None:
+            conn.authorized_hubs.add(answer.authorized_hub)
+        body = answer.body
+        if body is not None:
+            body = {k: long(v) if k in LONG_FIELDS else v for k, v in body.items()}
+        reply = messages.reply_message(request.message_id, answer.status, answer.description, body)
         target = self.session.reply_links.get(node)
         if target is None or target.closed:
             _LOG.warning("conn %s: %s request without a reply link; reply dropped", self.conn.id, node)
@@ -245,6 +272,7 @@ class DeliveryLink(Link):
         if self.next_seq < log.begin_seq:
             self.next_seq = log.begin_seq  # retention removed what this consumer had not read yet
         out: list[bytes] = []
+        transfer = frames.transfer_frames
         budget = 4 * 1024 * 1024
         while self.credit > 0 and budget > 0:
             payloads = log.read(self.next_seq, min(self.credit, 512))
@@ -252,9 +280,9 @@ class DeliveryLink(Link):
                 break
             delivery_id = session.next_delivery_id
             for payload in payloads:
-                frames = codec.transfer_frames(channel, handle, delivery_id, payload, max_frame)
-                out.extend(frames)
-                session.next_outgoing_id += len(frames)
+                chunks = transfer(channel, handle, delivery_id, payload, max_frame)
+                out.extend(chunks)
+                session.next_outgoing_id += len(chunks)
                 delivery_id += 1
                 budget -= len(payload)
             count = len(payloads)
@@ -271,39 +299,15 @@ class DeliveryLink(Link):
     def detached(self) -> None:
         super().detached()
         self.log.listeners.discard(self.wake)
-        self.conn.broker.release_receiver(self)
+        self.conn.broker.receivers.release(self)
 
-
-def parse_start(source: list[Any] | None, log: PartitionLog) -> int:
-    """The first sequence number to deliver, from the link source's selector filter."""
-    filters = source[7] if source and len(source) > 7 else None
-    if not filters:
-        return log.begin_seq
-    expression = None
-    for key, value in filters.items():
-        if bytes(key) == _FILTER_KEY if isinstance(key, (bytes, bytearray)) else key == _FILTER_KEY.decode():
-            expression = value
-    if expression is None:
-        return log.begin_seq
-    if isinstance(expression, (bytes, bytearray, memoryview)):
-        expression = bytes(expression).decode("utf-8", "replace")
-    match = _FILTER.match(str(expression))
-    if not match:
-        raise LinkRefused("amqp:invalid-field", f"unsupported selector filter {expression!r}")
-    field, op, value = match.group(1).lower(), match.group(2), match.group(3)
-    inclusive = op == ">="
-    if value == "@latest":
-        return log.next_seq
-    try:
-        number = int(value)
-    except ValueError:
-        raise LinkRefused("amqp:invalid-field", f"filter value {value!r} for x-opt-{field} is not an integer") from None
-    if field == "offset":
-        if number < 0:
-            return log.begin_seq
-        seq = log.seq_for_offset(number, inclusive)
-    elif field == "sequence-number":
-        seq = number if inclusive else number + 1
-    else:
-        seq = log.seq_for_time(number, inclusive)
-    return min(max(seq, log.begin_seq), log.next_seq)
+    def steal(self, description: str) -> None:
+        """Close this consumer link because a higher owner level took its partition."""
+        session = self.session
+        if session.links.get(self.handle) is self:
+            del session.links[self.handle]
+        self.detached()
+        _LOG.info("conn %s: link %r stolen: %s", self.conn.id, self, description)
+        self.conn.write(frames.encode_performative(
+            perf.DetachFrame(handle=self.handle, closed=True, error=frames.error("amqp:link:stolen", description)),
+            session.channel))

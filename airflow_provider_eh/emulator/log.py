@@ -2,7 +2,7 @@
 
 A partition is a directory of segment files named after the byte offset of their first record
 (``00000000000000000000.seg``). A record is ``>IIqq`` (payload length, CRC-32 of payload, sequence
-number, enqueued time in ms) followed by the delivery-ready payload (see ``codec``). An event's
+number, enqueued time in ms) followed by the delivery-ready payload (see ``events``). An event's
 offset is the byte position of its record in the partition's whole history, so offsets are
 monotonically increasing and survive trimming, as in Event Hubs.
 
@@ -74,11 +74,6 @@ class PartitionLog:
         self._recover()
 
     # -- properties -----------------------------------------------------------------------------
-
-    @property
-    def end_offset(self) -> int:
-        last = self.segments[-1]
-        return last.base + last.size
 
     @property
     def is_empty(self) -> bool:

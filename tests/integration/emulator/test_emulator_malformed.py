@@ -9,7 +9,7 @@ import struct
 from azure.eventhub import EventData, EventHubProducerClient
 from azure.eventhub._pyamqp import _decode, performatives
 
-from airflow_provider_eh.emulator import codec
+from airflow_provider_eh.emulator import codec, frames
 
 HEADER = struct.Struct(">IBBH")
 
@@ -32,13 +32,13 @@ def _malformed(rng: random.Random, kind: int) -> bytes:
     if kind == 4:  # data offset below 2
         return _frame(b"\x00\x53\x13\x45", doff=rng.randrange(0, 2))
     if kind == 5:  # transfer on a handle nobody attached (session begun first)
-        begin = codec.encode_performative(performatives.BeginFrame(
+        begin = frames.encode_performative(performatives.BeginFrame(
             remote_channel=None, next_outgoing_id=0, incoming_window=100, outgoing_window=100, handle_max=10,
             offered_capabilities=None, desired_capabilities=None, properties=None))
         transfer = b"\x00\x53\x14\xc0\x08\x03\x52" + bytes([rng.randrange(1, 200)]) + b"\x43\xa0\x01\x01" + junk
         return begin + _frame(transfer)
     if kind == 6:  # attach whose handle is a string
-        begin = codec.encode_performative(performatives.BeginFrame(
+        begin = frames.encode_performative(performatives.BeginFrame(
             remote_channel=None, next_outgoing_id=0, incoming_window=100, outgoing_window=100, handle_max=10,
             offered_capabilities=None, desired_capabilities=None, properties=None))
         attach = b"\x00\x53\x12\xc0\x0a\x03\xa1\x01x\xa1\x03abc\x41"
@@ -46,7 +46,7 @@ def _malformed(rng: random.Random, kind: int) -> bytes:
     if kind == 7:  # unknown AMQP constructor inside a performative
         return _frame(b"\x00\x53\x11\xc0\x04\x02" + bytes([rng.randrange(0x01, 0x40), rng.randrange(0x01, 0x40)]) + b"\x40")
     if kind == 8:  # a second open
-        return codec.open_frame("again", 65536, None)
+        return frames.open_frame("again", 65536, None)
     # kind 9: a frame far larger than max-frame-size
     return HEADER.pack(64 * 1024 * 1024, 2, 0, 0) + junk
 
@@ -54,21 +54,21 @@ def _malformed(rng: random.Random, kind: int) -> bytes:
 def _exchange(port: int, payload: bytes) -> list[tuple[int, list]]:
     """Open an AMQP connection (no SASL), send ``payload``, return the frames read until the server closes."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(codec.AMQP_HEADER + codec.open_frame("raw-test", 65536, None) + payload)
+        sock.sendall(frames.AMQP_HEADER + frames.open_frame("raw-test", 65536, None) + payload)
         data = b""
         while True:
             chunk = sock.recv(65536)
             if not chunk:
                 break
             data += chunk
-    assert data[:8] == codec.AMQP_HEADER
-    frames, pos = [], 8
+    assert data[:8] == frames.AMQP_HEADER
+    received, pos = [], 8
     while pos + 8 <= len(data):
         size, doff = struct.unpack_from(">IB", data, pos)
         body = memoryview(data[pos + doff * 4 : pos + size])
-        frames.append(_decode.decode_frame(body))
+        received.append(_decode.decode_frame(body))
         pos += size
-    return frames
+    return received
 
 
 def test_twenty_random_malformed_frames_each_get_an_error_while_others_keep_working(hub, emulator):
@@ -91,4 +91,4 @@ def test_garbage_instead_of_a_protocol_header_is_answered_with_the_supported_hea
     with socket.create_connection(("127.0.0.1", emulator.port), timeout=10) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
         reply = sock.recv(64)
-    assert reply[:8] == codec.AMQP_HEADER
+    assert reply[:8] == frames.AMQP_HEADER

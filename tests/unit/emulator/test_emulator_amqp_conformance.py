@@ -10,7 +10,7 @@ import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
 
-from airflow_provider_eh.emulator import codec
+from airflow_provider_eh.emulator import codec, events, frames, messages
 
 
 def _list(*items: bytes) -> bytes:
@@ -52,39 +52,39 @@ SHORTEST = {
 
 @pytest.mark.parametrize("code", sorted(SHORTEST), ids=lambda c: f"0x{c:x}")
 def test_performative_with_trailing_fields_omitted_is_padded_to_its_full_arity(code):
-    decoded, fields = codec.decode_performative(_performative(code, *SHORTEST[code]))
+    decoded, fields = frames.decode_performative(_performative(code, *SHORTEST[code]))
     assert decoded == code
-    assert len(fields) == codec.ARITY[code]
-    assert fields[len(SHORTEST[code]):] == [None] * (codec.ARITY[code] - len(SHORTEST[code]))
+    assert len(fields) == frames.ARITY[code]
+    assert fields[len(SHORTEST[code]):] == [None] * (frames.ARITY[code] - len(SHORTEST[code]))
 
 
 def test_transfer_of_six_fields_has_its_payload_at_the_fixed_index():
     # what the JavaScript SDK's AMQP library (rhea) writes: handle .. more, then the message
     payload = b"\x00\x53\x77\xa1\x05token"
     body = _performative(codec.TRANSFER, UINT0, b"\x52\x07", b"\xa0\x01\x07", UINT0, FALSE, FALSE)
-    code, fields = codec.decode_performative(memoryview(bytes(body) + payload))
+    code, fields = frames.decode_performative(memoryview(bytes(body) + payload))
     assert code == codec.TRANSFER
-    assert len(fields) == codec.TRANSFER_PAYLOAD + 1
+    assert len(fields) == frames.TRANSFER_PAYLOAD + 1
     assert fields[1] == 7 and fields[5] is False and fields[9] is None
-    assert bytes(fields[codec.TRANSFER_PAYLOAD]) == payload
+    assert bytes(fields[frames.TRANSFER_PAYLOAD]) == payload
 
 
 @pytest.mark.parametrize("descriptor", ["ulong", "symbol"])
 def test_performative_descriptor_may_be_a_ulong_or_a_symbol(descriptor):
-    shortest = codec.decode_performative(_performative(codec.BEGIN, *SHORTEST[codec.BEGIN]))
-    assert codec.decode_performative(_performative(codec.BEGIN, *SHORTEST[codec.BEGIN], descriptor=descriptor)) \
+    shortest = frames.decode_performative(_performative(codec.BEGIN, *SHORTEST[codec.BEGIN]))
+    assert frames.decode_performative(_performative(codec.BEGIN, *SHORTEST[codec.BEGIN], descriptor=descriptor)) \
         == shortest
 
 
 def test_performative_with_more_fields_than_amqp_defines_is_a_decode_error():
     with pytest.raises(codec.CodecError, match="defines 1"):
-        codec.decode_performative(_performative(codec.END, NULL, NULL))
+        frames.decode_performative(_performative(codec.END, NULL, NULL))
 
 
 def test_message_sections_with_symbolic_descriptors_are_read_like_coded_ones():
     annotations = b"\x00\xa3\x1camqp:message-annotations:map" + b"\xc1\x1a\x02\xa3\x13x-opt-partition-key\xa1\x02pk"
     data = b"\x00\xa3\x10amqp:data:binary\xa0\x04body"
-    event = codec.parse_event(annotations + data)
+    event = events.parse_event(annotations + data)
     assert event.partition_key == b"pk"
     assert event.tail == data
 
@@ -107,10 +107,10 @@ MESSAGE_IDS = {
 @pytest.mark.parametrize("kind", sorted(MESSAGE_IDS))
 def test_reply_correlation_id_is_the_request_message_id_as_sent(kind):
     value, encoded = MESSAGE_IDS[kind]
-    request = codec.parse_request(_request(value))
+    request = messages.parse_request(_request(value))
     assert request.message_id == encoded
     assert request.application_properties == {b"operation": b"put-token"}
-    reply = codec.reply_message(request.message_id, 202, "Accepted")
+    reply = messages.reply_message(request.message_id, 202, "Accepted")
     sections = codec.split_sections(reply)
     descriptor, _start, value_start, end = sections[0]
     assert descriptor == codec.SEC_PROPERTIES
@@ -124,16 +124,16 @@ def test_reply_correlation_id_is_the_request_message_id_as_sent(kind):
 
 
 def test_request_without_message_id_gets_a_null_correlation_id():
-    request = codec.parse_request(_request(None))
+    request = messages.parse_request(_request(None))
     assert request.message_id == b"\x40"
-    assert _decode.decode_payload(memoryview(codec.reply_message(request.message_id, 200, "OK"))).properties \
+    assert _decode.decode_payload(memoryview(messages.reply_message(request.message_id, 200, "OK"))).properties \
         .correlation_id is None
 
 
 def test_message_id_of_a_type_amqp_does_not_allow_is_a_decode_error():
     properties = b"\x00\x53\x73" + _list(b"\x81" + b"\x00" * 8)  # a long, not a ulong
     with pytest.raises(codec.CodecError, match="none of ulong, uuid, binary, string"):
-        codec.parse_request(properties + b"\x00\x53\x77\x40")
+        messages.parse_request(properties + b"\x00\x53\x77\x40")
 
 
 class _Session:
@@ -152,7 +152,7 @@ def _transfer(delivery_id: int | None, payload: bytes, *, more: bool = False, ab
              TRUE if more else FALSE]
     if aborted:
         items += [NULL, NULL, NULL, TRUE]
-    return codec.decode_performative(memoryview(bytes(_performative(codec.TRANSFER, *items)) + payload))[1]
+    return frames.decode_performative(memoryview(bytes(_performative(codec.TRANSFER, *items)) + payload))[1]
 
 
 def test_aborted_delivery_is_discarded_and_the_next_one_is_read_whole():

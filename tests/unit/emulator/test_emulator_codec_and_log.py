@@ -8,9 +8,10 @@ import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
 
-from airflow_provider_eh.emulator import codec
+from airflow_provider_eh.emulator import codec, events, frames
 from airflow_provider_eh.emulator.auth import AuthError, SasValidator, sign
-from airflow_provider_eh.emulator.links import LinkRefused, parse_start
+from airflow_provider_eh.emulator.entities import Refused as LinkRefused
+from airflow_provider_eh.emulator.attach import parse_start
 from airflow_provider_eh.emulator.log import PartitionLog
 
 
@@ -22,7 +23,7 @@ def test_stored_event_carries_broker_annotations_and_keeps_client_sections():
     payload = _encoded(Message(
         properties=Properties(message_id="m1"), application_properties={"k": "v"}, data=[b"body"],
         message_annotations={"custom": "x", "x-opt-partition-key": "pk-1"}))
-    event = codec.parse_event(payload)
+    event = events.parse_event(payload)
     assert event.partition_key == b"pk-1"
     decoded = _decode.decode_payload(memoryview(event.stored(7, 1234, 1700000000000, None)))
     annotations = decoded.message_annotations
@@ -39,7 +40,7 @@ def test_stored_event_carries_broker_annotations_and_keeps_client_sections():
 def test_batch_is_split_into_its_inner_messages_with_the_batch_partition_key():
     inner = [_encoded(Message(data=[f"e{i}".encode()])) for i in range(3)]
     batch = _encoded(Message(data=inner, message_annotations={"x-opt-partition-key": "k"}))
-    parts, key = codec.batch_parts(batch)
+    parts, key = events.batch_parts(batch)
     assert [bytes(p) for p in parts] == inner
     assert key == b"k"
 
@@ -47,15 +48,15 @@ def test_batch_is_split_into_its_inner_messages_with_the_batch_partition_key():
 @pytest.mark.parametrize("payload", [b"", b"\x01\x02", b"\x00\x53\x75\xa0\x10abc", b"\x00\x53\x99\x45"])
 def test_malformed_messages_raise_codec_errors(payload):
     with pytest.raises(codec.CodecError):
-        codec.parse_event(payload)
+        events.parse_event(payload)
 
 
 def test_large_delivery_is_split_into_frames_below_the_peer_max_frame_size():
     payload = bytes(range(256)) * 40  # 10 KiB
-    frames = codec.transfer_frames(0, 3, 9, payload, 4096)
-    assert len(frames) == 3 and all(len(f) <= 4096 for f in frames)
+    chunks = frames.transfer_frames(0, 3, 9, payload, 4096)
+    assert len(chunks) == 3 and all(len(f) <= 4096 for f in chunks)
     rebuilt = b""
-    for i, frame in enumerate(frames):
+    for i, frame in enumerate(chunks):
         fields = _decode.decode_frame(memoryview(frame[8:]))[1]
         assert fields[0] == 3 and fields[1] == 9 and fields[4] is True
         assert fields[5] is (i < 2)  # more

@@ -7,21 +7,21 @@ import pytest
 from azure.eventhub._pyamqp import _encode
 from azure.eventhub._pyamqp.message import Message
 
-from airflow_provider_eh.emulator import codec, idempotence
+from airflow_provider_eh.emulator import codec, events, idempotence
 from airflow_provider_eh.emulator.log import PartitionLog
 
 
-def _event(producer_id: int, epoch: int, sequence: int) -> codec.ParsedEvent:
+def _event(producer_id: int, epoch: int, sequence: int) -> events.ParsedEvent:
     annotations = {
         idempotence.PRODUCER_ID: codec.long(producer_id),
         idempotence.PRODUCER_EPOCH: {_encode.TYPE: _encode.AMQPTypes.short, _encode.VALUE: epoch},
         idempotence.PRODUCER_SEQUENCE: {_encode.TYPE: _encode.AMQPTypes.int, _encode.VALUE: sequence},
     }
-    return codec.parse_event(bytes(_encode.encode_payload(bytearray(), Message(
+    return events.parse_event(bytes(_encode.encode_payload(bytearray(), Message(
         data=[f"e{sequence}".encode()], message_annotations=annotations))))
 
 
-def _store(log: PartitionLog, events: list[codec.ParsedEvent]) -> None:
+def _store(log: PartitionLog, events: list[events.ParsedEvent]) -> None:
     log.append([(lambda seq, off, ts, ev=ev: ev.stored(seq, off, ts, None)) for ev in events])
 
 
@@ -51,7 +51,7 @@ def test_a_higher_owner_level_fences_the_lower_one_on_attach_and_on_send(tmp_pat
 def test_producer_groups_are_rebuilt_from_the_log_after_a_restart(tmp_path):
     log = PartitionLog(tmp_path)
     _store(log, [_event(7, 3, s) for s in range(4)])
-    _store(log, [codec.parse_event(bytes(_encode.encode_payload(bytearray(), Message(data=[b"plain"]))))])
+    _store(log, [events.parse_event(bytes(_encode.encode_payload(bytearray(), Message(data=[b"plain"]))))])
     log.sync()
     log.close()
 

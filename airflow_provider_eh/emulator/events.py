@@ -1,0 +1,143 @@
+"""Events as stored: a producer's message split so the broker annotations are added cheaply.
+
+Stored events are kept *delivery-ready*: the message sections as the client sent them, with a
+message-annotations section carrying the broker annotations (sequence number, offset, enqueued
+time, partition key) placed in front of the properties. Delivery then only wraps those bytes in a
+transfer frame; nothing is decoded or re-encoded. An SDK batch (message-format ``BATCH_FORMAT``)
+is split into its events here too.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from .codec import (
+    SEC_DATA, SEC_DELIVERY_ANN, SEC_HEADER, SEC_MESSAGE_ANN, CodecError, decode_value, map_entries, skip_value, split_sections,
+)
+
+BATCH_FORMAT = 0x80013700
+
+KEY_SEQUENCE = b"x-opt-sequence-number"
+KEY_OFFSET = b"x-opt-offset"
+KEY_ENQUEUED = b"x-opt-enqueued-time"
+KEY_PARTITION_KEY = b"x-opt-partition-key"
+_BROKER_KEYS = frozenset({KEY_SEQUENCE, KEY_OFFSET, KEY_ENQUEUED, KEY_PARTITION_KEY})
+# an idempotent producer's annotations (see ``idempotence``): read, and kept with the event
+PRODUCER_KEYS = frozenset({b"com.microsoft:producer-id", b"com.microsoft:producer-epoch",
+                           b"com.microsoft:producer-sequence-number"})
+
+
+def _sym(key: bytes) -> bytes:
+    return b"\xa3" + bytes((len(key),)) + key
+
+
+def _str(value: bytes) -> bytes:
+    if len(value) < 256:
+        return b"\xa1" + bytes((len(value),)) + value
+    return b"\xb1" + _U32.pack(len(value)) + value
+
+
+_SYM_SEQUENCE = _sym(KEY_SEQUENCE) + b"\x81"
+_SYM_OFFSET = _sym(KEY_OFFSET)
+_SYM_ENQUEUED = _sym(KEY_ENQUEUED) + b"\x83"
+_SYM_PARTITION_KEY = _sym(KEY_PARTITION_KEY)
+_Q = struct.Struct(">q")
+_U32 = struct.Struct(">I")  # this module's own: see ``frames._U32``
+
+
+class ParsedEvent:
+    """One event as received from a client, split so the broker annotations can be added cheaply."""
+
+    __slots__ = ("head", "extra_annotations", "extra_count", "tail", "partition_key", "producer")
+
+    def __init__(self, head: bytes, extra_annotations: bytes, extra_count: int, tail: bytes, partition_key: bytes | None,
+                 producer: dict[bytes, Any] | None = None):
+        self.head = head
+        self.extra_annotations = extra_annotations
+        self.extra_count = extra_count
+        self.tail = tail
+        self.partition_key = partition_key
+        self.producer = producer  # idempotent producer annotations, when the event carries them
+
+    def stored(self, sequence: int, offset: int, enqueued_ms: int, partition_key: bytes | None) -> bytes:
+        """The delivery-ready bytes of this event with its broker annotations."""
+        key = self.partition_key if self.partition_key is not None else partition_key
+        body = (
+            _SYM_SEQUENCE + _Q.pack(sequence)
+            + _SYM_OFFSET + _str(str(offset).encode())
+            + _SYM_ENQUEUED + _Q.pack(enqueued_ms)
+        )
+        count = 6 + self.extra_count
+        if key is not None:
+            body += _SYM_PARTITION_KEY + _str(key)
+            count += 2
+        body += self.extra_annotations
+        annotations = b"\x00\x53\x72\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body
+        return self.head + annotations + self.tail
+
+
+def _partition_key_value(raw: bytes | memoryview) -> bytes | None:
+    value = decode_value(raw)
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
+
+
+def parse_event(payload: bytes | memoryview) -> ParsedEvent:
+    """Split one encoded message into header, client annotations and the rest."""
+    mv = memoryview(payload)
+    head = b""
+    extra = b""
+    extra_count = 0
+    partition_key = None
+    producer: dict[bytes, Any] | None = None
+    tail_start = None
+    for descriptor, start, value_start, end in split_sections(mv):
+        if tail_start is not None and descriptor in (SEC_HEADER, SEC_MESSAGE_ANN):
+            raise CodecError("message sections are out of order")
+        if descriptor == SEC_HEADER:
+            head = bytes(mv[start:end])
+        elif descriptor == SEC_DELIVERY_ANN:
+            continue
+        elif descriptor == SEC_MESSAGE_ANN:
+            kept = []
+            for key, entry_start, entry_end in map_entries(mv, value_start, end):
+                if key == KEY_PARTITION_KEY:
+                    partition_key = _partition_key_value(mv[skip_value(mv, entry_start) : entry_end])
+                elif key not in _BROKER_KEYS:
+                    kept.append(bytes(mv[entry_start:entry_end]))
+                    if key in PRODUCER_KEYS:
+                        if producer is None:
+                            producer = {}
+                        producer[key] = decode_value(mv[skip_value(mv, entry_start) : entry_end])
+            extra = b"".join(kept)
+            extra_count = 2 * len(kept)
+        else:
+            if tail_start is None:
+                tail_start = start
+    tail = bytes(mv[tail_start:]) if tail_start is not None else b""
+    return ParsedEvent(head, extra, extra_count, tail, partition_key, producer)
+
+
+def batch_parts(payload: bytes | memoryview) -> tuple[list[memoryview], bytes | None]:
+    """The inner messages of an SDK batch (message-format 0x80013700) and the batch's partition key."""
+    mv = memoryview(payload)
+    inner: list[memoryview] = []
+    partition_key = None
+    for descriptor, _start, value_start, end in split_sections(mv):
+        if descriptor == SEC_DATA:
+            code = mv[value_start]
+            if code == 0xA0:
+                inner.append(mv[value_start + 2 : end])
+            elif code == 0xB0:
+                inner.append(mv[value_start + 5 : end])
+            else:
+                raise CodecError("batch data section is not binary")
+        elif descriptor == SEC_MESSAGE_ANN:
+            for key, entry_start, entry_end in map_entries(mv, value_start, end):
+                if key == KEY_PARTITION_KEY:
+                    partition_key = _partition_key_value(mv[skip_value(mv, entry_start) : entry_end])
+    return inner, partition_key
