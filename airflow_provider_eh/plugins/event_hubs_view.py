@@ -1,0 +1,54 @@
+"""The provider's Airflow plugin: the Event Hubs view, on unless ``[azure_event_hubs] view_enabled`` is false.
+
+Registered through the provider info's ``plugins`` entry; Airflow's API server mounts the FastAPI app
+at :data:`URL_PREFIX` and the UI lists the page in its navigation (Browse menu). Switch it off with::
+
+    [azure_event_hubs]
+    view_enabled = False
+
+or ``AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED=False``; the plugin then contributes no route and no menu entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+URL_PREFIX = "/eventhubs"
+CONFIG_SECTION = "azure_event_hubs"
+CONFIG_OPTION = "view_enabled"
+
+
+def view_enabled() -> bool:
+    from airflow.configuration import conf
+
+    return conf.getboolean(CONFIG_SECTION, CONFIG_OPTION, fallback=True)
+
+
+def _fastapi_apps() -> list[dict[str, Any]]:
+    if not view_enabled():
+        return []
+    from airflow_provider_eh.plugins.app import create_app
+
+    return [{"name": "Event Hubs view", "app": create_app(), "url_prefix": URL_PREFIX}]
+
+
+def _external_views() -> list[dict[str, Any]]:
+    if not view_enabled():
+        return []
+    return [{
+        "name": "Event Hubs",
+        "href": f"{URL_PREFIX}/",
+        "url_route": "eventhubs",
+        "destination": "nav",
+        "category": "browse",
+    }]
+
+
+class EventHubsViewPlugin(AirflowPlugin):
+    """Producer ledgers, consumer lag and dead letters of an Event Hub, behind Airflow's authentication."""
+
+    name = "azure_event_hubs_view"
+    fastapi_apps = _fastapi_apps()
+    external_views = _external_views()
