@@ -50,5 +50,11 @@ class EventHubsViewPlugin(AirflowPlugin):
     """Producer ledgers, consumer lag and dead letters of an Event Hub, behind Airflow's authentication."""
 
     name = "azure_event_hubs_view"
-    fastapi_apps = _fastapi_apps()
-    external_views = _external_views()
+    fastapi_apps: list[dict[str, Any]] = []
+    external_views: list[dict[str, Any]] = []
+
+    @classmethod
+    def on_load(cls, *args: Any, **kwargs: Any) -> None:
+        """Airflow calls this once when it registers the plugin: the setting is read then."""
+        cls.fastapi_apps = _fastapi_apps()
+        cls.external_views = _external_views()

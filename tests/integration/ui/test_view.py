@@ -1,0 +1,209 @@
+"""The Event Hubs view through a running ``airflow standalone``: its API, its access rules, and the page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from ui_kit import DAG_EVENTS, DAG_ID, PARTITIONS, SQL_SECRET, ViewStack
+
+from airflow_provider_eh.testing.readback import read_hub
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _groups(body: dict) -> dict[str, dict[str, dict]]:
+    return {g["group"]: {p["partition"]: p for p in g["partitions"]} for g in body["producer_groups"]}
+
+
+def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack: ViewStack) -> None:
+    airflow = view_stack.airflow
+    token = airflow.token("admin")
+    response = view_stack.view("/api/overview", token)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["hub"] == view_stack.hub and sorted(body["partitions"]) == [str(p) for p in range(PARTITIONS)]
+    groups = _groups(body)
+
+    # the DAG's publish: what its task returned (XCom) is what the ledger shows, linked to its task instance
+    (run,) = airflow.runs(DAG_ID)
+    xcom = airflow.get(f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/publish/xcomEntries/return_value")
+    assert xcom.status_code == 200, xcom.text
+    returned = xcom.json()["value"]
+    returned = json.loads(returned) if isinstance(returned, str) else returned
+    published = groups[f"{DAG_ID}.publish"]
+    assert sorted(published) == sorted(returned) == [str(p) for p in range(PARTITIONS)]
+    for pid, result in returned.items():
+        row = published[pid]
+        assert row["next_sequence_number"] == result["last_seq"] + 1
+        assert row["owner_level"] >= 1 and row["open_batches"] == []
+        last = row["last_committed"]
+        assert (last["events"], last["first_seq"], last["last_seq"]) == (result["events"], result["first_seq"], result["last_seq"])
+        assert last["task_instance"]["dag_id"] == DAG_ID and last["task_instance"]["task_id"] == "publish"
+        assert last["task_instance"]["run_id"] == run["dag_run_id"]
+    assert sum(r["last_committed"]["events"] for r in published.values()) == DAG_EVENTS
+
+    # the killed publish: a pending batch on partition 3, with its age; stale only past the threshold
+    (pending,) = groups["backfill"]["3"]["open_batches"]
+    assert pending["kind"] == "pending" and pending["batch_id"] == view_stack.crashed_batch and pending["events"] == 5
+    assert 0 <= pending["age_seconds"] < 3600 and pending["stale"] is False and pending["task_instance"] is None
+    assert groups["backfill"]["3"]["last_committed"] is None
+    strict = view_stack.view("/api/overview", token, pending_threshold_seconds=0).json()
+    assert _groups(strict)["backfill"]["3"]["open_batches"][0]["stale"] is True
+
+    # consumer lag: analytics read before the DAG's publish, $Default after it
+    in_hub = Counter(e.partition for e in read_hub(airflow_endpoint(view_stack)))
+    consumers = {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
+    assert set(consumers) == {"analytics", "$Default"}
+    for pid in map(str, range(PARTITIONS)):
+        assert consumers["$Default"][pid]["lag_events"] == 0
+        assert consumers["$Default"][pid]["last_enqueued"] == in_hub[pid] - 1
+        assert consumers["analytics"][pid]["lag_events"] == DAG_EVENTS // PARTITIONS
+        assert consumers["analytics"][pid]["checkpointed"] == in_hub[pid] - 1 - DAG_EVENTS // PARTITIONS
+        assert consumers["analytics"][pid]["lag_seconds"] > 0
+
+    # dead letters of the $Default sink, by reason, as the sink's table holds them
+    with sqlite3.connect(view_stack.sink_db) as conn:
+        rows = conn.execute("SELECT reason, partition_id FROM eh_ingest_dead_letter WHERE status = 'dead' AND consumer_group = '$Default'").fetchall()
+    assert len(rows) == 2
+    dead = body["dead_letters"]
+    assert dead["total"] == len(rows)
+    assert {r["reason"]: (r["count"], r["partitions"]) for r in dead["by_reason"]} == {
+        reason: (n, dict(Counter(p for rr, p in rows if rr == reason))) for reason, n in Counter(r for r, _ in rows).items()
+    }
+    assert "--sql-conn-id sink_view" in dead["replay_command"] and dead["replay_command"].endswith(" replay")
+
+    refreshed = view_stack.view("/api/consumers", token)
+    assert refreshed.status_code == 200
+    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$Default"}
+
+
+def airflow_endpoint(view_stack: ViewStack):
+    from airflow_provider_eh.endpoint import EventHubsEndpoint
+
+    return EventHubsEndpoint.from_connection_string(view_stack.eh_conn_str, view_stack.hub)
+
+
+def test_anonymous_requests_get_401_and_a_user_without_connection_access_403(view_stack: ViewStack) -> None:
+    for path in ("/", "/api/overview", "/api/consumers", "/static/view.js"):
+        assert view_stack.view(path).status_code == 401, path
+    bad = view_stack.view("/api/overview", "not-a-token")
+    assert bad.status_code in (401, 403)
+    viewer = view_stack.airflow.token("viewer")
+    # the viewer role may not read connections, so it may not read what they reach either
+    for path in ("/api/overview", "/api/consumers"):
+        refused = view_stack.view(path, viewer)
+        assert refused.status_code == 403, refused.text
+        assert "eh_view" in refused.json()["detail"]
+    # the same user may log in and may read the REST API's DAGs: the refusal is about connections
+    assert httpx.get(f"{view_stack.airflow.base}/api/v2/dags", headers={"Authorization": f"Bearer {viewer}"}).status_code == 200
+    assert httpx.get(f"{view_stack.airflow.base}/api/v2/connections", headers={"Authorization": f"Bearer {viewer}"}).status_code == 403
+    assert view_stack.view("/", viewer).status_code == 200  # the page itself holds no data
+
+
+def test_no_secret_reaches_a_response(view_stack: ViewStack) -> None:
+    token = view_stack.airflow.token("admin")
+    texts = [view_stack.view(p, token).text for p in ("/api/overview", "/api/consumers", "/")]
+    texts.append(view_stack.view("/api/overview", token, sql_conn_id="missing_conn").text)
+    secrets = [SQL_SECRET, _part(view_stack.eh_conn_str, "SharedAccessKey="), _part(view_stack.blob_conn_str, "AccountKey=")]
+    for secret in secrets:
+        assert len(secret) >= 10
+        for text in texts:
+            assert secret not in text
+    assert "missing_conn" in texts[-1]
+
+
+def _part(conn_str: str, key: str) -> str:
+    return next(p[len(key):] for p in conn_str.split(";") if p.startswith(key))
+
+
+def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: ViewStack, tmp_path: Path) -> None:
+    from cdp import Chromium
+
+    base = view_stack.airflow.base
+    browser = Chromium(tmp_path / "chromium")
+    page = None
+    try:
+        page = browser.page()
+        page.goto(f"{base}/auth/login")
+        page.wait_for("document.querySelector('input[name=username]') !== null")
+        page.eval(
+            "(() => { const set = (el, v) => { Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')"
+            ".set.call(el, v); el.dispatchEvent(new Event('input', {bubbles: true})); };"
+            f" set(document.querySelector('input[name=username]'), 'admin');"
+            f" set(document.querySelector('input[name=password]'), {json.dumps(view_stack.airflow.passwords['admin'])});"
+            " document.querySelector('button[type=submit]').click(); return true; })()"
+        )
+        page.wait_for("document.cookie.includes('_token=')")
+        query = "&".join(f"{k}={v}" for k, v in {**view_stack.params, "consumer_groups": "analytics,$Default"}.items())
+        page.goto(f"{base}/eventhubs/?{query}")
+        page.wait_for("document.querySelectorAll('#producers tr.producer-row').length > 0")
+        rows = page.eval(
+            "Array.from(document.querySelectorAll('#producers tr.producer-row')).map(r => [r.dataset.group, "
+            "r.dataset.partition, r.querySelector('.next-seq') ? r.querySelector('.next-seq').textContent : null, "
+            "r.querySelector('.open-batches').textContent])"
+        )
+        published = {r[1]: r for r in rows if r[0] == f"{DAG_ID}.publish"}
+        assert sorted(published) == [str(p) for p in range(PARTITIONS)]
+        assert all(int(r[2]) == DAG_EVENTS // PARTITIONS for r in published.values())
+        (pending,) = [r for r in rows if r[0] == "backfill"]
+        assert pending[1] == "3" and pending[3].startswith("pending 5 events")
+        assert page.eval("document.querySelector('.last-batch a.ti-link').textContent").startswith(f"{DAG_ID}.publish")
+
+        lag = page.eval(
+            "Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar')).map(b => "
+            "[b.dataset.partition, Number(b.dataset.lag), b.getBoundingClientRect().width])"
+        )
+        assert [(p, n) for p, n, _ in lag] == [(str(p), DAG_EVENTS // PARTITIONS) for p in range(PARTITIONS)]
+        assert all(width > 50 for _, _, width in lag)  # drawn bars, not empty boxes
+        assert page.eval("Array.from(document.querySelectorAll('.lag-chart[data-group=\"$Default\"] .bar'))"
+                         ".every(b => b.getBoundingClientRect().width === 0)")
+        dead = page.eval("Array.from(document.querySelectorAll('#dead-letters tr.dl-row')).map(r => [r.dataset.reason, "
+                         "r.querySelector('.dl-count').textContent])")
+        assert dead == [["rejected", "2"]]
+        before = page.eval("document.getElementById('consumers-read-at').textContent")
+        page.wait_for(f"document.getElementById('consumers-read-at').textContent !== {json.dumps(before)}", timeout=30)
+        shot = page.screenshot(tmp_path / "eventhubs-view.png")
+        assert shot.stat().st_size > 10_000
+
+        # the page is in Airflow's navigation: the UI lists it and embeds it
+        page.goto(f"{base}/plugin/eventhubs")
+        page.wait_for("document.querySelector('iframe[src*=\"/eventhubs/\"]') !== null")
+        page.screenshot(tmp_path / "eventhubs-in-airflow.png")
+    finally:
+        if page is not None:
+            page.close()
+        browser.stop()
+
+
+def test_view_enabled_false_removes_the_routes_and_the_menu_entry(tmp_path: Path) -> None:
+    # Airflow's own plugin loading and mounting (init_plugins is what the API server runs), switched off then on
+    probe = (
+        "import json, os\n"
+        "from fastapi import FastAPI\n"
+        "from airflow import plugins_manager\n"
+        "from airflow.api_fastapi.app import init_plugins\n"
+        "out = {}\n"
+        "for enabled in ('False', 'True'):\n"
+        "    os.environ['AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED'] = enabled\n"
+        "    for cached in (plugins_manager._get_plugins, plugins_manager.get_fastapi_plugins, plugins_manager._get_ui_plugins):\n"
+        "        cached.cache_clear()\n"
+        "    app = FastAPI()\n"
+        "    init_plugins(app)\n"
+        "    out[enabled] = {'eventhubs': '/eventhubs' in [getattr(r, 'path', '') for r in app.routes],\n"
+        "                    'views': [v['href'] for v in plugins_manager._get_ui_plugins()[0]]}\n"
+        "print(json.dumps(out))\n"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["True"] == {"eventhubs": True, "views": ["/eventhubs/"]}
+    assert results["False"] == {"eventhubs": False, "views": []}

@@ -1,0 +1,202 @@
+"""One `airflow standalone` with the Event Hubs view, and the state it shows, for the API and browser tests (fixture `view_stack`).
+
+The instance uses the simple auth manager with two users of its own, ``admin`` (role admin) and
+``viewer`` (role viewer: no access to connections), passwords in a file of its own. Before the
+tests run, the hub gets:
+
+* a publish by ``EventHubPublishOperator`` in a DAG run of the instance (group ``eh_view_publish.publish``);
+* a publish killed after writing its intent (group ``backfill``): a pending batch;
+* stamped events with two poison events, ingested by ``analytics`` before the DAG's publish (so it
+  lags by the DAG's events) and by ``$Default`` after it (two dead letters ``rejected``), both
+  mirroring their checkpoints to the checkpoint container in the SDK's layout.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from azure.eventhub import EventData, EventHubProducerClient
+from azure.storage.blob import BlobServiceClient
+
+from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
+from airflow_provider_eh.publishing import derive_batch_id
+from airflow_provider_eh.testing.ports import free_port
+from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publishing"))
+from publish_kit import PublishSetup  # noqa: E402
+
+DAG_ID = "eh_view_publish"
+PARTITIONS = 4
+DAG_EVENTS = 8  # two per partition
+LOGICAL_DATE = "2026-11-02T00:00:00+00:00"
+SQL_SECRET = "sql-pw-" + "q7Zx9Lk2Vb"  # a distinctive secret no response may contain
+
+DAG_FILE = '''
+from airflow.sdk import DAG
+from airflow_provider_eh.operators.publish import EventHubPublishOperator
+
+with DAG("{dag_id}", schedule=None, catchup=False):
+    EventHubPublishOperator(
+        task_id="publish", event_hubs_conn_id="eh_view", eventhub_name="{hub}", wasb_conn_id="wasb_view",
+        state_container="{state}",
+        events=[{{"body": {{"id": "d-%d" % i}}, "partition_id": str(i % {partitions})}} for i in range({events})],
+    )
+'''
+
+
+class UserStandalone(AirflowStandalone):
+    """The harness's standalone, logged in as ``admin`` with a password (not the all-admins token)."""
+
+    passwords: dict[str, str]
+
+    def token(self, user: str) -> str:
+        response = httpx.post(f"{self.base}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=10)
+        response.raise_for_status()
+        return response.json()["access_token"]
+
+    def login(self) -> None:
+        token = self.token("admin")
+        if self.client is not None:
+            self.client.close()
+        self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def poison_row(event: Any) -> dict[str, Any]:
+    body = event.json()
+    if body.get("poison"):
+        raise ValueError(f"poison event {body['id']}")
+    return {"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}
+
+
+@dataclass
+class ViewStack:
+    airflow: UserStandalone
+    hub: str
+    state_container: str
+    checkpoint_container: str
+    sink_db: Path
+    eh_conn_str: str
+    blob_conn_str: str
+    crashed_batch: str
+    out: Path
+    params: dict[str, str] = field(default_factory=dict)
+
+    def view(self, path: str, token: str | None = None, **params: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(f"{self.airflow.base}/eventhubs{path}", params={**self.params, **params}, headers=headers, timeout=120)
+
+
+def _ingest(eh_conn_str: str, hub: str, group: str, sink_db: Path, container: Any) -> dict[str, Any]:
+    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str, hub)
+    store = SqlIngestStore(sqlite3.connect(sink_db), Stream(endpoint.namespace, endpoint.eventhub_name, group))
+    try:
+        run = IngestRun(endpoint, group, store, BatchProcessor("events", poison_row), owner_id=f"view-{group}",
+                        container_client=container, limits=RunLimits(batch_size=50, max_wait_time=0.3, max_duration=60))
+        return run.run()
+    finally:
+        store.close()
+
+
+def _stamped_events(eh_conn_str: str, hub: str) -> None:
+    with EventHubProducerClient.from_connection_string(eh_conn_str, eventhub_name=hub) as producer:
+        for pid in range(PARTITIONS):
+            batch = producer.create_batch(partition_id=str(pid))
+            for i in range(5):
+                body = {"id": f"s{pid}-{i}", **({"poison": True} if i == 2 and pid in (1, 2) else {})}
+                event = EventData(json.dumps(body))
+                event.properties = {"eh.group": "stamps", "eh.seq": i, "eh.batch": "b0", "eh.owner": 1}
+                batch.add(event)
+            producer.send_batch(batch)
+
+
+@pytest.fixture(scope="module")
+def view_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewStack]:
+    out = tmp_path_factory.mktemp("ui")
+    hub = f"hub-{uuid.uuid4().hex[:12]}"
+    event_hubs.admin.create_hub(hub, partitions=PARTITIONS, consumer_groups=["analytics"])
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    state_container, checkpoint_container = f"state-{uuid.uuid4().hex[:10]}", f"cp-{uuid.uuid4().hex[:10]}"
+    service.create_container(state_container)
+    checkpoints = service.create_container(checkpoint_container)
+    eh_conn_str = event_hubs.connection_string(hub)
+    sink_db = out / "sink.db"
+    with sqlite3.connect(sink_db) as conn:
+        conn.execute("CREATE TABLE events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)")
+
+    dags = out / "dags"
+    dags.mkdir()
+    (dags / "eh_view_publish.py").write_text(DAG_FILE.format(
+        dag_id=DAG_ID, hub=hub, state=state_container, partitions=PARTITIONS, events=DAG_EVENTS))
+    home = out / "airflow-home"
+    home.mkdir()
+    passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
+    (home / "passwords.json").write_text(json.dumps(passwords))
+    port = free_port()
+    env = standalone_env(home, port)
+    env.update({
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW_CONN_EH_VIEW": json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": eh_conn_str}}),
+        "AIRFLOW_CONN_WASB_VIEW": json.dumps({"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}}),
+        "AIRFLOW_CONN_SINK_VIEW": json.dumps({"conn_type": "sqlite", "host": str(sink_db), "password": SQL_SECRET}),
+    })
+    airflow = UserStandalone(env, port, out / "standalone.log")
+    airflow.passwords = passwords
+
+    # the analytics consumer reads the stamped events while the instance starts
+    prep_error: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            _stamped_events(eh_conn_str, hub)
+            _ingest(eh_conn_str, hub, "analytics", out / "analytics.db", checkpoints)
+        except BaseException as exc:  # re-raised below
+            prep_error.append(exc)
+
+    with sqlite3.connect(out / "analytics.db") as conn:
+        conn.execute("CREATE TABLE events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)")
+    prep = threading.Thread(target=prepare)
+    prep.start()
+    try:
+        airflow.start()
+        prep.join()
+        if prep_error:
+            raise prep_error[0]
+        airflow.wait_for_dag(DAG_ID, timeout=120)
+        triggered = airflow.client.post(f"/dags/{DAG_ID}/dagRuns", json={"logical_date": LOGICAL_DATE})
+        assert triggered.status_code == 200, triggered.text
+        airflow.wait_for_runs(DAG_ID, 1, timeout=180)
+
+        crashed_batch = derive_batch_id("backfill", "manual", "backfill", logical_date="2026-11-01T00:00:00+00:00")
+        setup = PublishSetup(event_hubs, azurite, hub, state_container)
+        events = [{"body": {"id": f"b-{i}"}, "partition_id": "3"} for i in range(5)]
+        proc = setup.start(events, crashed_batch, group="backfill", crash_at="after_intent")
+        proc.communicate(timeout=120)
+        assert proc.returncode == -9, f"the publish was to be killed after its intent, exit code {proc.returncode}"
+
+        _ingest(eh_conn_str, hub, "$Default", sink_db, checkpoints)
+        stack = ViewStack(airflow, hub, state_container, checkpoint_container, sink_db, eh_conn_str,
+                          azurite.connection_string, crashed_batch, out)
+        stack.params = {
+            "conn_id": "eh_view", "hub": hub, "wasb_conn_id": "wasb_view", "state_container": state_container,
+            "checkpoint_container": checkpoint_container, "sql_conn_id": "sink_view",
+        }
+        yield stack
+    finally:
+        prep.join()
+        airflow.stop()
