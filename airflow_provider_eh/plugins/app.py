@@ -7,8 +7,6 @@ read each connection the request names (403 otherwise): what a connection reache
 those allowed to read the connection.
 """
 
-from __future__ import annotations
-
 import logging
 import time
 from datetime import datetime, timezone

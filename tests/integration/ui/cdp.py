@@ -58,6 +58,20 @@ class Page:
                 raise TimeoutError(f"not true in {timeout} s: {expression}\npage text: {self.text()[:2000]}")
             time.sleep(0.3)
 
+    def type(self, selector: str, text: str) -> None:
+        """Focus the element and type ``text`` into it as keyboard input."""
+        self.eval(f"document.querySelector({json.dumps(selector)}).focus()")
+        self.call("Input.insertText", text=text)
+
+    def click(self, selector: str) -> None:
+        """A mouse click in the middle of the element."""
+        box = self.eval(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
     def text(self) -> str:
         try:
             return str(self.eval("document.body ? document.body.innerText : ''"))

@@ -42,7 +42,6 @@ DAG_ID = "eh_view_publish"
 PARTITIONS = 4
 DAG_EVENTS = 8  # two per partition
 LOGICAL_DATE = "2026-11-02T00:00:00+00:00"
-SQL_SECRET = "sql-pw-" + "q7Zx9Lk2Vb"  # a distinctive secret no response may contain
 
 DAG_FILE = '''
 from airflow.sdk import DAG
@@ -153,7 +152,7 @@ def view_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathF
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW_CONN_EH_VIEW": json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": eh_conn_str}}),
         "AIRFLOW_CONN_WASB_VIEW": json.dumps({"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}}),
-        "AIRFLOW_CONN_SINK_VIEW": json.dumps({"conn_type": "sqlite", "host": str(sink_db), "password": SQL_SECRET}),
+        "AIRFLOW_CONN_SINK_VIEW": json.dumps({"conn_type": "sqlite", "host": str(sink_db)}),
     })
     airflow = UserStandalone(env, port, out / "standalone.log")
     airflow.passwords = passwords
