@@ -61,10 +61,10 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
     # consumer lag: analytics read before the DAG's publish, $Default after it
     in_hub = Counter(e.partition for e in read_hub(airflow_endpoint(view_stack)))
     consumers = {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
-    assert set(consumers) == {"analytics", "$Default"}
+    assert set(consumers) == {"analytics", "$default"}  # discovered from blob paths, which the SDKs lower-case
     for pid in map(str, range(PARTITIONS)):
-        assert consumers["$Default"][pid]["lag_events"] == 0
-        assert consumers["$Default"][pid]["last_enqueued"] == in_hub[pid] - 1
+        assert consumers["$default"][pid]["lag_events"] == 0
+        assert consumers["$default"][pid]["last_enqueued"] == in_hub[pid] - 1
         assert consumers["analytics"][pid]["lag_events"] == DAG_EVENTS // PARTITIONS
         assert consumers["analytics"][pid]["checkpointed"] == in_hub[pid] - 1 - DAG_EVENTS // PARTITIONS
         assert consumers["analytics"][pid]["lag_seconds"] > 0
@@ -82,7 +82,7 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
     refreshed = view_stack.view("/api/consumers", token)
     assert refreshed.status_code == 200
-    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$Default"}
+    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default"}
 
 
 def airflow_endpoint(view_stack: ViewStack):
@@ -172,6 +172,9 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         # the page is in Airflow's navigation: the UI lists it and embeds it
         page.goto(f"{base}/plugin/eventhubs")
         page.wait_for("document.querySelector('iframe[src*=\"/eventhubs/\"]') !== null")
+        # the embedded page restores the settings and reads the same hub
+        page.wait_for("(() => { const d = document.querySelector('iframe[src*=\"/eventhubs/\"]').contentDocument;"
+                      " return d && d.querySelectorAll('#producers tr.producer-row').length > 0; })()")
         page.screenshot(tmp_path / "eventhubs-in-airflow.png")
     finally:
         if page is not None:

@@ -1,0 +1,143 @@
+"""The Event Hubs view's API on a large hub vs. the raw blob reads it needs.
+
+Starts its own local Event Hubs endpoint, Azurite and ``airflow standalone`` (the view's plugin
+mounted in its API server), creates a hub of ``--partitions`` partitions, writes ``--groups``
+producer groups' states with ``--entries`` committed ledger entries in all (spread over every group
+and partition, one pending batch per group) and checkpoints of two consumer groups, then measures,
+in the same run, the median of ``--repeat`` rounds of:
+
+- ``raw``: what the view has to read from storage: one listing of the state blobs, a download of
+  each (16 at a time, as the view does), one checkpoint listing per consumer group;
+- ``api``: ``GET /eventhubs/api/overview`` through the API server (authentication, the same reads,
+  decoding, the Event Hubs partition properties, task-instance links, JSON).
+
+The last line is ``ratio=<api/raw> api_s=... raw_s=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+from azure.storage.blob import BlobServiceClient  # noqa: E402
+
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.publishing.state import ProducerState, StateKey  # noqa: E402
+from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from airflow_provider_eh.testing.ports import free_port  # noqa: E402
+from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
+
+HUB, STATE, CHECKPOINTS = "bench-view", "bench-state", "bench-checkpoints"
+CONSUMER_GROUPS = ("$Default", "analytics")
+
+
+def write_states(container, namespace: str, partitions: int, groups: int, entries: int) -> None:
+    now = datetime.now(timezone.utc).isoformat()
+    per_blob = entries // (partitions * groups)
+    extra = entries - per_blob * partitions * groups
+    jobs = []
+    for g in range(groups):
+        for p in range(partitions):
+            key = StateKey(namespace, HUB, f"group-{g}", str(p))
+            state = ProducerState.new(key)
+            state.owner_level = 3
+            n = per_blob + (1 if g * partitions + p < extra else 0)
+            for i in range(n):
+                state.committed[f"{g:02d}{p:02d}{i:060d}"] = {
+                    "events": 100, "first_seq": i * 100, "last_seq": i * 100 + 99,
+                    "service_last_sequence_number": i * 100 + 99, "committed_at": now,
+                }
+            state.last_published_seq = n * 100 - 1
+            if p == 0:
+                state.pending = {"batch_id": f"pending-{g}", "first_seq": n * 100, "indexes": None, "events": 50,
+                                 "fingerprint": "x", "owner_level": 3, "start_sequence_number": 0, "landed": [],
+                                 "started_at": now}
+            jobs.append((key.blob_name, state.to_json()))
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda job: container.upload_blob(job[0], job[1], overwrite=True), jobs))
+
+
+def write_checkpoints(container, fqns: str, partitions: int) -> None:
+    for group in CONSUMER_GROUPS:
+        for p in range(partitions):
+            name = f"{fqns}/{HUB}/{group}/checkpoint/{p}".lower()
+            container.upload_blob(name, b"", overwrite=True, metadata={"sequencenumber": "10", "offset": "100"})
+
+
+def raw_reads(state, checkpoints, namespace: str, fqns: str) -> int:
+    names = [b.name for b in state.list_blobs(name_starts_with=f"{namespace}/{HUB}/".lower())]
+    with ThreadPoolExecutor(16) as pool:
+        sizes = list(pool.map(lambda n: len(state.get_blob_client(n).download_blob().readall()), names))
+    for group in CONSUMER_GROUPS:
+        list(checkpoints.list_blobs(name_starts_with=f"{fqns}/{HUB}/{group}/".lower(), include=["metadata"]))
+    return sum(sizes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=32)
+    parser.add_argument("--groups", type=int, default=10)
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-ui-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        with EmulatorProcess(tmp / "eh") as eh, AzuriteProcess(tmp / "azurite") as azurite:
+            eh.admin.create_hub(HUB, partitions=args.partitions, consumer_groups=["analytics"])
+            endpoint = EventHubsEndpoint.from_connection_string(eh.connection_string(HUB), HUB)
+            service = BlobServiceClient.from_connection_string(azurite.connection_string)
+            state, checkpoints = service.create_container(STATE), service.create_container(CHECKPOINTS)
+            write_states(state, endpoint.namespace, args.partitions, args.groups, args.entries)
+            write_checkpoints(checkpoints, endpoint.fully_qualified_namespace, args.partitions)
+
+            home = tmp / "airflow-home"
+            home.mkdir()
+            port = free_port()
+            env = standalone_env(home, port)
+            env["AIRFLOW_CONN_EH_BENCH"] = json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": eh.connection_string(HUB)}})
+            env["AIRFLOW_CONN_WASB_BENCH"] = json.dumps({"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}})
+            env["AIRFLOW__CORE__DAGS_FOLDER"] = str(tmp / "dags")
+            airflow = AirflowStandalone(env, port, tmp / "standalone.log")
+            try:
+                airflow.start()
+                token = airflow.client.headers["Authorization"]
+                params = {"conn_id": "eh_bench", "hub": HUB, "wasb_conn_id": "wasb_bench", "state_container": STATE,
+                          "checkpoint_container": CHECKPOINTS, "consumer_groups": ",".join(CONSUMER_GROUPS)}
+                api_times, raw_times = [], []
+                body = None
+                for _ in range(args.repeat + 1):  # the first round warms both up and is not counted
+                    started = time.perf_counter()
+                    size = raw_reads(state, checkpoints, endpoint.namespace, endpoint.fully_qualified_namespace)
+                    raw_times.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    response = httpx.get(f"{airflow.base}/eventhubs/api/overview", params=params,
+                                         headers={"Authorization": token}, timeout=300)
+                    api_times.append(time.perf_counter() - started)
+                    response.raise_for_status()
+                    body = response.json()
+            finally:
+                airflow.stop()
+    ledgers = sum(len(g["partitions"]) for g in body["producer_groups"])
+    committed = sum(p["committed_batches"] for g in body["producer_groups"] for p in g["partitions"])
+    assert committed == args.entries and ledgers == args.partitions * args.groups, (committed, ledgers)
+    api, raw = statistics.median(api_times[1:]), statistics.median(raw_times[1:])
+    print(f"hub: {args.partitions} partitions, {args.groups} producer groups, {ledgers} state blobs "
+          f"({size / 1024:.0f} KiB), {committed} ledger entries, {len(CONSUMER_GROUPS)} consumer groups")
+    print(f"raw blob reads: median {raw:.3f} s of {args.repeat}")
+    print(f"view API /api/overview: median {api:.3f} s of {args.repeat} (server-side {body['elapsed_seconds']} s)")
+    print(f"ratio={api / raw:.2f} api_s={api:.3f} raw_s={raw:.3f}")
+
+
+if __name__ == "__main__":
+    main()
