@@ -99,9 +99,8 @@ def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[tuple
     prefix = f"{namespace}/{hub}/".lower()
     found = []
     for blob in container.list_blobs(name_starts_with=prefix):
-        rest = blob.name[len(prefix):]
-        group, sep, partition = rest.rpartition(PRODUCER_STATE.rstrip("/") + "/")
-        if sep and group.endswith("/") is False and group and "/" not in partition:
+        group, sep, partition = blob.name[len(prefix):].rpartition(PRODUCER_STATE)
+        if sep and group and partition and "/" not in partition:
             found.append((group, partition, blob.last_modified))
     return found
 
