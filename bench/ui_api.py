@@ -135,7 +135,7 @@ def main() -> None:
     print(f"hub: {args.partitions} partitions, {args.groups} producer groups, {ledgers} state blobs "
           f"({size / 1024:.0f} KiB), {committed} ledger entries, {len(CONSUMER_GROUPS)} consumer groups")
     print(f"raw blob reads: median {raw:.3f} s of {args.repeat}")
-    print(f"view API /api/overview: median {api:.3f} s of {args.repeat} (server-side {body['elapsed_seconds']} s)")
+    print(f"view API /api/overview: median {api:.3f} s of {args.repeat} (server-side {body['elapsed_seconds']} s: {body['timings']})")
     print(f"ratio={api / raw:.2f} api_s={api:.3f} raw_s={raw:.3f}")
 
 

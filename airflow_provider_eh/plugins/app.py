@@ -114,10 +114,19 @@ def _guarded(source: readers.Source, build: Any) -> dict[str, Any]:
 
 def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
     started = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def timed(name: str, read: Any) -> Any:
+        begin = time.perf_counter()
+        try:
+            return read()
+        finally:
+            timings[name] = round(time.perf_counter() - begin, 3)
+
     now = datetime.now(timezone.utc)
     endpoint = readers.endpoint_of(source)
-    props = readers.partition_properties(source)
-    producers = readers.producer_groups(source, now)
+    props = timed("partitions", lambda: readers.partition_properties(source))
+    producers = timed("producer_groups", lambda: readers.producer_groups(source, now))
     wanted: dict[str, str] = {}
     for group in producers:
         for row in group["partitions"]:
@@ -126,11 +135,13 @@ def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
                 wanted[batch["batch_id"]] = group["group"]
                 if batch.get("age_seconds") is not None:
                     batch["stale"] = batch["age_seconds"] > threshold
-    links = readers.task_instance_links(wanted.items()) if wanted else {}
+    links = timed("task_instances", lambda: readers.task_instance_links(wanted.items()) if wanted else {})
     for group in producers:
         for row in group["partitions"]:
             for batch in filter(None, [row.get("last_committed")] + list(row.get("open_batches", []))):
                 batch["task_instance"] = links.get(batch["batch_id"])
+    consumers = timed("consumer_groups", lambda: readers.consumer_groups(source, props))
+    dead = timed("dead_letters", lambda: readers.dead_letters(source))
     return {
         "namespace": endpoint.namespace,
         "hub": endpoint.eventhub_name,
@@ -138,7 +149,8 @@ def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
         "pending_threshold_seconds": threshold,
         "partitions": props,
         "producer_groups": producers,
-        "consumer_groups": readers.consumer_groups(source, props),
-        "dead_letters": readers.dead_letters(source),
+        "consumer_groups": consumers,
+        "dead_letters": dead,
         "elapsed_seconds": round(time.perf_counter() - started, 3),
+        "timings": timings,
     }

@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 PRODUCER_STATE = "/producer-state/"
 READ_THREADS = 16
+PROPERTY_CLIENTS = 8
 
 
 @dataclass(frozen=True)
@@ -71,20 +72,39 @@ def endpoint_of(source: Source) -> Any:
 
 
 def partition_properties(source: Source) -> dict[str, dict[str, Any]]:
-    """Per partition: last enqueued sequence number and time (one management request per partition)."""
-    from airflow_provider_eh.hooks.checkpoints import CheckpointHook
+    """Per partition: last enqueued sequence number and time.
 
-    hook = CheckpointHook(
-        container=source.checkpoint_container or "unused", event_hubs_conn_id=source.event_hubs_conn_id,
-        wasb_conn_id=source.wasb_conn_id, eventhub_name=source.eventhub_name,
-    )
-    props = hook.partition_properties()
+    The SDK opens a connection per management request, so the partitions are asked about from
+    :data:`PROPERTY_CLIENTS` clients at once, each with a share of them.
+    """
+    from airflow_provider_eh.errors import ConnectionUnreachableError
+
+    endpoint = endpoint_of(source)
+    try:
+        with endpoint.producer(retry_total=1) as client:
+            partition_ids = [str(p) for p in client.get_eventhub_properties()["partition_ids"]]
+
+        def share(ids: list[str]) -> dict[str, Any]:
+            with endpoint.producer(retry_total=1) as own:
+                return {pid: own.get_partition_properties(pid) for pid in ids}
+
+        shares = [partition_ids[i::PROPERTY_CLIENTS] for i in range(PROPERTY_CLIENTS)]
+        props: dict[str, Any] = {}
+        with ThreadPoolExecutor(PROPERTY_CLIENTS) as pool:
+            for part in pool.map(share, [s for s in shares if s]):
+                props.update(part)
+    except Exception as exc:
+        raise ConnectionUnreachableError(
+            source.event_hubs_conn_id,
+            f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
+            f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
+        ) from exc
     return {
         pid: {
-            "last_enqueued_sequence_number": int(p["last_enqueued_sequence_number"]),
-            "last_enqueued_time": _iso(p.get("last_enqueued_time_utc")),
+            "last_enqueued_sequence_number": int(props[pid]["last_enqueued_sequence_number"]),
+            "last_enqueued_time": _iso(props[pid].get("last_enqueued_time_utc")),
         }
-        for pid, p in props.items()
+        for pid in sorted(props, key=_partition_key)
     }
 
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,8 +12,6 @@ import pytest
 from ui_kit import DAG_EVENTS, DAG_ID, PARTITIONS, ViewStack
 
 from airflow_provider_eh.testing.readback import read_hub
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _groups(body: dict) -> dict[str, dict[str, dict]]:
@@ -182,27 +177,28 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         browser.stop()
 
 
-def test_view_enabled_false_removes_the_routes_and_the_menu_entry(tmp_path: Path) -> None:
+def test_view_enabled_false_removes_the_routes_and_the_menu_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     # Airflow's own plugin loading and mounting (init_plugins is what the API server runs), switched off then on
-    probe = (
-        "import json, os\n"
-        "from fastapi import FastAPI\n"
-        "from airflow import plugins_manager\n"
-        "from airflow.api_fastapi.app import init_plugins\n"
-        "out = {}\n"
-        "for enabled in ('False', 'True'):\n"
-        "    os.environ['AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED'] = enabled\n"
-        "    for cached in (plugins_manager._get_plugins, plugins_manager.get_fastapi_plugins, plugins_manager._get_ui_plugins):\n"
-        "        cached.cache_clear()\n"
-        "    app = FastAPI()\n"
-        "    init_plugins(app)\n"
-        "    out[enabled] = {'eventhubs': '/eventhubs' in [getattr(r, 'path', '') for r in app.routes],\n"
-        "                    'views': [v['href'] for v in plugins_manager._get_ui_plugins()[0]]}\n"
-        "print(json.dumps(out))\n"
-    )
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert results["True"] == {"eventhubs": True, "views": ["/eventhubs/"]}
-    assert results["False"] == {"eventhubs": False, "views": []}
+    from fastapi import FastAPI
+
+    from airflow import plugins_manager
+    from airflow.api_fastapi.app import init_plugins
+
+    caches = (plugins_manager._get_plugins, plugins_manager.get_fastapi_plugins, plugins_manager._get_ui_plugins)
+    results = {}
+    try:
+        for enabled in ("False", "True"):
+            monkeypatch.setenv("AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED", enabled)
+            for cached in caches:
+                cached.cache_clear()
+            app = FastAPI()
+            init_plugins(app)
+            results[enabled] = {
+                "mounted": "/eventhubs" in [getattr(route, "path", "") for route in app.routes],
+                "views": [view["href"] for view in plugins_manager._get_ui_plugins()[0] if view["href"].startswith("/eventhubs")],
+            }
+    finally:
+        for cached in caches:
+            cached.cache_clear()
+    assert results["True"] == {"mounted": True, "views": ["/eventhubs/"]}
+    assert results["False"] == {"mounted": False, "views": []}
