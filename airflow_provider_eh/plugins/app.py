@@ -9,6 +9,7 @@ those allowed to read the connection.
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -125,8 +126,10 @@ def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
 
     now = datetime.now(timezone.utc)
     endpoint = readers.endpoint_of(source)
-    props = timed("partitions", lambda: readers.partition_properties(source))
-    producers = timed("producer_groups", lambda: readers.producer_groups(source, now))
+    with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
+        props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(source))
+        producers = timed("producer_groups", lambda: readers.producer_groups(source, now))
+        props = props_future.result()
     wanted: dict[str, str] = {}
     for group in producers:
         for row in group["partitions"]:
