@@ -32,7 +32,7 @@ import httpx  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.publishing.state import ProducerState, StateKey  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.ports import free_port  # noqa: E402

@@ -2,7 +2,7 @@
 
 The view never writes. Producer states are read through the state store's public ``read`` (the same
 decoding and checks as the engine), consumer checkpoints through
-:class:`~airflow_provider_eh.checkpoints.CheckpointReader`, last enqueued sequence numbers through
+:class:`~airflow_provider_eh.checkpoints.blob_layout.CheckpointReader`, last enqueued sequence numbers through
 :class:`~airflow_provider_eh.hooks.checkpoints.CheckpointHook`, and dead letters through
 :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`. Nothing here returns a credential: the
 connections are opened by the hooks, and only names, numbers and times leave this module.
@@ -198,7 +198,7 @@ def _partition_key(partition_id: str) -> tuple[int, int | str]:
 
 def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub: str) -> list[str]:
     """Consumer groups with checkpoint or ownership blobs of the hub (any SDK's spelling of the namespace)."""
-    from airflow_provider_eh.checkpoints import namespace_spellings
+    from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
 
     groups: set[str] = set()
     for namespace in namespace_spellings(fully_qualified_namespace):
@@ -212,7 +212,7 @@ def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub
 
 def consumer_groups(source: Source, props: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per consumer group and partition: checkpointed and last enqueued sequence numbers, lag in events and time."""
-    from airflow_provider_eh.checkpoints import CheckpointReader
+    from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 
     if not source.checkpoint_container:
         return []

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from ui_kit import DAG_EVENTS, DAG_ID, PARTITIONS, ViewStack
 
-from airflow_provider_eh.testing.readback import read_hub
+from airflow_provider_eh.client.readback import read_hub
 
 
 def _groups(body: dict) -> dict[str, dict[str, dict]]:
@@ -81,7 +81,7 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
 
 def airflow_endpoint(view_stack: ViewStack):
-    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
     return EventHubsEndpoint.from_connection_string(view_stack.eh_conn_str, view_stack.hub)
 

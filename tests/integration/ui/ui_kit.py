@@ -29,7 +29,7 @@ import pytest
 from azure.eventhub import EventData, EventHubProducerClient
 from azure.storage.blob import BlobServiceClient
 
-from airflow_provider_eh.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 from airflow_provider_eh.publishing import derive_batch_id
 from airflow_provider_eh.testing.ports import free_port
