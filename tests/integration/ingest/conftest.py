@@ -10,7 +10,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from typing import Any
+
 import pytest
+import sinks
 from azure.eventhub import EventData, EventHubProducerClient
 from worker import rows
 
@@ -71,14 +74,12 @@ def sink_db(tmp_path) -> Path:
     return path
 
 
-def table_rows(db: Path) -> list[tuple[str, str, int]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT id, partition_id, sequence_number FROM events ORDER BY partition_id, sequence_number").fetchall()
+def table_rows(db: Any) -> list[tuple[str, str, int]]:
+    return sinks.table_rows(str(db) if isinstance(db, Path) else db)
 
 
-def sql_checkpoints(db: Path) -> dict[str, int]:
-    with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT partition_id, sequence_number FROM eh_ingest_checkpoint").fetchall())
+def sql_checkpoints(db: Any) -> dict[str, int]:
+    return sinks.sql_checkpoints(str(db) if isinstance(db, Path) else db)
 
 
 @pytest.fixture
@@ -153,6 +154,66 @@ def postgres() -> Iterator[str]:
     proc.terminate()
     try:
         proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[dict]:
+    """
+    A throwaway MariaDB server (Debian's ``mariadb-server``: ``mariadb-install-db`` + ``mariadbd``) on
+    a free 127.0.0.1 port with its own socket and data directory; PyMySQL connection arguments.
+    Skipped where none is installed (``.ci/run`` installs it, and then sets EH_REQUIRE_MARIADB).
+    """
+    import shutil
+    import tempfile
+    import time
+
+    from airflow_provider_eh.testing.ports import free_port
+
+    install = shutil.which("mariadb-install-db") or shutil.which("mariadb-install-db", path="/usr/bin")
+    server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin")
+    if not install or not server:
+        if os.environ.get("EH_REQUIRE_MARIADB"):
+            pytest.fail("EH_REQUIRE_MARIADB is set but no MariaDB server is installed (mariadb-install-db, mariadbd)")
+        pytest.skip("no MariaDB server installed (mariadb-install-db, mariadbd); apt-get install mariadb-server")
+    data = Path(tempfile.mkdtemp(prefix="eh-tests-mariadb-"))  # outside pytest's 0700 tree: the server user reads it
+    user = ["--user=mysql"] if os.geteuid() == 0 else []
+    if os.geteuid() == 0:
+        shutil.chown(data, "mysql")
+    subprocess.run(
+        [install, "--no-defaults", f"--datadir={data / 'db'}", "--auth-root-authentication-method=normal",
+         "--skip-test-db", *user],
+        check=True, capture_output=True,
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [server, "--no-defaults", f"--datadir={data / 'db'}", f"--socket={data / 'mysqld.sock'}", f"--port={port}",
+         "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-grant-tables", "--innodb-flush-log-at-trx-commit=1",
+         f"--pid-file={data / 'mysqld.pid'}", *user],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    import pymysql
+
+    args = {"host": "127.0.0.1", "port": port, "user": "root"}
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            pymysql.connect(**args).close()
+            break
+        except pymysql.err.OperationalError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise
+            time.sleep(0.2)
+    conn = pymysql.connect(**args)
+    conn.cursor().execute("CREATE DATABASE ingest")
+    conn.close()
+    yield {**args, "database": "ingest"}
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
     shutil.rmtree(data, ignore_errors=True)
