@@ -109,111 +109,23 @@ def trace(tmp_path: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
     """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Skipped where none is installed."""
-    import shutil
-    import time
-
-    from airflow_provider_eh.testing.ports import free_port
-
-    import glob
-
-    # On PATH, or where Debian's postgresql package puts them (.ci/run installs it).
-    bindirs = [None, *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
-    initdb = next((found for d in bindirs if (found := shutil.which("initdb", path=d))), None)
-    server = next((found for d in bindirs if (found := shutil.which("postgres", path=d))), None)
-    if not initdb or not server:
-        if os.environ.get("EH_REQUIRE_POSTGRES"):
-            pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
-        pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
-    import tempfile
-
-    data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(data, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_user, initdb, "-D", str(data / "db"), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [*as_user, server, "-D", str(data / "db"), "-p", str(port), "-h", "127.0.0.1", "-k", str(data), "-F"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    import psycopg2
-
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            psycopg2.connect(dsn).close()
-            break
-        except psycopg2.OperationalError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.2)
-    yield dsn
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    shutil.rmtree(data, ignore_errors=True)
+    with sinks.postgres_server() as dsn:
+        if dsn is None:
+            if os.environ.get("EH_REQUIRE_POSTGRES"):
+                pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
+            pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
+        yield dsn
 
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[dict]:
     """
-    A throwaway MariaDB server (Debian's ``mariadb-server``: ``mariadb-install-db`` + ``mariadbd``) on
-    a free 127.0.0.1 port with its own socket and data directory; PyMySQL connection arguments.
-    Skipped where none is installed (``.ci/run`` installs it, and then sets EH_REQUIRE_MARIADB).
+    A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Skipped where
+    none is installed (``.ci/run`` installs ``mariadb-server``, and then sets EH_REQUIRE_MARIADB).
     """
-    import shutil
-    import tempfile
-    import time
-
-    from airflow_provider_eh.testing.ports import free_port
-
-    install = shutil.which("mariadb-install-db") or shutil.which("mariadb-install-db", path="/usr/bin")
-    server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin")
-    if not install or not server:
-        if os.environ.get("EH_REQUIRE_MARIADB"):
-            pytest.fail("EH_REQUIRE_MARIADB is set but no MariaDB server is installed (mariadb-install-db, mariadbd)")
-        pytest.skip("no MariaDB server installed (mariadb-install-db, mariadbd); apt-get install mariadb-server")
-    data = Path(tempfile.mkdtemp(prefix="eh-tests-mariadb-"))  # outside pytest's 0700 tree: the server user reads it
-    user = ["--user=mysql"] if os.geteuid() == 0 else []
-    if os.geteuid() == 0:
-        shutil.chown(data, "mysql")
-    subprocess.run(
-        [install, "--no-defaults", f"--datadir={data / 'db'}", "--auth-root-authentication-method=normal",
-         "--skip-test-db", *user],
-        check=True, capture_output=True,
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [server, "--no-defaults", f"--datadir={data / 'db'}", f"--socket={data / 'mysqld.sock'}", f"--port={port}",
-         "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-grant-tables", "--innodb-flush-log-at-trx-commit=1",
-         f"--pid-file={data / 'mysqld.pid'}", *user],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    import pymysql
-
-    args = {"host": "127.0.0.1", "port": port, "user": "root"}
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            pymysql.connect(**args).close()
-            break
-        except pymysql.err.OperationalError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.2)
-    conn = pymysql.connect(**args)
-    conn.cursor().execute("CREATE DATABASE ingest")
-    conn.close()
-    yield {**args, "database": "ingest"}
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    shutil.rmtree(data, ignore_errors=True)
+    with sinks.mariadb_server() as args:
+        if args is None:
+            if os.environ.get("EH_REQUIRE_MARIADB"):
+                pytest.fail("EH_REQUIRE_MARIADB is set but no MariaDB server is installed (mariadb-install-db, mariadbd)")
+            pytest.skip("no MariaDB server installed (mariadb-install-db, mariadbd); apt-get install mariadb-server")
+        yield args
