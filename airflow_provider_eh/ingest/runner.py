@@ -94,8 +94,10 @@ class RunLimits:
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
             raise SinkConfigError(f"strategy {self.strategy!r} is not one of {BALANCED!r}, {GREEDY!r}")
-        if self.batch_size < 1:
-            raise SinkConfigError(f"batch_size must be at least 1, not {self.batch_size}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise SinkConfigError(f"batch_size must be at least 1 (or None: by bytes and time), not {self.batch_size}")
+        if self.batch_bytes < 1:
+            raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
 
 
 @dataclass

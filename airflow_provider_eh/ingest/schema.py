@@ -123,6 +123,10 @@ class Dialect:
             f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
         )
 
+    def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run ``statement`` (already rewritten by :meth:`sql`) for every row, as few round trips as the driver allows."""
+        cursor.executemany(statement, rows)
+
     # -- transactions ----------------------------------------------------------------------
 
     def prepare(self, conn: Any) -> None:
@@ -170,9 +174,32 @@ class SqliteDialect(Dialect):
 class PostgresDialect(Dialect):
     name = "Postgres"
 
+    _VALUES = re.compile(r"VALUES \((?:%s, )*%s\)")
+
+    def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """
+        psycopg2's ``executemany`` runs one statement per row (a round trip each); its
+        ``execute_values`` sends the rows as one multi-row ``VALUES`` per 1000 rows, the same
+        statement otherwise (``ON CONFLICT`` included). ``COPY`` into a staging table would save
+        little more at batch sizes of a few thousand rows and adds a statement per table.
+        """
+        if self.driver == "psycopg2" and len(rows) > 1:
+            found = self._VALUES.search(statement)
+            if found is not None:
+                from psycopg2.extras import execute_values
+
+                template = found.group(0)[len("VALUES ") :]
+                sql = statement[: found.start()] + "VALUES %s" + statement[found.end() :]
+                execute_values(cursor, sql, rows, template=template, page_size=1000)
+                return
+        cursor.executemany(statement, rows)
+
 
 class MysqlDialect(Dialect):
-    """MySQL and MariaDB (InnoDB): ``INSERT IGNORE`` / ``ON DUPLICATE KEY UPDATE``, ``VARCHAR`` keys."""
+    """
+    MySQL and MariaDB (InnoDB): ``INSERT IGNORE`` / ``ON DUPLICATE KEY UPDATE``, ``VARCHAR`` keys.
+    PyMySQL's and mysqlclient's ``executemany`` already send an ``INSERT ... VALUES`` as multi-row statements.
+    """
 
     name = "MySQL/MariaDB"
     # InnoDB cannot index TEXT, and a key is at most 3072 bytes (768 characters of utf8mb4) over all

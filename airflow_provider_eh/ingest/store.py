@@ -110,7 +110,7 @@ class Transaction:
 
     def _many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._cur.executemany(self._store.dialect.sql(statement), [tuple(r) for r in rows])
+            self._store.dialect.executemany(self._cur, self._store.dialect.sql(statement), [tuple(r) for r in rows])
 
     _STREAM = "namespace = ? AND eventhub = ? AND consumer_group = ?"
 
