@@ -43,7 +43,7 @@ def _sql_connection(sql_conn_id: str) -> Any:
     if not isinstance(hook, DbApiHook):
         raise SinkConfigError(
             f"Connection {sql_conn_id!r} gives a {type(hook).__name__}, not a SQL hook; use a sqlite, postgres "
-            "or other SQL connection (install its Airflow provider)."
+            "or mysql connection (install its Airflow provider)."
         )
     return hook.get_conn()
 
@@ -122,7 +122,8 @@ class EventHubIngestOperator(_SqlSinkOperator):
     rows, duplicates, dead_letters, deferred, ...}}}``.
 
     :param table: the target table; it must exist. (templated)
-    :param sql_conn_id: an Airflow SQL connection (``sqlite``, ``postgres``, ...). (templated)
+    :param sql_conn_id: an Airflow SQL connection of type ``sqlite``, ``postgres`` or ``mysql`` (MySQL or
+        MariaDB); another type is refused before anything is read. (templated)
     :param row_function: event -> row (dict), rows, or ``None``; a callable or ``"package.module:function"``.
         Default: the body is a JSON object inserted as one row. An exception dead-letters the event.
     :param columns: with the default row function, the JSON keys to insert (default: all). (templated)
