@@ -246,8 +246,12 @@ class Transaction:
         """Insert ``rows`` into ``table``, one ``executemany`` per distinct column set."""
         by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for row in rows:
-            columns = tuple(row.keys())
-            by_columns.setdefault(columns, []).append(tuple(row[c] for c in columns))
+            columns = tuple(row)
+            group = by_columns.get(columns)
+            if group is None:
+                group = by_columns[columns] = []
+            # a dict's values are in its keys' order: no per-column lookup for the common case
+            group.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in columns))
         for columns, values in by_columns.items():
             names = ", ".join(identifier(c, f"column of table {table!r}") for c in columns)
             marks = ", ".join("?" for _ in columns)
