@@ -4,18 +4,23 @@ supported database, every event is applied exactly once and the checkpoints agre
 Each database gets one hub and one sequence of processes: a worker killed at ``received`` of its 2nd
 batch, the next one (which resumes from what the first left) killed at ``rows_written``, then at
 ``committed``, then at ``blob_checkpointed``, then a worker that runs to the end. Every killed worker
-is a resumed run of the state its predecessor's crash left, so one hub covers all four steps.
+is a resumed run of the state its predecessor's crash left, so one hub covers all four steps. The
+workers are forked from one process per database that imported everything once (``worker.py --serve``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 import sinks
 from azure.storage.blob import ContainerClient
-from conftest import TABLE, publish, sql_checkpoints, stamped, table_rows, trace
+from conftest import TABLE, WORKER, publish, sql_checkpoints, stamped, table_rows, trace
 
 from airflow_provider_eh.checkpoints import CheckpointReader
 from airflow_provider_eh.endpoint import EventHubsEndpoint
@@ -44,22 +49,52 @@ def database(request, sink_db):
     return db
 
 
+@pytest.fixture
+def forked_worker(eh_conn_str, hub, azurite, container, tmp_path):
+    """Run one worker (``**config`` over the defaults) in a child of a ``worker.py --serve`` process; its exit."""
+    server = subprocess.Popen(
+        [sys.executable, str(WORKER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=WORKER.parent, env=os.environ.copy(),
+    )
+    log = tmp_path / "worker.log"
+
+    def run(**config):
+        full = {
+            "eh": eh_conn_str, "hub": hub, "blob": azurite.connection_string, "container": container,
+            "owner": "w0", "trace": str(tmp_path / "trace.jsonl"), "log": str(log),
+            "limits": {"batch_size": 10, "max_wait_time": 0.3, "max_duration": 90, "ownership_expiry": 6, "poll_interval": 0.5},
+            **config,
+        }
+        server.stdin.write(json.dumps(full) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the worker server ended: {log.read_text()[-2000:] if log.exists() else ''}"
+        return json.loads(answer)["returncode"], log.read_text()
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=30)
+
+
 def test_kill_at_every_step_then_resume_applies_each_event_once(
-    database, run_worker, eh_conn_str, azurite, container, tmp_path
+    database, forked_worker, eh_conn_str, azurite, container, tmp_path
 ):
     publish(eh_conn_str, {p: stamped(p, PER_PARTITION) for p in "0123"})
     total = 4 * PER_PARTITION
     for stage in STAGES:
-        crashed = run_worker(db=database, crash={"stage": stage, "batch": 2})
-        assert crashed.returncode == -signal.SIGKILL, (stage, crashed.stderr[-2000:])
+        code, output = forked_worker(db=database, crash={"stage": stage, "batch": 2})
+        assert code == -signal.SIGKILL, (stage, output[-2000:])
         assert stage in {t["stage"] for t in trace(tmp_path)}
         rows = table_rows(database)
-        assert len(rows) < total, f"the worker killed at {stage} had applied every event: nothing left to resume"
+        if stage != "blob_checkpointed":
+            # (blob checkpoints are written behind the commits, by another thread: the kill at the 2nd
+            # batch's may come after the last commit, and the resumed run then only repairs the blobs)
+            assert len(rows) < total, f"the worker killed at {stage} had applied every event: nothing left to resume"
         assert max(Counter(r[0] for r in rows).values(), default=1) == 1, f"an event applied twice after a kill at {stage}"
         (tmp_path / "trace.jsonl").unlink()
 
-    rerun = run_worker(db=database)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    code, output = forked_worker(db=database)
+    assert code == 0, output[-2000:]
 
     rows = table_rows(database)
     counts = Counter(r[0] for r in rows)

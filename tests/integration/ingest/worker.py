@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
+import traceback
 
 from azure.storage.blob import ContainerClient
 from sinks import connect
@@ -67,5 +69,36 @@ def main(config: dict) -> None:
     print(json.dumps(summary), flush=True)
 
 
+def serve() -> None:
+    """
+    ``python worker.py --serve``: read one config per line on stdin and run each in a child forked from
+    this process, which has imported everything once (and started no thread); answer each line with
+    ``{"returncode": ...}`` (negative: the signal that ended it). The child's output goes to ``config["log"]``.
+    """
+    for line in sys.stdin:
+        config = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with open(config["log"], "w") as log:
+                    os.dup2(log.fileno(), 1)
+                    os.dup2(log.fileno(), 2)
+                    main(config)
+                    code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(json.dumps({"returncode": code}), flush=True)
+
+
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    if sys.argv[1] == "--serve":
+        serve()
+    else:
+        main(json.loads(sys.argv[1]))
