@@ -23,6 +23,11 @@ STAMP_OWNER = "eh.owner"
 
 def _plain(value: Any) -> Any:
     """An AMQP property value as JSON-safe Python (bytes are decoded as UTF-8, else base64)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value  # the common case first: ``isinstance(value, Mapping)`` below is an ABC check, slow per event
+    if kind is dict:
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")

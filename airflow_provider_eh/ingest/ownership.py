@@ -152,9 +152,10 @@ class PartitionOwnership:
         """Every partition's ownership as one listing shows it."""
         now = time.time()
         listing = self.reader.read(self.consumer_group).ownership
-        return {p: _claim(o, now) for p, o in listing.items()}
+        return {p: claim_from_ownership(o, now) for p, o in listing.items()}
 
-    def _claim(self, partition_ids: Iterable[str], owner_id: str, etags: Mapping[str, str | None]) -> set[str]:
+    def _write_ownership(self, partition_ids: Iterable[str], owner_id: str, etags: Mapping[str, str | None]) -> set[str]:
+        """Set ``owner_id`` (empty: release) on the partitions' ownership blobs, each if its ETag still matches; return those written."""
         requests = [
             {
                 "fully_qualified_namespace": self.namespace,
@@ -177,7 +178,7 @@ class PartitionOwnership:
     def claim(self, partition_ids: Iterable[str], claims: Mapping[str, Claim]) -> set[str]:
         """Try to claim ``partition_ids`` against the ETags of the listing ``claims``; return those won."""
         wanted = list(partition_ids)
-        won = self._claim(wanted, self.owner_id, {p: claims[p].etag if p in claims else None for p in wanted})
+        won = self._write_ownership(wanted, self.owner_id, {p: claims[p].etag if p in claims else None for p in wanted})
         for p in wanted:
             if p in won:
                 log.info("Instance %s claimed partition %s of %s/%s", self.owner_id, p, self.eventhub_name, self.consumer_group)
@@ -198,7 +199,7 @@ class PartitionOwnership:
             return set()
         before = dict(self.owned)
         self.owned.clear()
-        kept = self._claim(before, self.owner_id, before)
+        kept = self._write_ownership(before, self.owner_id, before)
         self.renewed_at = time.monotonic()
         lost = set(before) - kept
         for p in sorted(lost):
@@ -209,10 +210,11 @@ class PartitionOwnership:
         """Give every owned partition up (owner id emptied), so others need not wait for expiry."""
         owned, self.owned = dict(self.owned), {}
         if owned:
-            self._claim(owned, "", owned)
+            self._write_ownership(owned, "", owned)
             log.info("Instance %s released partitions %s", self.owner_id, ", ".join(sorted(owned)))
 
 
-def _claim(ownership: Ownership, now: float) -> Claim:
+def claim_from_ownership(ownership: Ownership, now: float) -> Claim:
+    """The :class:`Claim` a listed ownership blob makes, aged as of ``now`` (epoch seconds)."""
     modified = ownership.last_modified.timestamp() if ownership.last_modified else 0.0
     return Claim(ownership.partition_id, ownership.owner_id, max(0.0, now - modified), ownership.etag)

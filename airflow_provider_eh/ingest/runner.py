@@ -24,6 +24,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,15 +38,23 @@ from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwne
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
 from airflow_provider_eh.client.receive import STOP, PartitionReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
+from airflow_provider_eh.publishing import steps
 
 log = logging.getLogger(__name__)
 
-# Points of the batch loop, in order; an observer is called at each (tests crash the process there).
+# Points of the batch loop, in order; an observer is called at each, and each is announced as the
+# step ``ingest_<stage>`` (count: the batch's number in this process) to the observers of
+# :mod:`airflow_provider_eh.publishing.steps`, where crash tests kill the process
+# (:func:`airflow_provider_eh.testing.crash.crash_at`, e.g. ``"ingest_committed:3"``).
 RECEIVED = "received"
 ROWS_WRITTEN = "rows_written"
 COMMITTED = "committed"
 BLOB_CHECKPOINTED = "blob_checkpointed"
 STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)
+
+# Events per receive call; a transaction takes as many received chunks of a partition as are
+# already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
+RECEIVE_CHUNK = 500
 
 Observer = Callable[[str, str, Sequence[IngestEvent]], None]
 
@@ -55,8 +64,10 @@ class RunLimits:
     """
     How far one run goes and how it shares partitions.
 
-    :param batch_size: events per SQL transaction at most.
-    :param max_wait_time: seconds to wait for a batch to fill.
+    :param batch_size: events per SQL transaction at most; ``None``: bounded by ``batch_bytes`` and time only.
+    :param max_wait_time: seconds to wait for a batch to fill: a partition's transaction takes what
+        has arrived, so a busy partition gets large transactions and a quiet one small, prompt ones.
+    :param batch_bytes: event bodies per SQL transaction at most (one event more than that never).
     :param max_events: stop after this many events (all partitions); ``None``: no limit.
     :param max_duration: stop after this many seconds; ``None``: no limit.
     :param ownership_expiry: seconds after which an unrenewed partition claim is abandoned.
@@ -68,8 +79,9 @@ class RunLimits:
         (retryable) instead of waiting forever.
     """
 
-    batch_size: int = 500
+    batch_size: int | None = None
     max_wait_time: float = 2.0
+    batch_bytes: int = 4 * 1024 * 1024
     max_events: int | None = None
     max_duration: float | None = None
     ownership_expiry: float = 60.0
@@ -82,8 +94,10 @@ class RunLimits:
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
             raise SinkConfigError(f"strategy {self.strategy!r} is not one of {BALANCED!r}, {GREEDY!r}")
-        if self.batch_size < 1:
-            raise SinkConfigError(f"batch_size must be at least 1, not {self.batch_size}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise SinkConfigError(f"batch_size must be at least 1 (or None: by bytes and time), not {self.batch_size}")
+        if self.batch_bytes < 1:
+            raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
 
 
 @dataclass
@@ -158,6 +172,8 @@ class IngestRun:
             )
         self.reports: dict[str, PartitionReport] = {}
         self._events = 0
+        self._batches = 0
+        self._mirror_writer: _MirrorWriter | None = None
         self._deadline: float | None = None
         self._stopped = threading.Event()
 
@@ -170,7 +186,10 @@ class IngestRun:
     def _targets(self) -> dict[str, int]:
         """Each partition's last enqueued sequence number now (``-1`` when empty): the run's bound."""
         with self.endpoint.consumer(self.consumer_group) as client:
-            ids = [str(p) for p in client.get_partition_ids()]
+            return self._read_targets(client)
+
+    def _read_targets(self, client: Any) -> dict[str, int]:
+        ids = [str(p) for p in client.get_partition_ids()]
         if self.limits.partition_ids is not None:
             wanted = {str(p) for p in self.limits.partition_ids}
             unknown = sorted(wanted - set(ids))
@@ -182,9 +201,10 @@ class IngestRun:
             ids = [p for p in ids if p in wanted]
 
         def last_enqueued(partition_id: str) -> int:
-            # one client per request: the sync client serialises management requests
-            with self.endpoint.consumer(self.consumer_group) as client:
-                props = client.get_partition_properties(partition_id)
+            # one client per request, in parallel: each management request of the SDK costs a
+            # connection set-up (~0.4 s on the local endpoint), and the sync client serialises them
+            with self.endpoint.consumer(self.consumer_group) as own:
+                props = own.get_partition_properties(partition_id)
             return -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
 
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(ids)))) as pool:
@@ -318,9 +338,16 @@ class IngestRun:
         """
         Receive the owned partitions' ``(after, target]`` ranges on parallel links, committing each
         batch as it arrives; a partition stops at its target, on a lost claim or when the budget is spent.
+
+        The links receive ahead while a batch commits (the bounded prefetch: a queue of at most
+        ``4 x partitions`` chunks of :data:`RECEIVE_CHUNK` events); a transaction takes the chunks of
+        its partition that are already waiting, within ``batch_size`` and ``batch_bytes``. The blob
+        checkpoint is written by a background thread after the commit (the latest per partition).
         """
         limits = self.limits
-        sink: queue.Queue[Any] = queue.Queue(maxsize=2 * len(ranges))
+        chunk = min(RECEIVE_CHUNK, limits.batch_size or RECEIVE_CHUNK)
+        sink: queue.Queue[Any] = _ConvertingQueue(maxsize=4 * len(ranges))
+        held: deque[tuple[str, Any]] = deque()  # taken off the sink while filling a batch, in arrival order
         after = {p: a for p, (a, _) in ranges.items()}
         readers: dict[str, PartitionReader] = {}
         for p, (start, target) in ranges.items():
@@ -329,7 +356,7 @@ class IngestRun:
             readers[p] = PartitionReader(
                 self.endpoint, self.consumer_group, p, start,
                 # a last batch that fills exactly does not wait max_wait_time for events that will not come
-                max_batch_size=max(1, min(limits.batch_size, target - start)),
+                max_batch_size=max(1, min(chunk, target - start)),
                 max_wait_time=limits.max_wait_time,
                 sink=sink,
             ).start()
@@ -341,9 +368,40 @@ class IngestRun:
             if reader is not None:
                 reader.close()
 
+        def fill(p: str, events: list[IngestEvent]) -> None:
+            """Add the chunks of ``p`` already waiting, in order, while the batch has room."""
+            size = sum(len(e.body) for e in events)
+            room = True
+            taken: list[tuple[str, Any]] = []
+            for q, item in list(held):
+                taken.append((q, item))
+            held.clear()
+            while len(taken) < sink.maxsize:
+                try:
+                    taken.append(sink.get_nowait())
+                except queue.Empty:
+                    break
+            for q, item in taken:
+                if room and q == p and isinstance(item, list) and item:
+                    more = [e if isinstance(e, IngestEvent) else IngestEvent.from_event_data(p, e) for e in item]
+                    extra = sum(len(e.body) for e in more)
+                    if (limits.batch_size is None or len(events) + len(more) <= limits.batch_size) and (
+                        size + extra <= limits.batch_bytes
+                    ):
+                        events.extend(more)
+                        size += extra
+                        progress[p] = time.monotonic()
+                        continue
+                    room = False
+                    held.append((q, more))
+                    continue
+                if q == p:
+                    room = False  # keep the partition's order: nothing after this item joins the batch
+                held.append((q, item))
+
         try:
             while readers and self._budget_left():
-                p, item = sink.get()
+                p, item = held.popleft() if held else sink.get()
                 if p not in readers:
                     continue  # a batch a closed reader had already queued
                 if item is STOP:
@@ -352,7 +410,7 @@ class IngestRun:
                 if isinstance(item, BaseException):
                     raise item
                 target = ranges[p][1]
-                events = [IngestEvent.from_event_data(p, e) for e in item]
+                events = [e if isinstance(e, IngestEvent) else IngestEvent.from_event_data(p, e) for e in item]
                 if not item and time.monotonic() - progress[p] > limits.stall_timeout:
                     raise IngestStalledError(
                         f"Partition {p!r} of {self.endpoint.eventhub_name!r}: no event after seq {after[p]} for "
@@ -361,6 +419,7 @@ class IngestRun:
                     )
                 if item:
                     progress[p] = time.monotonic()
+                    fill(p, events)
                 if events and events[0].sequence_number > after[p] + 1:
                     log.warning(
                         "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "
@@ -387,29 +446,120 @@ class IngestRun:
         finally:
             for p in list(readers):
                 stop(p)
+            if self._mirror_writer is not None:
+                self._mirror_writer.flush()
 
-    def _stage(self, stage: str, partition_id: str, events: Sequence[IngestEvent]) -> None:
+    def _stage(self, stage: str, partition_id: str, events: Sequence[IngestEvent], batch: int) -> None:
         if self.observer is not None:
             self.observer(stage, partition_id, events)
+        steps.reached(f"ingest_{stage}", batch)
 
     def _commit(self, partition_id: str, after: int, events: list[IngestEvent], report: PartitionReport) -> int:
-        self._stage(RECEIVED, partition_id, events)
+        self._batches += 1
+        batch = self._batches
+        self._stage(RECEIVED, partition_id, events, batch)
         last = events[-1]
         with self.store.transaction() as tx:
             counts = self.processor.process(tx, partition_id, events)
             tx.advance_checkpoint(partition_id, after, last.sequence_number, last.offset, self.owner_id)
-            self._stage(ROWS_WRITTEN, partition_id, events)
-        self._stage(COMMITTED, partition_id, events)
+            self._stage(ROWS_WRITTEN, partition_id, events, batch)
+        self._stage(COMMITTED, partition_id, events, batch)
         self._events += len(events)
         report.batches += 1
         report.checkpoint = last.sequence_number
         report.counts.add(counts)
         if self.checkpoint_store is not None:
-            self._mirror(partition_id, last.sequence_number, last.offset)
-            self._stage(BLOB_CHECKPOINTED, partition_id, events)
+            if self._mirror_writer is None:
+                self._mirror_writer = _MirrorWriter(self)
+            self._mirror_writer.submit(partition_id, last.sequence_number, last.offset, events, batch)
         log.info(
             "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred",
             self.owner_id, partition_id, events[0].sequence_number, last.sequence_number,
             counts.rows, counts.duplicates, counts.dead_letters, counts.deferred,
         )
         return last.sequence_number
+
+
+class _ConvertingQueue(queue.Queue):  # type: ignore[type-arg]
+    """
+    The readers' queue: each received chunk is turned into :class:`IngestEvent` on the reader's
+    thread as it is queued, so the committing thread does not pay for it, and the conversion overlaps
+    the transaction's waits on the database.
+    """
+
+    def __init__(self, maxsize: int):
+        super().__init__(maxsize=maxsize)
+        self._converted: dict[str, tuple[Any, list[IngestEvent]]] = {}  # a reader retries a put on a full queue
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        partition_id, payload = item
+        if type(payload) is list and payload and not isinstance(payload[0], IngestEvent):
+            done = self._converted.get(partition_id)
+            if done is None or done[0] is not payload:
+                done = (payload, [IngestEvent.from_event_data(partition_id, e) for e in payload])
+                self._converted[partition_id] = done
+            item = (partition_id, done[1])
+        super().put(item, block, timeout)
+        self._converted.pop(partition_id, None)
+
+
+class _MirrorWriter:
+    """
+    Writes the blob checkpoint of committed batches on a thread of its own, so the next batch's
+    transaction does not wait for Azure Storage. Only the newest commit of a partition is written
+    (a checkpoint supersedes the ones before it); :meth:`flush` waits until everything submitted is
+    written and re-raises a failure. A crash before a write leaves the blob behind the SQL checkpoint,
+    which is the source of truth, and the next run's ``_repair_mirror`` brings it up.
+    """
+
+    def __init__(self, run: IngestRun):
+        self._run = run
+        self._pending: dict[str, tuple[int, str | None, Sequence[IngestEvent], int]] = {}
+        self._cond = threading.Condition()
+        self._busy = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="eh-ingest-blob-checkpoint", daemon=True)
+        self._thread.start()
+
+    def submit(self, partition_id: str, sequence_number: int, offset: str | None, events: Sequence[IngestEvent], batch: int) -> None:
+        with self._cond:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            self._pending[partition_id] = (sequence_number, offset, events, batch)
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending and self._closed:
+                    return
+                partition_id, (seq, offset, events, batch) = next(iter(self._pending.items()))
+                del self._pending[partition_id]
+                self._busy = True
+            try:
+                self._run._mirror(partition_id, seq, offset)
+                self._run._stage(BLOB_CHECKPOINTED, partition_id, events, batch)
+            except BaseException as exc:  # handed to the committing thread
+                with self._cond:
+                    self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every submitted checkpoint is written; stop the thread; re-raise a failure."""
+        with self._cond:
+            while self._pending or self._busy:
+                self._cond.wait()
+            self._closed = True
+            self._cond.notify_all()
+            error, self._error = self._error, None
+        self._thread.join(timeout=30)
+        self._run._mirror_writer = None
+        if error is not None:
+            raise error

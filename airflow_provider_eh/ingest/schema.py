@@ -1,9 +1,10 @@
-"""The consumer side's SQL tables, and the few dialect differences between SQLite and Postgres.
+"""The consumer side's SQL tables, and the dialects of the databases it supports (SQLite, Postgres, MySQL/MariaDB).
 
 Every table is keyed by the stream ``(namespace, eventhub, consumer_group)``, so one database can
-hold the state of many hubs and consumer groups. The statements are plain SQL that SQLite (3.24+)
-and Postgres both run (``INSERT ... ON CONFLICT``, ``SAVEPOINT``); only the parameter marker and the
-way a transaction is opened differ, and :class:`Dialect` covers both.
+hold the state of many hubs and consumer groups. The statements are plain SQL; what differs between
+the supported databases (the upsert spelling, the parameter marker, the type of key columns, how a
+transaction is opened) is in one :class:`Dialect` subclass each, and any other connection is refused
+by :meth:`Dialect.of` before an event is read.
 
 Tables (``prefix`` defaults to ``eh_ingest_``):
 
@@ -21,8 +22,9 @@ Tables (``prefix`` defaults to ``eh_ingest_``):
 from __future__ import annotations
 
 import re
-import sys
-from dataclasses import dataclass
+
+
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.errors import SinkConfigError
@@ -41,57 +43,55 @@ def identifier(name: str, what: str) -> str:
     return name
 
 
-def ddl(prefix: str = DEFAULT_PREFIX) -> list[str]:
-    """``CREATE TABLE IF NOT EXISTS`` statements of the state tables."""
-    p = identifier(prefix + "x", "table prefix")[:-1]
-    stream = "namespace TEXT NOT NULL, eventhub TEXT NOT NULL, consumer_group TEXT NOT NULL"
-    event = (
-        "partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL, event_offset TEXT, enqueued_time TEXT, "
-        "body_base64 TEXT NOT NULL, properties_json TEXT"
-    )
-    return [
-        f"CREATE TABLE IF NOT EXISTS {p}checkpoint ({stream}, partition_id TEXT NOT NULL, "
-        "sequence_number BIGINT NOT NULL, event_offset TEXT, owner_id TEXT, updated_at TEXT NOT NULL, "
-        "PRIMARY KEY (namespace, eventhub, consumer_group, partition_id))",
-        f"CREATE TABLE IF NOT EXISTS {p}dedupe ({stream}, producer_group TEXT NOT NULL, partition_id TEXT NOT NULL, "
-        "high_water_mark BIGINT NOT NULL, updated_at TEXT NOT NULL, "
-        "PRIMARY KEY (namespace, eventhub, consumer_group, producer_group, partition_id))",
-        f"CREATE TABLE IF NOT EXISTS {p}dead_letter ({stream}, {event}, reason TEXT NOT NULL, error TEXT NOT NULL, "
-        "failed_at TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'dead', attempts INTEGER NOT NULL DEFAULT 1, "
-        "replayed_at TEXT, "
-        "PRIMARY KEY (namespace, eventhub, consumer_group, partition_id, sequence_number))",
-        f"CREATE TABLE IF NOT EXISTS {p}session ({stream}, session_key TEXT NOT NULL, next_sequence BIGINT NOT NULL, "
-        "completed INTEGER NOT NULL DEFAULT 0, updated_at TEXT NOT NULL, "
-        "PRIMARY KEY (namespace, eventhub, consumer_group, session_key))",
-        f"CREATE TABLE IF NOT EXISTS {p}deferred ({stream}, session_key TEXT NOT NULL, "
-        f"session_sequence BIGINT NOT NULL, {event}, deferred_at TEXT NOT NULL, "
-        "PRIMARY KEY (namespace, eventhub, consumer_group, session_key, session_sequence))",
-    ]
+# Why dialect classes of our own rather than SQLAlchemy Core: the state writes are a dozen fixed
+# statements whose only differences are the upsert spelling, the parameter marker, the key column
+# type and how a transaction starts; the hot path is one ``executemany`` per table per batch on the
+# raw DB-API cursor, which SQLAlchemy would wrap in per-statement compilation and result objects
+# for nothing. A plain DB-API connection (what ``DbApiHook.get_conn()`` returns, or
+# ``sqlite3.connect``) is all a dialect needs, and the supported list stays explicit.
 
 
-@dataclass(frozen=True)
 class Dialect:
     """
-    How to talk to one DB-API driver.
+    How to talk to one database through its DB-API driver.
 
-    :param name: ``sqlite`` or the driver's module name.
+    Subclasses exist for the supported databases only (:data:`SUPPORTED`); :meth:`of` refuses any
+    other connection before anything is read from the hub.
+
+    :param name: the database, as shown in messages.
+    :param driver: the driver's module name.
     :param paramstyle: the driver's ``paramstyle``; statements are written with ``?`` and rewritten.
     """
 
-    name: str
-    paramstyle: str
+    name = "?"
+    key_type = "TEXT"  # type of text columns that are part of a primary key
+
+    def __init__(self, driver: str, paramstyle: str):
+        self.driver = driver
+        self.paramstyle = paramstyle
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.driver!r}, {self.paramstyle!r})"
 
     @classmethod
     def of(cls, conn: Any) -> Dialect:
+        """The dialect of a DB-API connection; :class:`SinkConfigError` for an unsupported one."""
         module = type(conn).__module__.split(".")[0]
-        if module in ("sqlite3", "_sqlite3"):
-            return cls("sqlite", "qmark")
-        driver = sys.modules.get(module)
-        return cls(module, getattr(driver, "paramstyle", "format"))
+        for dialect, drivers in SUPPORTED.items():
+            if module in drivers:
+                import sys
+
+                driver = sys.modules.get(module)
+                style = "qmark" if dialect is SqliteDialect else getattr(driver, "paramstyle", "format")
+                return dialect(module, style)
+        raise SinkConfigError(
+            f"SQL connection of type {type(conn).__module__}.{type(conn).__name__} (driver {module!r}) is not "
+            f"supported for ingestion; supported: {supported_text()}. Use a connection to one of those."
+        )
 
     @property
     def is_sqlite(self) -> bool:
-        return self.name == "sqlite"
+        return False
 
     def sql(self, statement: str) -> str:
         """``statement`` with ``?`` markers rewritten for the driver."""
@@ -99,30 +99,179 @@ class Dialect:
             return statement
         if self.paramstyle in ("format", "pyformat"):
             return statement.replace("%", "%%").replace("?", "%s")
-        if self.paramstyle == "numeric":
-            parts = statement.split("?")
-            return "".join(part + (f":{i + 1}" if i < len(parts) - 1 else "") for i, part in enumerate(parts))
-        raise SinkConfigError(f"DB-API paramstyle {self.paramstyle!r} of driver {self.name!r} is not supported")
+        raise SinkConfigError(f"DB-API paramstyle {self.paramstyle!r} of driver {self.driver!r} is not supported")
+
+    # -- statements ------------------------------------------------------------------------
+
+    def insert_ignore(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
+        """Insert one row unless its key exists (rowcount 1 when inserted, 0 when not)."""
+        marks = ", ".join("?" for _ in columns)
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+            f"ON CONFLICT ({', '.join(keys)}) DO NOTHING"
+        )
+
+    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str], updates: Mapping[str, str]) -> str:
+        """
+        Insert, or on a key conflict update: ``updates`` maps a column to an expression in which
+        ``{new}`` is the value the insert proposed for that column and ``{old}`` the stored one.
+        """
+        marks = ", ".join("?" for _ in columns)
+        sets = ", ".join(f"{c} = " + e.format(new=f"excluded.{c}", old=f"{table}.{c}") for c, e in updates.items())
+        return (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
+        )
+
+    def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run ``statement`` (already rewritten by :meth:`sql`) for every row, as few round trips as the driver allows."""
+        cursor.executemany(statement, rows)
+
+    # -- transactions ----------------------------------------------------------------------
 
     def prepare(self, conn: Any) -> None:
-        """Put a fresh connection in the mode the store expects (explicit transactions on SQLite)."""
-        if self.is_sqlite:
-            conn.isolation_level = None  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-            conn.execute("PRAGMA busy_timeout = 60000")
+        """Put a fresh connection in the mode the store expects."""
 
     def begin(self, conn: Any) -> None:
-        if self.is_sqlite:
-            conn.execute("BEGIN IMMEDIATE")
+        """DB-API drivers open a transaction implicitly at the first statement."""
 
     def commit(self, conn: Any) -> None:
-        if self.is_sqlite:
-            conn.execute("COMMIT")
-        else:
-            conn.commit()
+        conn.commit()
 
     def rollback(self, conn: Any) -> None:
-        if self.is_sqlite:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        else:
-            conn.rollback()
+        conn.rollback()
+
+    def end_read(self, conn: Any) -> None:
+        """End the transaction a driver opened for a read."""
+        conn.rollback()
+
+
+class SqliteDialect(Dialect):
+    name = "SQLite"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return True
+
+    def prepare(self, conn: Any) -> None:
+        conn.isolation_level = None  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+        conn.execute("PRAGMA busy_timeout = 60000")
+
+    def begin(self, conn: Any) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self, conn: Any) -> None:
+        conn.execute("COMMIT")
+
+    def rollback(self, conn: Any) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def end_read(self, conn: Any) -> None:
+        """Autocommit mode: a read opened no transaction."""
+
+
+class PostgresDialect(Dialect):
+    name = "Postgres"
+
+    _VALUES = re.compile(r"VALUES \((?:%s, )*%s\)")
+
+    def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """
+        psycopg2's ``executemany`` runs one statement per row (a round trip each); its
+        ``execute_values`` sends the rows as one multi-row ``VALUES`` per 1000 rows, the same
+        statement otherwise (``ON CONFLICT`` included). ``COPY`` into a staging table would save
+        little more at batch sizes of a few thousand rows and adds a statement per table.
+        """
+        if self.driver == "psycopg2" and len(rows) > 1:
+            found = self._VALUES.search(statement)
+            if found is not None:
+                from psycopg2.extras import execute_values
+
+                template = found.group(0)[len("VALUES ") :]
+                sql = statement[: found.start()] + "VALUES %s" + statement[found.end() :]
+                execute_values(cursor, sql, rows, template=template, page_size=1000)
+                return
+        cursor.executemany(statement, rows)
+
+
+class MysqlDialect(Dialect):
+    """
+    MySQL and MariaDB (InnoDB): ``INSERT IGNORE`` / ``ON DUPLICATE KEY UPDATE``, ``VARCHAR`` keys.
+    PyMySQL's and mysqlclient's ``executemany`` already send an ``INSERT ... VALUES`` as multi-row statements.
+    """
+
+    name = "MySQL/MariaDB"
+    # InnoDB cannot index TEXT, and a key is at most 3072 bytes (768 characters of utf8mb4) over all
+    # its columns: the widest key (deferred) has four text columns.
+    key_type = "VARCHAR(190)"
+
+    def insert_ignore(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
+        marks = ", ".join("?" for _ in columns)
+        return f"INSERT IGNORE INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+    def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str], updates: Mapping[str, str]) -> str:
+        marks = ", ".join("?" for _ in columns)
+        sets = ", ".join(f"{c} = " + e.format(new=f"VALUES({c})", old=c) for c, e in updates.items())
+        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {sets}"
+
+
+# The databases ingestion supports, with the DB-API driver modules it recognises for each. PyMySQL
+# is the MySQL/MariaDB driver the package depends on: pure Python, so it installs on any worker
+# without client headers (mysqlclient, ``MySQLdb``, is faster but needs libmysqlclient to build);
+# the batch writes are one ``executemany`` per table, which PyMySQL turns into multi-row ``VALUES``,
+# so the driver's per-row speed hardly shows. Connections of mysqlclient work as well.
+SUPPORTED: dict[type[Dialect], tuple[str, ...]] = {
+    SqliteDialect: ("sqlite3", "_sqlite3"),
+    PostgresDialect: ("psycopg2", "psycopg"),
+    MysqlDialect: ("pymysql", "MySQLdb"),
+}
+
+# Airflow connection types (``conn_type``) whose hooks give one of those connections.
+SUPPORTED_CONN_TYPES: dict[str, type[Dialect]] = {
+    "sqlite": SqliteDialect,
+    "postgres": PostgresDialect,
+    "mysql": MysqlDialect,
+}
+
+
+def supported_text() -> str:
+    return "; ".join(f"{d.name} ({', '.join(m for m in mods if not m.startswith('_'))})" for d, mods in SUPPORTED.items())
+
+
+def check_conn_type(conn_type: str | None, conn_id: str) -> None:
+    """Refuse an Airflow connection whose type ingestion does not support, before it is opened."""
+    if (conn_type or "").lower() not in SUPPORTED_CONN_TYPES:
+        raise SinkConfigError(
+            f"SQL connection {conn_id!r} is of type {conn_type!r}, which ingestion does not support; supported "
+            f"connection types: {', '.join(sorted(SUPPORTED_CONN_TYPES))} ({supported_text()})."
+        )
+
+
+def ddl(prefix: str = DEFAULT_PREFIX, dialect: Dialect | None = None) -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS`` statements of the state tables."""
+    p = identifier(prefix + "x", "table prefix")[:-1]
+    k = dialect.key_type if dialect is not None else "TEXT"
+    stream = f"namespace {k} NOT NULL, eventhub {k} NOT NULL, consumer_group {k} NOT NULL"
+    event = (
+        f"partition_id {k} NOT NULL, sequence_number BIGINT NOT NULL, event_offset TEXT, enqueued_time TEXT, "
+        "body_base64 TEXT NOT NULL, properties_json TEXT"
+    )
+    return [
+        f"CREATE TABLE IF NOT EXISTS {p}checkpoint ({stream}, partition_id {k} NOT NULL, "
+        "sequence_number BIGINT NOT NULL, event_offset TEXT, owner_id TEXT, updated_at TEXT NOT NULL, "
+        "PRIMARY KEY (namespace, eventhub, consumer_group, partition_id))",
+        f"CREATE TABLE IF NOT EXISTS {p}dedupe ({stream}, producer_group {k} NOT NULL, partition_id {k} NOT NULL, "
+        "high_water_mark BIGINT NOT NULL, updated_at TEXT NOT NULL, "
+        "PRIMARY KEY (namespace, eventhub, consumer_group, producer_group, partition_id))",
+        f"CREATE TABLE IF NOT EXISTS {p}dead_letter ({stream}, {event}, reason TEXT NOT NULL, error TEXT NOT NULL, "
+        "failed_at TEXT NOT NULL, status VARCHAR(16) NOT NULL DEFAULT 'dead', attempts INTEGER NOT NULL DEFAULT 1, "
+        "replayed_at TEXT, "
+        "PRIMARY KEY (namespace, eventhub, consumer_group, partition_id, sequence_number))",
+        f"CREATE TABLE IF NOT EXISTS {p}session ({stream}, session_key {k} NOT NULL, next_sequence BIGINT NOT NULL, "
+        "completed INTEGER NOT NULL DEFAULT 0, updated_at TEXT NOT NULL, "
+        "PRIMARY KEY (namespace, eventhub, consumer_group, session_key))",
+        f"CREATE TABLE IF NOT EXISTS {p}deferred ({stream}, session_key {k} NOT NULL, "
+        f"session_sequence BIGINT NOT NULL, {event}, deferred_at TEXT NOT NULL, "
+        "PRIMARY KEY (namespace, eventhub, consumer_group, session_key, session_sequence))",
+    ]

@@ -8,7 +8,6 @@ deferred events, sessions, dedupe marks and the checkpoint) commits or rolls bac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,7 +110,7 @@ class Transaction:
 
     def _many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._cur.executemany(self._store.dialect.sql(statement), [tuple(r) for r in rows])
+            self._store.dialect.executemany(self._cur, self._store.dialect.sql(statement), [tuple(r) for r in rows])
 
     _STREAM = "namespace = ? AND eventhub = ? AND consumer_group = ?"
 
@@ -131,9 +130,11 @@ class Transaction:
         now = utc_now()
         if expected == NO_CHECKPOINT:
             self._exec(
-                f"INSERT INTO {self._p}checkpoint (namespace, eventhub, consumer_group, partition_id, sequence_number, "
-                "event_offset, owner_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (namespace, eventhub, consumer_group, partition_id) DO NOTHING",
+                self._store.dialect.insert_ignore(
+                    f"{self._p}checkpoint",
+                    (*_STREAM_COLUMNS, "partition_id", "sequence_number", "event_offset", "owner_id", "updated_at"),
+                    (*_STREAM_COLUMNS, "partition_id"),
+                ),
                 (*self._k, partition_id, sequence_number, offset, owner_id, now),
             )
         else:
@@ -167,10 +168,12 @@ class Transaction:
     def save_marks(self, partition_id: str, marks: Mapping[str, int]) -> None:
         now = utc_now()
         self._many(
-            f"INSERT INTO {self._p}dedupe (namespace, eventhub, consumer_group, producer_group, partition_id, "
-            "high_water_mark, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (namespace, eventhub, consumer_group, producer_group, partition_id) "
-            "DO UPDATE SET high_water_mark = excluded.high_water_mark, updated_at = excluded.updated_at",
+            self._store.dialect.upsert(
+                f"{self._p}dedupe",
+                (*_STREAM_COLUMNS, "producer_group", "partition_id", "high_water_mark", "updated_at"),
+                (*_STREAM_COLUMNS, "producer_group", "partition_id"),
+                {"high_water_mark": "{new}", "updated_at": "{new}"},
+            ),
             [(*self._k, group, partition_id, mark, now) for group, mark in sorted(marks.items())],
         )
 
@@ -185,20 +188,23 @@ class Transaction:
 
     def save_session(self, session_key: str, next_sequence: int, completed: bool) -> None:
         self._exec(
-            f"INSERT INTO {self._p}session (namespace, eventhub, consumer_group, session_key, next_sequence, completed, "
-            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (namespace, eventhub, consumer_group, session_key) DO UPDATE SET "
-            "next_sequence = excluded.next_sequence, completed = excluded.completed, updated_at = excluded.updated_at",
+            self._store.dialect.upsert(
+                f"{self._p}session",
+                (*_STREAM_COLUMNS, "session_key", "next_sequence", "completed", "updated_at"),
+                (*_STREAM_COLUMNS, "session_key"),
+                {"next_sequence": "{new}", "completed": "{new}", "updated_at": "{new}"},
+            ),
             (*self._k, session_key, next_sequence, int(completed), utc_now()),
         )
 
     def defer(self, session_key: str, session_sequence: int, event: IngestEvent) -> bool:
         """Keep ``event`` until its predecessors are applied; ``False`` if that position is already held."""
         self._exec(
-            f"INSERT INTO {self._p}deferred (namespace, eventhub, consumer_group, session_key, session_sequence, "
-            "partition_id, sequence_number, event_offset, enqueued_time, body_base64, properties_json, deferred_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (namespace, eventhub, consumer_group, session_key, session_sequence) DO NOTHING",
+            self._store.dialect.insert_ignore(
+                f"{self._p}deferred",
+                (*_STREAM_COLUMNS, "session_key", "session_sequence", *_EVENT_COLUMNS, "deferred_at"),
+                (*_STREAM_COLUMNS, "session_key", "session_sequence"),
+            ),
             (*self._k, session_key, session_sequence, *_event_columns(event), utc_now()),
         )
         return self._cur.rowcount == 1
@@ -240,8 +246,12 @@ class Transaction:
         """Insert ``rows`` into ``table``, one ``executemany`` per distinct column set."""
         by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for row in rows:
-            columns = tuple(row.keys())
-            by_columns.setdefault(columns, []).append(tuple(row[c] for c in columns))
+            columns = tuple(row)
+            group = by_columns.get(columns)
+            if group is None:
+                group = by_columns[columns] = []
+            # a dict's values are in its keys' order: no per-column lookup for the common case
+            group.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in columns))
         for columns, values in by_columns.items():
             names = ", ".join(identifier(c, f"column of table {table!r}") for c in columns)
             marks = ", ".join("?" for _ in columns)
@@ -263,13 +273,13 @@ class Transaction:
 
     def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
         self._exec(
-            f"INSERT INTO {self._p}dead_letter (namespace, eventhub, consumer_group, partition_id, sequence_number, "
-            "event_offset, enqueued_time, body_base64, properties_json, reason, error, failed_at, status, attempts) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dead', 1) "
-            "ON CONFLICT (namespace, eventhub, consumer_group, partition_id, sequence_number) DO UPDATE SET "
-            "reason = excluded.reason, error = excluded.error, failed_at = excluded.failed_at, status = 'dead', "
-            f"attempts = {self._p}dead_letter.attempts + 1",
-            (*self._k, *_event_columns(event), reason, error[:4000], utc_now()),
+            self._store.dialect.upsert(
+                f"{self._p}dead_letter",
+                (*_STREAM_COLUMNS, *_EVENT_COLUMNS, "reason", "error", "failed_at", "status", "attempts"),
+                (*_STREAM_COLUMNS, "partition_id", "sequence_number"),
+                {"reason": "{new}", "error": "{new}", "failed_at": "{new}", "status": "'dead'", "attempts": "{old} + 1"},
+            ),
+            (*self._k, *_event_columns(event), reason, error[:4000], utc_now(), "dead", 1),
         )
 
     def mark_replayed(self, event: IngestEvent) -> None:
@@ -280,7 +290,9 @@ class Transaction:
         )
 
 
-_EVENT_SELECT = "partition_id, sequence_number, event_offset, enqueued_time, body_base64, properties_json"
+_STREAM_COLUMNS = ("namespace", "eventhub", "consumer_group")
+_EVENT_COLUMNS = ("partition_id", "sequence_number", "event_offset", "enqueued_time", "body_base64", "properties_json")
+_EVENT_SELECT = ", ".join(_EVENT_COLUMNS)
 
 
 def _event_columns(event: IngestEvent) -> tuple[Any, ...]:
@@ -315,7 +327,7 @@ class SqlIngestStore:
         self.conn = conn
         self.stream = stream
         self.prefix = identifier(prefix + "x", "table prefix")[:-1]
-        self.dialect = Dialect.of(conn)
+        self.dialect = Dialect.of(conn)  # refuses an unsupported database before anything is read
         self.dialect.prepare(conn)
         if create_tables:
             self.create_tables()
@@ -323,7 +335,7 @@ class SqlIngestStore:
     def create_tables(self) -> None:
         with self.transaction():
             cur = self.conn.cursor()
-            for statement in ddl(self.prefix):
+            for statement in ddl(self.prefix, self.dialect):
                 cur.execute(statement)
 
     @contextmanager
@@ -357,16 +369,14 @@ class SqlIngestStore:
         """The SQL checkpoints of ``partition_ids`` (``-1`` where none was committed)."""
         cur = self.conn.cursor()
         result = {str(p): self._read_checkpoint(cur, str(p)) for p in partition_ids}
-        if self.dialect.is_sqlite is False:
-            self.conn.rollback()  # end the read-only transaction a driver may have opened
+        self.dialect.end_read(self.conn)  # end the read-only transaction a driver may have opened
         return result
 
     def _select(self, statement: str, params: Sequence[Any]) -> list[Any]:
         cur = self.conn.cursor()
         cur.execute(self.dialect.sql(statement), tuple(params))
         rows = cur.fetchall()
-        if not self.dialect.is_sqlite:
-            self.conn.rollback()
+        self.dialect.end_read(self.conn)
         return rows
 
     def dead_letters(
@@ -422,12 +432,8 @@ class SqlIngestStore:
         except SinkConfigError:
             raise
         except Exception as exc:
-            if not self.dialect.is_sqlite:
-                self.conn.rollback()
+            self.dialect.end_read(self.conn)
             raise SinkConfigError(
                 f"Target table {table!r} cannot be read ({type(exc).__name__}: {exc}); create it before ingesting."
             ) from exc
 
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)

@@ -25,7 +25,7 @@ from airflow_provider_eh.ingest import (
     replay_dead_letters,
 )
 from airflow_provider_eh.ingest.processor import load_row_function
-from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
+from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 
@@ -39,11 +39,13 @@ def _sql_connection(sql_conn_id: str) -> Any:
     """A DB-API connection from an Airflow SQL connection (its provider's ``DbApiHook``)."""
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-    hook = BaseHook.get_connection(sql_conn_id).get_hook()
+    connection = BaseHook.get_connection(sql_conn_id)
+    check_conn_type(connection.conn_type, sql_conn_id)  # before the hook opens it, before any event is read
+    hook = connection.get_hook()
     if not isinstance(hook, DbApiHook):
         raise SinkConfigError(
             f"Connection {sql_conn_id!r} gives a {type(hook).__name__}, not a SQL hook; use a sqlite, postgres "
-            "or other SQL connection (install its Airflow provider)."
+            "or mysql connection (install its Airflow provider)."
         )
     return hook.get_conn()
 
@@ -116,7 +118,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     rows, duplicates, dead_letters, deferred, ...}}}``.
 
     :param table: the target table; it must exist. (templated)
-    :param sql_conn_id: an Airflow SQL connection (``sqlite``, ``postgres``, ...). (templated)
+    :param sql_conn_id: an Airflow SQL connection of type ``sqlite``, ``postgres`` or ``mysql`` (MySQL or
+        MariaDB); another type is refused before anything is read. (templated)
     :param row_function: event -> row (dict), rows, or ``None``; a callable or ``"package.module:function"``.
         Default: the body is a JSON object inserted as one row. An exception dead-letters the event.
     :param columns: with the default row function, the JSON keys to insert (default: all). (templated)
@@ -130,8 +133,10 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param instances: how many instances share the hub. (templated)
     :param strategy: ``balanced`` or ``greedy`` claiming.
     :param ownership_expiry: seconds after which a claim that was not renewed is taken over.
-    :param batch_size: events per transaction at most.
+    :param batch_size: events per transaction at most; default: as many as have arrived, within
+        ``batch_bytes`` (a busy partition gets large transactions, a quiet one prompt small ones).
     :param max_wait_time: seconds to wait for a batch to fill.
+    :param batch_bytes: event bodies per transaction at most.
     :param max_events: stop after this many events. (templated)
     :param max_duration: stop after this many seconds. (templated)
     :param partition_ids: only these partitions. (templated)
@@ -168,8 +173,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         instances: int | None = None,
         strategy: str = "balanced",
         ownership_expiry: float = 60.0,
-        batch_size: int = 500,
+        batch_size: int | None = None,
         max_wait_time: float = 1.0,
+        batch_bytes: int = 4 * 1024 * 1024,
         max_events: int | None = None,
         max_duration: float | None = None,
         partition_ids: Sequence[str] | None = None,
@@ -190,6 +196,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         self.strategy = strategy
         self.ownership_expiry = ownership_expiry
         self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
         self.max_wait_time = max_wait_time
         self.max_events = max_events
         self.max_duration = max_duration
@@ -224,7 +231,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                     end=self.session_end, defer_limit_seconds=self.session_defer_limit,
                 )
             limits = RunLimits(
-                batch_size=int(self.batch_size),
+                batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
+                batch_bytes=int(self.batch_bytes),
                 max_wait_time=float(self.max_wait_time),
                 max_events=None if self.max_events in (None, "", "None") else int(self.max_events),  # type: ignore[arg-type]
                 max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),  # type: ignore[arg-type]

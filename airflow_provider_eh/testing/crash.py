@@ -17,6 +17,7 @@ import os
 import signal
 from typing import Callable
 
+from airflow_provider_eh.ingest.steps import INGEST_STEPS
 from airflow_provider_eh.publishing.steps import STEPS, observe
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
@@ -25,8 +26,8 @@ ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 def parse(point: str) -> tuple[str, int]:
     """``"mid_send:2"`` -> ``("mid_send", 2)``; refuses a step the engine does not have."""
     name, _, count = point.strip().partition(":")
-    if name not in STEPS:
-        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(STEPS)}")
+    if name not in STEPS + INGEST_STEPS:
+        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(STEPS + INGEST_STEPS)}")
     if count and not count.isdigit():
         raise ValueError(f"crash point {point!r}: the count after ':' must be a whole number")
     return name, int(count or 0)
@@ -37,7 +38,11 @@ def crash_at(point: str) -> Callable[[], None]:
     name, count = parse(point)
 
     def observer(step: str, reached_count: int) -> None:
-        if step == name and (name != "mid_send" or reached_count == count):
+        # ingest_*:K: the K-th batch, or the first later one (a blob checkpoint may cover several)
+        if step == name and (
+            (name != "mid_send" and name not in INGEST_STEPS) or reached_count == count
+            or (name in INGEST_STEPS and reached_count >= count)
+        ):
             os.kill(os.getpid(), signal.SIGKILL)
 
     return observe(observer)

@@ -10,7 +10,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+from typing import Any
+
 import pytest
+import sinks
 from azure.eventhub import EventData, EventHubProducerClient
 from worker import rows
 
@@ -71,14 +74,12 @@ def sink_db(tmp_path) -> Path:
     return path
 
 
-def table_rows(db: Path) -> list[tuple[str, str, int]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT id, partition_id, sequence_number FROM events ORDER BY partition_id, sequence_number").fetchall()
+def table_rows(db: Any) -> list[tuple[str, str, int]]:
+    return sinks.table_rows(str(db) if isinstance(db, Path) else db)
 
 
-def sql_checkpoints(db: Path) -> dict[str, int]:
-    with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT partition_id, sequence_number FROM eh_ingest_checkpoint").fetchall())
+def sql_checkpoints(db: Any) -> dict[str, int]:
+    return sinks.sql_checkpoints(str(db) if isinstance(db, Path) else db)
 
 
 @pytest.fixture
@@ -108,51 +109,23 @@ def trace(tmp_path: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
     """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Skipped where none is installed."""
-    import shutil
-    import time
+    with sinks.postgres_server() as dsn:
+        if dsn is None:
+            if os.environ.get("EH_REQUIRE_POSTGRES"):
+                pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
+            pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
+        yield dsn
 
-    from airflow_provider_eh.testing.ports import free_port
 
-    import glob
-
-    # On PATH, or where Debian's postgresql package puts them (.ci/run installs it).
-    bindirs = [None, *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
-    initdb = next((found for d in bindirs if (found := shutil.which("initdb", path=d))), None)
-    server = next((found for d in bindirs if (found := shutil.which("postgres", path=d))), None)
-    if not initdb or not server:
-        if os.environ.get("EH_REQUIRE_POSTGRES"):
-            pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
-        pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
-    import tempfile
-
-    data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(data, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_user, initdb, "-D", str(data / "db"), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [*as_user, server, "-D", str(data / "db"), "-p", str(port), "-h", "127.0.0.1", "-k", str(data), "-F"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    import psycopg2
-
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            psycopg2.connect(dsn).close()
-            break
-        except psycopg2.OperationalError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.2)
-    yield dsn
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    shutil.rmtree(data, ignore_errors=True)
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[dict]:
+    """
+    A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Skipped where
+    none is installed (``.ci/run`` installs ``mariadb-server``, and then sets EH_REQUIRE_MARIADB).
+    """
+    with sinks.mariadb_server() as args:
+        if args is None:
+            if os.environ.get("EH_REQUIRE_MARIADB"):
+                pytest.fail("EH_REQUIRE_MARIADB is set but no MariaDB server is installed (mariadb-install-db, mariadbd)")
+            pytest.skip("no MariaDB server installed (mariadb-install-db, mariadbd); apt-get install mariadb-server")
+        yield args

@@ -1,9 +1,11 @@
 """One ingestion instance as its own process, so that tests can SIGKILL it at a chosen point.
 
-``python worker.py CONFIG_JSON``; the config names the hub, the container, the SQLite file and,
-optionally, ``crash: {stage, batch}``: the process kills itself with SIGKILL when it reaches that
-stage of that batch (counted from 1 in this process). Every stage is appended to ``trace`` as a JSON
-line ``{owner, stage, partition, first, last, t}``.
+``python worker.py CONFIG_JSON``; the config names the hub, the container, the database (a SQLite
+file, or a Postgres or MySQL/MariaDB server: see ``sinks.py``) and, optionally, ``crash: {stage, batch}``:
+the process is SIGKILLed when it reaches that stage of that batch (counted from 1 in this process),
+through the package's one fault-injection mechanism (:func:`airflow_provider_eh.testing.crash.crash_at`
+on the step ``ingest_<stage>``). Every stage is appended to ``trace`` as a JSON line
+``{owner, stage, partition, first, last, t}``.
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import sqlite3
 import sys
 import time
+import traceback
 
 from azure.storage.blob import ContainerClient
+from sinks import connect
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
+from airflow_provider_eh.testing.crash import crash_at
 
 
 def rows(event):
@@ -42,22 +45,19 @@ def main(config: dict) -> None:
         ContainerClient.from_connection_string(config["blob"], config["container"]) if config.get("container") else None
     )
     stream = Stream(endpoint.namespace, endpoint.eventhub_name, config.get("consumer_group", "$Default"))
-    store = SqlIngestStore(sqlite3.connect(config["db"]), stream)
+    store = SqlIngestStore(connect(config["db"]), stream)
     sessions = SessionConfig.of(**config["sessions"]) if config.get("sessions") else None
     processor = BatchProcessor("events", rows, sessions=sessions)
     crash = config.get("crash") or {}
-    batches = {"n": 0}
+    if crash:
+        crash_at(f"ingest_{crash['stage']}:{crash['batch']}")
 
     def observer(stage, partition_id, events):
-        if stage == "received":
-            batches["n"] += 1
         with open(config["trace"], "a") as trace:
             trace.write(json.dumps({
                 "owner": config["owner"], "stage": stage, "partition": partition_id,
                 "first": events[0].sequence_number, "last": events[-1].sequence_number, "t": time.time(),
             }) + "\n")
-        if stage == crash.get("stage") and batches["n"] == crash.get("batch"):
-            os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(config.get("pause", 0))
 
     run = IngestRun(
@@ -69,5 +69,36 @@ def main(config: dict) -> None:
     print(json.dumps(summary), flush=True)
 
 
+def serve() -> None:
+    """
+    ``python worker.py --serve``: read one config per line on stdin and run each in a child forked from
+    this process, which has imported everything once (and started no thread); answer each line with
+    ``{"returncode": ...}`` (negative: the signal that ended it). The child's output goes to ``config["log"]``.
+    """
+    for line in sys.stdin:
+        config = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with open(config["log"], "w") as log:
+                    os.dup2(log.fileno(), 1)
+                    os.dup2(log.fileno(), 2)
+                    main(config)
+                    code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(json.dumps({"returncode": code}), flush=True)
+
+
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    if sys.argv[1] == "--serve":
+        serve()
+    else:
+        main(json.loads(sys.argv[1]))

@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest import FieldRef, IngestEvent, json_rows
 from airflow_provider_eh.ingest.processor import load_row_function
-from airflow_provider_eh.ingest.schema import Dialect, identifier
+from airflow_provider_eh.ingest.schema import PostgresDialect, SqliteDialect, identifier
 
 
 def ev(body, **props) -> IngestEvent:
@@ -40,9 +40,10 @@ def test_row_function_is_loaded_from_a_dotted_path_or_fails_naming_it():
 
 
 def test_statements_are_rewritten_for_format_paramstyle_drivers():
-    assert Dialect("psycopg2", "pyformat").sql("SELECT '5%' WHERE a = ? AND b = ?") == "SELECT '5%%' WHERE a = %s AND b = %s"
-    assert Dialect("sqlite", "qmark").sql("a = ?") == "a = ?"
-    assert Dialect("x", "numeric").sql("a = ? AND b = ?") == "a = :1 AND b = :2"
+    assert PostgresDialect("psycopg2", "pyformat").sql("SELECT '5%' WHERE a = ? AND b = ?") == "SELECT '5%%' WHERE a = %s AND b = %s"
+    assert SqliteDialect("sqlite3", "qmark").sql("a = ?") == "a = ?"
+    with pytest.raises(SinkConfigError, match="paramstyle 'numeric' of driver 'x' is not supported"):
+        PostgresDialect("x", "numeric").sql("a = ?")
 
 
 def test_table_and_column_names_must_be_plain_identifiers():
