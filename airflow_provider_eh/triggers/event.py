@@ -335,22 +335,8 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         kw = self.kw
         size, window = int(kw["batch_size"]), float(kw["batch_window"])
         async with _PartitionStream(self.endpoint, kw["consumer_group"], after, max_batch_size=min(size, 300)) as stream:
-            pending: list[dict[str, Any]] = []
-            started = 0.0
-            while True:
-                left = window if not pending else started + window - time.monotonic()
-                item = await stream.get(left)
-                if item is not None:
-                    pid, events = item
-                    if not pending:
-                        started = time.monotonic()
-                    pending.extend(event_record(e, pid) for e in events if e.sequence_number > self.read_to[pid])
-                    for r in pending[-len(events):]:
-                        self.read_to[pid] = max(self.read_to[pid], r["sequence_number"])
-                while pending and (len(pending) >= size or time.monotonic() - started >= window):
-                    batch, pending = pending[:size], pending[size:]
-                    started = time.monotonic()
-                    yield {"namespace": self.endpoint.namespace, "events": batch}, _positions(batch)
+            async for batch in gather_batches(stream.get, self.read_to, size, window):
+                yield {"namespace": self.endpoint.namespace, "events": batch}, _positions(batch)
 
     def get_advance_lane(self, broker_payload: Any) -> Hashable:
         return None  # one lane: a batch spans partitions; checkpoints advance in fan-out order
@@ -390,6 +376,33 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         if self._blob is not None:
             blob, self._blob, self._container = self._blob, None, None
             await blob.close()
+
+
+async def gather_batches(
+    get: Callable[[float], Any], read_to: dict[str, int], size: int, window: float,
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """
+    Batches of event records from ``get(timeout)`` (``(partition, [EventData])`` or ``None`` when idle):
+    a batch is handed over at ``size`` records or ``window`` seconds after its first record. ``read_to``
+    (partition -> last sequence number seen) is updated and drops what a reconnect delivers again.
+    """
+    pending: list[dict[str, Any]] = []
+    started = 0.0
+    while True:
+        left = window if not pending else started + window - time.monotonic()
+        item = await get(max(left, 0.0))
+        if item is not None:
+            pid, events = item
+            fresh = [e for e in events if e.sequence_number > read_to.get(pid, -1)]
+            if fresh and not pending:
+                started = time.monotonic()
+            for e in fresh:
+                pending.append(event_record(e, pid))
+                read_to[pid] = int(e.sequence_number)
+        while pending and (len(pending) >= size or time.monotonic() - started >= window):
+            batch, pending = pending[:size], pending[size:]
+            started = time.monotonic()
+            yield batch
 
 
 def _positions(batch: Sequence[dict[str, Any]]) -> dict[str, tuple[int, str | None]]:
