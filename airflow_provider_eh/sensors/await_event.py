@@ -11,11 +11,15 @@ from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger, await_match, load_filter
+from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger, EventTriggerConfigError, await_match, load_filter
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+MIN_POKE_READ = 5.0  # seconds a poke reads at least: opening the partitions' links takes a few
 
 
 class EventHubAwaitEventSensor(BaseSensorOperator):
@@ -29,7 +33,8 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
 
     Deferrable by default: the wait runs in the triggerer
     (:class:`~airflow_provider_eh.triggers.event.EventHubAwaitEventTrigger`). With ``deferrable=False``
-    each poke reads for up to ``poke_interval`` seconds in the worker (no triggerer needed). On timeout
+    each poke reads for ``max(poke_interval, 5)`` seconds in the worker (no triggerer needed) and the
+    next poke continues where it stopped. On timeout
     the task fails with a message naming the hub, the consumer group and how far each partition was read.
 
     :param eventhub_name: the hub. (templated)
@@ -83,8 +88,37 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
             eventhub_name=self.eventhub_name, consumer_group=self.consumer_group, filter=self.filter,
             checkpoint_container=self.checkpoint_container, checkpoint=self.checkpoint,
             partition_ids=self.partition_ids, start_at=self.start_at, event_hubs_conn_id=self.event_hubs_conn_id,
-            wasb_conn_id=self.wasb_conn_id, deadline=deadline,
+            wasb_conn_id=self.wasb_conn_id, deadline=deadline, start_after=self._positions,
+            batch_size=300, batch_window=0.1,  # look at each event as soon as it arrives
         )
+
+    def _start_positions(self) -> dict[str, int]:
+        """Where each partition is read from, fixed when the task starts: checkpoint, else ``start_at``."""
+        hook = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name)
+        ids = hook.get_partition_ids()
+        wanted = [str(p) for p in self.partition_ids] if self.partition_ids else ids
+        unknown = sorted(set(wanted) - set(ids))
+        if unknown:
+            raise EventTriggerConfigError(
+                f"Event Hub {self.eventhub_name!r} has no partition {', '.join(unknown)} (it has {', '.join(ids)}); "
+                "fix partition_ids"
+            )
+        checkpoints: dict[str, int | None] = {}
+        if self.checkpoint_container:
+            (group,) = CheckpointHook(
+                container=self.checkpoint_container, event_hubs_conn_id=self.event_hubs_conn_id,
+                wasb_conn_id=self.wasb_conn_id, eventhub_name=self.eventhub_name,
+            ).read([self.consumer_group])
+            checkpoints = {p: group.sequence_number(p) for p in wanted}
+        positions = {}
+        for p in wanted:
+            seq = checkpoints.get(p)
+            if seq is None:
+                props = hook.get_partition_properties(p)
+                latest = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
+                seq = latest if self.start_at == "latest" else -1
+            positions[p] = seq
+        return positions
 
     def _deadline(self) -> float | None:
         if self.timeout is None:
@@ -94,16 +128,16 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         self._started = time.time()
-        trigger = self._trigger(self._deadline())  # validates the arguments (filter, start_at) in both modes
+        self._trigger(None)  # validates the arguments (filter, start_at) before touching the hub
+        self._positions = self._start_positions()
+        trigger = self._trigger(self._deadline())
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
         return super().execute(context)
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
-        _, kwargs = self._trigger(None).serialize()
-        if self._positions:  # continue after what earlier pokes read
-            kwargs = {**kwargs, "start_after": self._positions}
-        window = time.time() + max(float(self.poke_interval), 1.0)
+        _, kwargs = self._trigger(None).serialize()  # start_after: where the task started, or what earlier pokes read
+        window = time.time() + max(float(self.poke_interval), MIN_POKE_READ)
         deadline = self._deadline()
         result = asyncio.run(await_match(
             kwargs, load_filter(self.filter), window if deadline is None else min(window, deadline),

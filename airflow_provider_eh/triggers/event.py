@@ -253,11 +253,13 @@ class _PartitionStream:
         return pid, item
 
     async def __aexit__(self, *exc: Any) -> None:
-        for client in self._clients:
+        async def close(client: Any) -> None:
             try:
                 await asyncio.wait_for(client.close(), timeout=10)
             except Exception:  # closing a link that failed to open
                 pass
+
+        await asyncio.gather(*(close(c) for c in self._clients))
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -278,6 +280,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         self.endpoint: Any = None
         self._blob: BlobStorageAsyncHook | None = None
         self._container: Any = None
+        self._after: dict[str, int | str] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -330,8 +333,14 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             self.position[pid] = self.read_to[pid] = int(seq)
         return after
 
+    async def prepare(self) -> dict[str, int | str]:
+        """Check the hub and its partitions and read the checkpoints; where each partition is read from."""
+        if self._after is None:
+            self._after = await self._prepare()
+        return self._after
+
     async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
-        after = await self._prepare()
+        after = await self.prepare()
         kw = self.kw
         size, window = int(kw["batch_size"]), float(kw["batch_window"])
         async with _PartitionStream(self.endpoint, kw["consumer_group"], after, max_batch_size=min(size, 300)) as stream:
@@ -559,6 +568,7 @@ async def await_match(
     """
     Read until an event the filter keeps (any event without one) or ``deadline`` (POSIX time).
 
+    The deadline applies once the hub was opened (a slow connection does not eat the wait).
     Returns ``{"status": "found", "event": record, "result": what the filter returned}`` or
     ``{"status": "timeout", "message": ...}``; the message names the hub, the consumer group and
     how far each partition was read. With ``checkpoint`` the found event's partition is checkpointed
@@ -567,6 +577,7 @@ async def await_match(
     producer = EventHubBatchProducer(kwargs)
     stream = producer.open_stream()
     try:
+        await producer.prepare()
         while True:
             left = None if deadline is None else deadline - time.time()
             if left is not None and left <= 0:
@@ -599,14 +610,20 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
     """
     The sensor's trigger: one ``TriggerEvent`` with the first event the filter keeps, or a timeout.
 
-    Arguments as :class:`EventHubEventTrigger` plus ``deadline`` (POSIX time, ``None``: none) and
-    ``checkpoint`` (checkpoint the found event's partition at it).
+    Arguments as :class:`EventHubEventTrigger` plus ``deadline`` (POSIX time, ``None``: none),
+    ``checkpoint`` (checkpoint the found event's partition at it) and ``start_after`` (``{partition:
+    sequence number}`` to read after, taking precedence over checkpoints and ``start_at``: the sensor
+    fixes where it starts when it starts, not when the triggerer picks the trigger up).
     """
 
     _container_optional = True
 
-    def __init__(self, *, deadline: float | None = None, checkpoint: bool = False, **kwargs: Any):
+    def __init__(
+        self, *, deadline: float | None = None, checkpoint: bool = False, start_after: dict[str, int] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
+        self.start_after = {str(p): int(s) for p, s in (start_after or {}).items()}
         if checkpoint and not self.checkpoint_container:
             raise EventTriggerConfigError("checkpoint=True needs a checkpoint_container to write the checkpoint to")
         self.deadline = deadline
@@ -614,7 +631,7 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         path, kwargs = super().serialize()
-        return path, {**kwargs, "deadline": self.deadline, "checkpoint": self.checkpoint}
+        return path, {**kwargs, "deadline": self.deadline, "checkpoint": self.checkpoint, "start_after": self.start_after}
 
     def shared_stream_key(self) -> Hashable | None:
         return None  # one-shot: never shared
