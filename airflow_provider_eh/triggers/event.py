@@ -315,6 +315,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             )
         checkpoints: dict[str, int | None] = {}
         if kw.get("checkpoint_container"):
+            await self._ensure_container()
             hook = CheckpointAsyncHook(
                 container=kw["checkpoint_container"], event_hubs_conn_id=kw["event_hubs_conn_id"],
                 wasb_conn_id=kw["wasb_conn_id"], eventhub_name=kw["eventhub_name"],
@@ -370,9 +371,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             return
         if not self.kw.get("checkpoint_container"):
             raise EventTriggerConfigError("checkpointing needs a checkpoint_container")
-        if self._container is None:
-            self._blob = BlobStorageAsyncHook(self.kw["wasb_conn_id"])
-            self._container = await self._blob.get_container_client(self.kw["checkpoint_container"])
+        await self._ensure_container()
         for pid, (seq, offset) in sorted(positions.items()):
             name = checkpoint_blob_name(self.endpoint.fully_qualified_namespace, self.kw["eventhub_name"],
                                         self.kw["consumer_group"], pid)
@@ -380,6 +379,19 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
                 name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
             )
             self.position[pid] = seq
+
+    async def _ensure_container(self) -> None:
+        """The checkpoint container's client; the container is created when missing."""
+        if self._container is not None:
+            return
+        from azure.core.exceptions import ResourceExistsError
+
+        self._blob = BlobStorageAsyncHook(self.kw["wasb_conn_id"])
+        self._container = await self._blob.get_container_client(self.kw["checkpoint_container"])
+        try:
+            await self._container.create_container()
+        except ResourceExistsError:
+            pass
 
     async def aclose(self) -> None:
         if self._blob is not None:
