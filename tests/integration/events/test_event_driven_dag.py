@@ -11,6 +11,7 @@ documented bound (the batches in flight at the kill) and were absorbed by the lo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections import Counter
@@ -127,3 +128,17 @@ def test_events_start_runs_that_load_each_event_once_across_a_triggerer_kill(exa
     assert sum(1 for _ in named) == published, "a published event was never named by an asset event"
     repeated = sum(n - 1 for n in named.values())
     assert repeated <= published - 12, f"{repeated} events fired twice: more than the batches in flight at the kill"
+
+    # the watcher's group is checkpointed in the SDK's layout up to the end of each partition
+    from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
+
+    blob = json.loads(env["AIRFLOW_CONN_WASB_DEFAULT"])["extra"]["connection_string"]
+    store = BlobCheckpointStore.from_connection_string(blob, "eh-example-checkpoints")
+    last = {pid: max(s for p, s in named if p == pid) for pid, _ in named}
+
+    def checkpointed() -> bool:
+        got = {c["partition_id"]: c["sequence_number"]
+               for c in store.list_checkpoints(endpoint.fully_qualified_namespace, hub, "airflow-watcher")}
+        return got == last
+
+    _wait(checkpointed, 30, f"the watcher's checkpoints at {last}", airflow)
