@@ -11,7 +11,7 @@ prepares an Airflow home under `.airflow/`, then:
 4. reads the whole hub back and prints a report: events per day, duplicates, dead letters;
 5. event-driven: starts `airflow standalone` (triggerer included) on a DAGs folder holding only
    `eh_on_new_orders`, publishes new orders to the hub `orders-live`, and shows the runs the
-   watcher's asset events started and what each loaded (exactly once) into `order_events`.
+   watcher's asset events started and what each loaded (exactly once) into `live_order_events`.
 
 The DAG runs use `dag.test()` in one child process per step (what `airflow dags test` does, without
 starting Spark's JVM and Airflow once per day). Everything the demo writes is under `.local/` and
@@ -146,7 +146,7 @@ def event_driven() -> None:
         while True:
             with sqlite3.connect(DB) as conn:
                 try:
-                    loaded = conn.execute("SELECT COUNT(*) FROM order_events WHERE order_id LIKE ?", (f"{prefix}-%",)).fetchone()[0]
+                    loaded = conn.execute("SELECT COUNT(*) FROM live_order_events WHERE order_id LIKE ?", (f"{prefix}-%",)).fetchone()[0]
                 except sqlite3.OperationalError:
                     loaded = 0
             runs = airflow.runs("eh_on_new_orders")
@@ -162,7 +162,7 @@ def event_driven() -> None:
             summary = xcom.json().get("value", {}) if xcom.status_code == 200 else {}
             print(f"   run {run['dag_run_id']} ({run['state']}): ranges {summary.get('ranges')}, "
                   f"{summary.get('rows_written')} rows written")
-        print(f"   {loaded} of {published} events loaded once into order_events by {len(runs) - before} run(s) "
+        print(f"   {loaded} of {published} events loaded once into live_order_events by {len(runs) - before} run(s) "
               f"({time.monotonic() - started:.0f} s with standalone's start)")
     finally:
         airflow.stop()

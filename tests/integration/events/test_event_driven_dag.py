@@ -61,7 +61,7 @@ def live(example_stack: ExampleStack, tmp_path: Path) -> Iterator[tuple[AirflowS
 def _sink(db: Path, hub_prefix: str) -> Counter:
     with sqlite3.connect(db) as conn:
         try:
-            rows = conn.execute("SELECT order_id, step FROM order_events WHERE order_id LIKE ?", (f"{hub_prefix}-%",)).fetchall()
+            rows = conn.execute("SELECT order_id, step FROM live_order_events WHERE order_id LIKE ?", (f"{hub_prefix}-%",)).fetchall()
         except sqlite3.OperationalError:  # the table is created by the first run
             return Counter()
     return Counter(rows)
