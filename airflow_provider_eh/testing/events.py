@@ -15,9 +15,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILES = ("eh_on_new_orders.py", "_orders.py")
@@ -70,6 +71,8 @@ def publish_orders(endpoint: Any, prefix: str, orders: int) -> int:
 
 def triggerer_pids(root_pid: int) -> list[int]:
     """The ``airflow triggerer`` processes under ``root_pid`` (the triggerer and its trigger runner)."""
+    import psutil  # a dev dependency: only the test and the demo call this
+
     try:
         children = psutil.Process(root_pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -85,6 +88,8 @@ def triggerer_pids(root_pid: int) -> list[int]:
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
+    import psutil
+
     try:
         return proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
