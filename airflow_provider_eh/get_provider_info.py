@@ -70,9 +70,10 @@ _MODULES: dict[str, list[str]] = {
         "airflow_provider_eh.operators.ingest",
         "airflow_provider_eh.operators.publish",
         "airflow_provider_eh.operators.spark_publish",
+        "airflow_provider_eh.operators.ingest_events",
     ],
-    "sensors": ["airflow_provider_eh.sensors.checkpoint"],
-    "triggers": ["airflow_provider_eh.triggers.checkpoint"],
+    "sensors": ["airflow_provider_eh.sensors.checkpoint", "airflow_provider_eh.sensors.await_event"],
+    "triggers": ["airflow_provider_eh.triggers.checkpoint", "airflow_provider_eh.triggers.event"],
 }
 
 
@@ -109,6 +110,8 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
     }
+    # the common messaging provider's queue schemes: MessageQueueTrigger(queue="eventhubs://<namespace>/<hub>")
+    info["queues"] = ["airflow_provider_eh.queues.EventHubsMessageQueueProvider"]
     for kind, modules in _MODULES.items():
         if modules:
             info[kind] = [{"integration-name": _INTEGRATION, "python-modules": list(modules)}]

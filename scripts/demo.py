@@ -8,11 +8,15 @@ prepares an Airflow home under `.airflow/`, then:
 2. runs the same three days again, as a re-run or a backfill with reprocessing would, and shows that
    the hub holds no more events than before;
 3. runs `eh_ingest_orders` (the warehouse load into SQLite, in order per order, with dead letters);
-4. reads the whole hub back and prints a report: events per day, duplicates, dead letters.
+4. reads the whole hub back and prints a report: events per day, duplicates, dead letters;
+5. event-driven: starts `airflow standalone` (triggerer included) on a DAGs folder holding only
+   `eh_on_new_orders`, publishes new orders to the hub `orders-live`, and shows the runs the
+   watcher's asset events started and what each loaded (exactly once) into `live_order_events`.
 
 The DAG runs use `dag.test()` in one child process per step (what `airflow dags test` does, without
 starting Spark's JVM and Airflow once per day). Everything the demo writes is under `.local/` and
-`.airflow/`; running it again publishes nothing new.
+`.airflow/`; running it again publishes nothing new to `orders` (step 5 publishes a new set of
+orders to `orders-live` each time, and loads just those).
 """
 
 from __future__ import annotations
@@ -104,6 +108,66 @@ def show(lines: list[str]) -> None:
         print(f"   {line}")
 
 
+LIVE_HUB = "orders-live"
+LIVE_ORDERS = 10
+
+
+def event_driven() -> None:
+    """Step 5: new orders in ``orders-live`` start runs of ``eh_on_new_orders`` through its asset watcher."""
+    from airflow_provider_eh.emulator import EmulatorAdmin
+    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.testing.events import event_dags_folder, publish_orders
+    from airflow_provider_eh.testing.ports import free_port
+    from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+
+    admin = EmulatorAdmin(f"http://{stack.HOST}:{stack.EVENT_HUBS_ADMIN_PORT}")
+    if LIVE_HUB not in {h["name"] for h in admin.list_hubs()}:
+        admin.create_hub(LIVE_HUB, partitions=2, consumer_groups=["airflow-watcher"])
+    home = AIRFLOW_HOME / "standalone"
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = standalone_env(home, port, {**airflow_env(), "EH_EXAMPLE_EVENTS_HUB": LIVE_HUB})
+    env.update({
+        "AIRFLOW__CORE__DAGS_FOLDER": str(event_dags_folder(DEMO_DIR / "event-dags")),
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",  # asset-triggered runs are created with scheduled ones
+    })
+    airflow = AirflowStandalone(env, port, DEMO_DIR / "standalone.log")
+    started = time.monotonic()
+    try:
+        airflow.start()
+        airflow.wait_for_dag("eh_on_new_orders")
+        before = len(airflow.runs("eh_on_new_orders"))
+        time.sleep(5)  # the triggerer picks the watcher up
+        prefix = f"live{int(time.time())}"
+        endpoint = EventHubsEndpoint.from_connection_string(stack.event_hubs_connection_string(), LIVE_HUB)
+        published = publish_orders(endpoint, prefix, LIVE_ORDERS)
+        print(f"   published {published} events ({LIVE_ORDERS} orders) to '{LIVE_HUB}'; waiting for the runs they start")
+        deadline = time.monotonic() + 300
+        while True:
+            with sqlite3.connect(DB) as conn:
+                try:
+                    loaded = conn.execute("SELECT COUNT(*) FROM live_order_events WHERE order_id LIKE ?", (f"{prefix}-%",)).fetchone()[0]
+                except sqlite3.OperationalError:
+                    loaded = 0
+            runs = airflow.runs("eh_on_new_orders")
+            if loaded >= published and all(r["state"] in ("success", "failed") for r in runs):
+                break
+            if time.monotonic() > deadline:
+                print(airflow.tail())
+                raise SystemExit(f"eh_on_new_orders loaded {loaded} of {published} events in 300 s")
+            airflow.check_alive()
+            time.sleep(2)
+        for run in runs[before:]:
+            xcom = airflow.get(f"/dags/eh_on_new_orders/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
+            summary = xcom.json().get("value", {}) if xcom.status_code == 200 else {}
+            print(f"   run {run['dag_run_id']} ({run['state']}): ranges {summary.get('ranges')}, "
+                  f"{summary.get('rows_written')} rows written")
+        print(f"   {loaded} of {published} events loaded once into live_order_events by {len(runs) - before} run(s) "
+              f"({time.monotonic() - started:.0f} s with standalone's start)")
+    finally:
+        airflow.stop()
+
+
 def main() -> None:
     started = time.monotonic()
     print("== starting the local stack (Azurite, local Event Hubs endpoint) on 127.0.0.1")
@@ -148,6 +212,8 @@ def main() -> None:
     print(f"   rows in order_events: {rows}; dead letters: {len(letters)}")
     for reason, error in letters[:2]:
         print(f"     {reason}: {error}")
+    print("== eh_on_new_orders: event-driven runs through airflow standalone (scheduler, triggerer)")
+    event_driven()
     print(f"== done in {time.monotonic() - started:.0f} s. The local stack keeps running; `make services-down` stops it.")
 
 

@@ -1,0 +1,131 @@
+"""What the event-driven example's test and `make demo` share: its DAGs folder, order events, the triggerer.
+
+- :func:`event_dags_folder`: a DAGs folder with only ``eh_on_new_orders`` (and ``_orders``), so a
+  scheduler with scheduled runs on (asset-triggered runs need it) starts no other example DAG;
+- :func:`publish_orders`: order events as the example pipeline publishes them (body and properties);
+- :func:`triggerer_pids` / :func:`kill_triggerer`: the triggerer processes under a standalone, killed with SIGKILL;
+- :func:`start_triggerer`: a triggerer of its own, in a process group of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_FILES = ("eh_on_new_orders.py", "_orders.py")
+
+
+def event_dags_folder(dest: Path) -> Path:
+    """A DAGs folder holding links to the event-driven example and what it imports."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in DAG_FILES:
+        link = dest / name
+        if not link.exists():
+            link.symlink_to(REPO / "dags" / name)
+    (dest / ".airflowignore").write_text("_orders\\.py\n")
+    return dest
+
+
+def order_events(prefix: str, orders: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(body, properties)`` of ``orders`` orders, each placed, paid and shipped (steps 0, 1, 2)."""
+    out = []
+    for n in range(orders):
+        order_id = f"{prefix}-{n:04d}"
+        for step, kind in enumerate(("placed", "paid", "shipped")):
+            body = {
+                "order_id": order_id, "step": step, "event_type": kind, "final": step == 2,
+                "customer_id": f"c-{n % 7}", "amount_cents": 100 + n, "currency": "EUR",
+                "event_time": f"2026-11-23T00:{n % 60:02d}:{step:02d}Z",
+            }
+            out.append((body, {"order_id": order_id, "step": step, "final": step == 2}))
+    return out
+
+
+def publish_orders(endpoint: Any, prefix: str, orders: int) -> int:
+    """Send the orders' events, each order's events to one partition (its key), in order; how many were sent."""
+    from azure.eventhub import EventData
+
+    events = order_events(prefix, orders)
+    with endpoint.producer() as producer:
+        by_order: dict[str, list] = {}
+        for body, props in events:
+            by_order.setdefault(props["order_id"], []).append((body, props))
+        for order_id, items in by_order.items():
+            batch = producer.create_batch(partition_key=order_id)
+            for body, props in items:
+                event = EventData(json.dumps(body))
+                event.properties = props
+                batch.add(event)
+            producer.send_batch(batch)
+    return len(events)
+
+
+def triggerer_pids(root_pid: int) -> list[int]:
+    """The ``airflow triggerer`` processes under ``root_pid`` (the triggerer and its trigger runner)."""
+    import psutil  # a dev dependency: only the test and the demo call this
+
+    try:
+        children = psutil.Process(root_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    tops = [p for p in children if "triggerer" in " ".join(_cmdline(p))]
+    pids = {p.pid for p in tops}
+    for p in tops:
+        try:
+            pids.update(c.pid for c in p.children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
+    return sorted(pids)
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    import psutil
+
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def kill_triggerer(root_pid: int) -> list[int]:
+    """SIGKILL the triggerer processes under ``root_pid`` (a crash: nothing is flushed); their pids."""
+    pids = triggerer_pids(root_pid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def start_triggerer(env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``airflow triggerer`` in a process group of its own (stop it with :func:`stop_group`)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "airflow", "triggerer"], env=env, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=log.parent,
+        )
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s process group (started with ``start_new_session``)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,14 @@
+"""Filters the event tests name by dotted path (``tests.integration.events.event_filters.<name>``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def paid_order(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The order id and amount of a ``paid`` event; ``None`` (no match) for the others."""
+    body = json.loads(record["body"])
+    if body.get("event_type") != "paid":
+        return None
+    return {"order_id": body["order_id"], "amount_cents": body["amount_cents"], "seq": record["sequence_number"]}

@@ -1,0 +1,82 @@
+"""The event trigger against the local endpoint and Azurite: checkpoints in the SDK's layout, read-back, bad hubs and groups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from airflow_provider_eh.triggers.event import EventHubEventTrigger, EventTriggerConfigError, read_events
+
+
+def _send(connections: dict[str, str], partition: str, bodies: list[dict]) -> None:
+    from azure.eventhub import EventData
+
+    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+
+    with EventHubsHook(connections["event_hubs"]).get_producer_client() as producer:
+        batch = producer.create_batch(partition_id=partition)
+        for body in bodies:
+            batch.add(EventData(json.dumps(body)))
+        producer.send_batch(batch)
+
+
+def _fire(trigger: EventHubEventTrigger, events: int) -> list[dict[str, Any]]:
+    """Take ``events`` trigger events from ``run()``, then let it checkpoint the last and stop."""
+
+    async def take() -> list[dict[str, Any]]:
+        out = []
+        gen = trigger.run()
+        async for event in gen:
+            out.append(event.payload)
+            if len(out) == events:
+                break
+        # resuming once more is what writes the last batch's checkpoint; stop at the next idle window
+        try:
+            await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_window + 3)
+        except (asyncio.TimeoutError, StopAsyncIteration):
+            pass
+        await gen.aclose()
+        return out
+
+    return asyncio.run(asyncio.wait_for(take(), timeout=90))
+
+
+def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back(
+    connections: dict[str, str], container: str, azurite: Any
+) -> None:
+    from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
+
+    _send(connections, "0", [{"n": i} for i in range(3)])
+    _send(connections, "2", [{"n": 10}])
+    trigger = EventHubEventTrigger(
+        eventhub_name=connections["hub"], consumer_group="analytics", checkpoint_container=container,
+        batch_size=100, batch_window=1.0, include_bodies=True,
+    )
+    (payload,) = _fire(trigger, 1)
+    assert payload["partitions"] == {"0": {"first": 0, "last": 2, "count": 3}, "2": {"first": 0, "last": 0, "count": 1}}
+    assert payload["eventhub"] == connections["hub"] and payload["consumer_group"] == "analytics"
+    assert sorted(json.loads(b["body"])["n"] for b in payload["bodies"]) == [0, 1, 2, 10]
+
+    store = BlobCheckpointStore.from_connection_string(azurite.connection_string, container)
+    namespace = payload["namespace"]
+    checkpoints = {c["partition_id"]: c["sequence_number"] for c in
+                   store.list_checkpoints(namespace, connections["hub"], "analytics")}
+    assert checkpoints == {"0": 2, "2": 0}  # the SDK's own reader sees them
+
+    assert sorted(json.loads(r["body"])["n"] for r in read_events(payload)) == [0, 1, 2, 10]
+
+    # a restart resumes after the checkpoints: only the new event fires
+    _send(connections, "0", [{"n": 3}])
+    (again,) = _fire(EventHubEventTrigger(**trigger.serialize()[1]), 1)
+    assert again["partitions"] == {"0": {"first": 3, "last": 3, "count": 1}}
+
+
+def test_unknown_hub_and_partition_are_refused_with_what_to_fix(connections: dict[str, str], container: str) -> None:
+    with pytest.raises(EventTriggerConfigError, match="(?s)Event Hub .no-such-hub. on .* cannot be read .*The messaging entity .no-such-hub. could not be found.*check that the hub exists"):
+        _fire(EventHubEventTrigger(eventhub_name="no-such-hub", consumer_group="analytics", checkpoint_container=container), 1)
+    with pytest.raises(EventTriggerConfigError, match=r"has no partition 9 \(it has 0, 1, 2, 3\); fix partition_ids"):
+        _fire(EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="analytics",
+                                   checkpoint_container=container, partition_ids=["9"]), 1)
