@@ -77,6 +77,8 @@ class RunLimits:
     :param partition_ids: restrict the run to these partitions.
     :param stall_timeout: seconds a pending partition may deliver nothing before the run fails
         (retryable) instead of waiting forever.
+    :param upto: load each named partition up to this sequence number at most (or the hub's end, if
+        lower) and leave out the partitions it does not name; ``None``: every partition to its end.
     """
 
     batch_size: int | None = None
@@ -90,6 +92,7 @@ class RunLimits:
     poll_interval: float = 1.0
     partition_ids: Sequence[str] | None = None
     stall_timeout: float = 120.0
+    upto: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
@@ -186,7 +189,10 @@ class IngestRun:
     def _targets(self) -> dict[str, int]:
         """Each partition's last enqueued sequence number now (``-1`` when empty): the run's bound."""
         with self.endpoint.consumer(self.consumer_group) as client:
-            return self._read_targets(client)
+            targets = self._read_targets(client)
+        if self.limits.upto is None:
+            return targets
+        return {p: min(targets[p], int(last)) for p, last in self.limits.upto.items() if p in targets}
 
     def _read_targets(self, client: Any) -> dict[str, int]:
         ids = [str(p) for p in client.get_partition_ids()]

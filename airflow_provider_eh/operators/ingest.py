@@ -220,6 +220,10 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         """Stable across retries of this task instance, distinct between runs and instances."""
         return f"{self.dag_id}.{self.task_id}.{context['run_id']}.{self.instance}"
 
+    def _upto(self, context: Context) -> dict[str, int] | None:
+        """Per-partition last sequence number to load (``RunLimits.upto``); ``None``: the hub's end."""
+        return None
+
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
@@ -241,6 +245,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 instances=None if self.instances in (None, "", "None") else int(self.instances),  # type: ignore[arg-type]
                 partition_ids=[str(p) for p in self.partition_ids] if self.partition_ids else None,
                 stall_timeout=float(self.stall_timeout),
+                upto=self._upto(context),
             )
             processor = BatchProcessor(self.table, self._row_function(), sessions=sessions, dedupe=self.dedupe)
             container = (

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_eh.ingest import IngestRun
-from airflow_provider_eh.operators import ingest as _ingest
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.triggers.event import ranges_of
 
@@ -34,16 +32,6 @@ def triggering_payloads(context: Mapping[str, Any], eventhub_name: str | None = 
     return found
 
 
-class _BoundedIngestRun(IngestRun):
-    """An ingest run whose per-partition bound is the triggering events' last sequence number."""
-
-    upto: dict[str, int] = {}
-
-    def _targets(self) -> dict[str, int]:
-        current = super()._targets()
-        return {p: min(current[p], last) for p, last in self.upto.items() if p in current}
-
-
 class EventHubIngestEventsOperator(EventHubIngestOperator):
     """
     Ingest, exactly once, the events named by the run's triggering asset events (an event-driven DAG).
@@ -53,18 +41,16 @@ class EventHubIngestEventsOperator(EventHubIngestOperator):
     summary plus ``ranges`` (``{partition: {first, last}}`` of the asset events).
     """
 
+    def _upto(self, context: Context) -> dict[str, int] | None:
+        ranges = ranges_of(triggering_payloads(context))
+        return {p: r["last"] for p, r in ranges.items()} if ranges else None
+
     def execute(self, context: Context) -> dict[str, Any]:
         payloads = triggering_payloads(context)
         ranges = ranges_of(payloads)
         if not payloads:
             self.log.info("No triggering Event Hubs asset events: loading up to the hub's end")
-            return {**super().execute(context), "ranges": {}}
-        self.log.info("Loading up to %s from %d asset events",
-                      ", ".join(f"partition {p}: seq {r['last']}" for p, r in sorted(ranges.items())), len(payloads))
-        bounded = type("_Run", (_BoundedIngestRun,), {"upto": {p: r["last"] for p, r in ranges.items()}})
-        original, _ingest.IngestRun = _ingest.IngestRun, bounded  # the parent's execute builds the run
-        try:
-            result = super().execute(context)
-        finally:
-            _ingest.IngestRun = original
-        return {**result, "ranges": ranges}
+        else:
+            self.log.info("Loading up to %s from %d asset events",
+                          ", ".join(f"partition {p}: seq {r['last']}" for p, r in sorted(ranges.items())), len(payloads))
+        return {**super().execute(context), "ranges": ranges}
