@@ -35,9 +35,9 @@ their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.
 
 from __future__ import annotations
 
-from airflow_provider_eh.publishing.batch import (
+from airflow_provider_eh.publishing.batch_id import derive_batch_id
+from airflow_provider_eh.publishing.events import (
     OutgoingEvent,
-    derive_batch_id,
     encode_body,
     normalise,
     partition_for_key,

@@ -31,7 +31,8 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.publishing.batch import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.events import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
@@ -51,19 +52,6 @@ from airflow_provider_eh.publishing.state import (
 log = logging.getLogger(__name__)
 
 
-def _transient(exc: BaseException) -> bool:
-    """An SDK error a new attempt can cure (not authentication, not a closed client), or a retryable one of ours."""
-    from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
-
-    from airflow_provider_eh.errors import ProducerDisconnectedError
-
-    if isinstance(exc, ProducerDisconnectedError):
-        return False
-    if isinstance(exc, EventHubsProviderError):
-        return exc.retryable
-    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))
-
-
 class PartitionSession:
     """A claimed partition with its plan; hand ``plan`` to the sender and the session back to ``commit``."""
 
@@ -75,6 +63,12 @@ class PartitionSession:
     def check(self) -> None:
         """Raise ProducerDisconnectedError if the claim was lost; the sender's ``stop_check``."""
         self.claim.check()
+
+    @property
+    def intent_start(self) -> int | None:
+        """The partition's last service sequence number when the intent was written (``None``: no intent)."""
+        pending = self.claim.state.pending
+        return None if pending is None else int(pending["start_sequence_number"])
 
 
 def _content_changed(key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int) -> None:
@@ -389,29 +383,23 @@ class IdempotentPublisher:
         for event in events:
             fp.update(event.body, event.properties)
         count, fingerprint = fp.count, fp.hexdigest()
-        for attempt in range(1, self.send_attempts + 1):
-            with self.endpoint.producer(retry_total=0) as producer:
-                session = self.begin(partition_id, batch_id, count, fingerprint, producer=producer)
-                report = None
+
+        def send(sessions: Mapping[str, PartitionSession], producer: Any) -> dict[str, SendOutcome]:
+            out: dict[str, SendOutcome] = {}
+            for pid, session in sessions.items():
                 try:
-                    if session.plan.send_count:
-                        report = send_partition(self.endpoint, session.plan, events, producer=producer,
-                                                stop_check=session.check, send_timeout=self.send_timeout,
-                                                fingerprint=fingerprint)
-                        reached("after_send")
-                except BaseException as exc:
-                    self.abort(session)
-                    if attempt == self.send_attempts or not _transient(exc):
-                        raise
-                    log.warning(
-                        "group %s partition %s batch %s: send attempt %d of %d failed (%s: %s); recovering by read-back",
-                        session.key.group, partition_id, session.plan.batch_stamp, attempt, self.send_attempts,
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                    )
-                    time.sleep(min(2.0 ** attempt, 10.0))
-                    continue
-                return self.commit(session, report, producer=producer)
-        raise AssertionError("unreachable")
+                    report = send_partition(self.endpoint, session.plan, events, producer=producer,
+                                            stop_check=session.check, send_timeout=self.send_timeout,
+                                            fingerprint=fingerprint)
+                except Exception as exc:
+                    out[pid] = SendOutcome.failed(pid, exc, keep=True)
+                else:
+                    out[pid] = SendOutcome.sent(pid, report)
+            return out
+
+        results = drive(self, batch_id, {partition_id: (count, fingerprint)}, send, attempts=self.send_attempts,
+                        producer_factory=lambda: self.endpoint.producer(retry_total=0))
+        return results[partition_id]
 
     def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
         """
@@ -436,8 +424,7 @@ class IdempotentPublisher:
                               type(exc).__name__, exc)
                     errors.append((pid, exc))
         if errors:
-            errors.sort(key=lambda item: getattr(item[1], "retryable", True))
-            raise errors[0][1]
+            raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
         total = sum(r.events for r in results.values())
         log.info("group %s batch %s: %d partitions, %d events done in %.2fs",
                  self.producer_group, batch_stamp(batch_id), len(results), total, time.monotonic() - started)
