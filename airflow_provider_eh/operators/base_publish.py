@@ -40,7 +40,9 @@ class BasePublishOperator(BaseOperator):
         a pruned batch re-run would publish again).
     :param send_attempts: in-process attempts per partition on transient send errors.
     :param lease_seconds: blob lease duration (15 to 60).
-    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
+        default ``None``: a little longer than ``lease_seconds``, so a run cleared right after a crashed
+        one publishes (the crashed holder's lease expires), while a live holder still fences it off.
     """
 
     template_fields: Sequence[str] = (
@@ -68,7 +70,7 @@ class BasePublishOperator(BaseOperator):
         keep_committed: int | None = None,
         send_attempts: int = 3,
         lease_seconds: int = 15,
-        claim_timeout: float = 0.0,
+        claim_timeout: float | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -126,7 +128,9 @@ class BasePublishOperator(BaseOperator):
         if self.keep_committed is not None:
             whole("keep_committed", self.keep_committed, 1,
                   why=" or None; a pruned batch is published again when its interval re-runs")
-        if not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0:
+        if self.claim_timeout is not None and (
+            not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0
+        ):
             raise ValueError(f"claim_timeout={self.claim_timeout!r}: must be a number of seconds >= 0")
         allowed = set(PartitionOptions.__dataclass_fields__)
         for pid, options in (self.partition_options or {}).items():
