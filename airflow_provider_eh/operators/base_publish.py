@@ -194,6 +194,6 @@ class BasePublishOperator(BaseOperator):
                 "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
                 self.publish_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
                 result.service_last_sequence_number,
-                f" (recovery: {result.landed} landed, {result.resent} resent)" if result.status == "recovered" else "",
+                f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
             )
         return {pid: result.as_xcom() for pid, result in sorted(results.items())}

@@ -112,11 +112,9 @@ class BlobProducerStateStore(ProducerStateStore):
             raise
         claim = StateClaim(key, state, downloader.properties.etag, self.describe(key))
         claim.lease = lease
-        stop = threading.Event()
-        claim._stop_renewal = stop  # type: ignore[attr-defined]
-        thread = threading.Thread(target=self._renew, args=(claim, stop), name=f"eh-lease-{key.partition}", daemon=True)
-        claim._renewal = thread  # type: ignore[attr-defined]
-        thread.start()
+        claim.renewal = threading.Thread(target=self._renew, args=(claim, claim.stop_renewal),
+                                         name=f"eh-lease-{key.partition}", daemon=True)
+        claim.renewal.start()
         return claim
 
     def _renew(self, claim: StateClaim, stop: threading.Event) -> None:
@@ -145,9 +143,7 @@ class BlobProducerStateStore(ProducerStateStore):
         claim.state = state
 
     def release(self, claim: StateClaim) -> None:
-        stop = getattr(claim, "_stop_renewal", None)
-        if stop is not None:
-            stop.set()
+        claim.stop_renewal.set()
         try:
             claim.lease.release()
         except Exception as exc:  # an expired or broken lease needs no release
