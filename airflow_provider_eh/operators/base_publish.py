@@ -88,8 +88,8 @@ class BasePublishOperator(BaseOperator):
         self.claim_timeout = claim_timeout
 
     @property
-    def publish_group(self) -> str:
-        """The producer group of this task."""
+    def resolved_producer_group(self) -> str:
+        """The producer group of this task: ``producer_group``, else ``"{dag_id}.{task_id}"``."""
         return self.producer_group or f"{self.dag_id}.{self.task_id}"
 
     @property
@@ -155,7 +155,7 @@ class BasePublishOperator(BaseOperator):
         ).get_store()
         options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
-            endpoint, store, producer_group=self.publish_group, partition_options=options,
+            endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
             keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
         )
 
@@ -192,7 +192,7 @@ class BasePublishOperator(BaseOperator):
         for pid, result in sorted(results.items()):
             self.log.info(
                 "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
-                self.publish_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
+                self.resolved_producer_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
                 result.service_last_sequence_number,
                 f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
             )

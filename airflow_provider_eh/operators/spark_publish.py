@@ -152,7 +152,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         from airflow_provider_eh.spark.mapping import RowMapping
         from airflow_provider_eh.spark.session import get_session
 
-        group = self.publish_group
+        group = self.resolved_producer_group
         with self.provider_errors():
             if not (self.path or self.table):
                 raise ValueError(
