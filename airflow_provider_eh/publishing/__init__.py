@@ -28,6 +28,10 @@ deterministic (read materialised output, order rows by a declared key):
    checks the report's fingerprint and count against the plan, commits with compare-and-swap and
    releases the claim; ``publisher.abort(session)`` on failure leaves the intent for recovery.
 
+Both ways run the one driver loop of :mod:`.driver` (begin, send, commit, retry on transient
+errors); the rules that turn an input into an event are :mod:`.events`; the ledger's records are
+in :mod:`.state`.
+
 The endpoint (:class:`~airflow_provider_eh.endpoint.EventHubsEndpoint`) pickles; executors build
 their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
 :mod:`.stamps`; the step boundaries crash tests observe in :mod:`.steps`.

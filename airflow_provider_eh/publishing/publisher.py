@@ -158,6 +158,17 @@ class IdempotentPublisher:
                 ) from None
             raise
 
+    def checked_partition_ids(self) -> list[str]:
+        """The hub's partition ids, after checking that ``partition_options`` names only those."""
+        partition_ids = self.partition_ids()
+        for pid in self.partition_options:
+            if pid not in partition_ids:
+                raise UnknownPartitionError(
+                    f"partition_options names partition {pid!r}; the hub {self.endpoint.eventhub_name!r} has "
+                    f"partitions {', '.join(partition_ids)}"
+                )
+        return partition_ids
+
     def get_partition_publishing_properties(self, partition_id: str) -> dict[str, Any]:
         """``{partition_id, idempotent, producer_group, owner_level, last_published_sequence_number}`` from the store."""
         key = self._key(str(partition_id))
@@ -347,13 +358,7 @@ class IdempotentPublisher:
 
     def prepare(self, events: Iterable[Any], default_partition: str | None = None) -> dict[str, list[OutgoingEvent]]:
         """Normalise and validate every event, grouped by partition (indexes per partition, in input order)."""
-        partition_ids = self.partition_ids()
-        for pid in self.partition_options:
-            if pid not in partition_ids:
-                raise UnknownPartitionError(
-                    f"partition_options names partition {pid!r}; the hub {self.endpoint.eventhub_name!r} has "
-                    f"partitions {', '.join(partition_ids)}"
-                )
+        partition_ids = self.checked_partition_ids()
         grouped: dict[str, list[OutgoingEvent]] = {}
         for index, raw in enumerate(events):
             pid, event = normalise(raw, index, partition_ids, default_partition)

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_eh.errors import UnknownPartitionError
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
@@ -142,14 +141,7 @@ class SparkPublishJob:
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids, checked against the publisher's partition options."""
-        ids = self.publisher.partition_ids()
-        for pid in self.publisher.partition_options:
-            if pid not in ids:
-                raise UnknownPartitionError(
-                    f"partition_options names partition {pid!r}; the hub {self.publisher.endpoint.eventhub_name!r} "
-                    f"has partitions {', '.join(ids)}"
-                )
-        return ids
+        return self.publisher.checked_partition_ids()
 
     def slots(self, partition_ids: list[str]) -> dict[str, int]:
         """
