@@ -15,6 +15,9 @@ driver; it only collects one small row per Event Hubs partition in each pass.
 4. **Pass 2** (executors, in parallel): send each planned partition; reports come back as data.
 5. **Commit** (driver): each partition whose report matches its plan; a failed partition is aborted
    (its intent stays for recovery) and, on a transient error, begun again (read-back) and resent.
+
+Steps 3 to 5 are the engine's one driver loop (:func:`~airflow_provider_eh.publishing.driver.drive`),
+the same the local path runs; only the sending is Spark's.
 """
 
 from __future__ import annotations
