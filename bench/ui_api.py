@@ -33,7 +33,7 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.publishing.state import ProducerState, StateKey  # noqa: E402
+from airflow_provider_eh.publishing.state import CommittedBatch, PendingIntent, ProducerState, StateKey  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.ports import free_port  # noqa: E402
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
@@ -54,15 +54,16 @@ def write_states(container, namespace: str, partitions: int, groups: int, entrie
             state.owner_level = 3
             n = per_blob + (1 if g * partitions + p < extra else 0)
             for i in range(n):
-                state.committed[f"{g:02d}{p:02d}{i:060d}"] = {
-                    "events": 100, "first_seq": i * 100, "last_seq": i * 100 + 99,
-                    "service_last_sequence_number": i * 100 + 99, "committed_at": now,
-                }
+                state.committed[f"{g:02d}{p:02d}{i:060d}"] = CommittedBatch(
+                    events=100, first_seq=i * 100, last_seq=i * 100 + 99,
+                    service_last_sequence_number=i * 100 + 99, committed_at=now,
+                )
             state.last_published_seq = n * 100 - 1
             if p == 0:
-                state.pending = {"batch_id": f"pending-{g}", "first_seq": n * 100, "indexes": None, "events": 50,
-                                 "fingerprint": "x", "owner_level": 3, "start_sequence_number": 0, "landed": [],
-                                 "started_at": now}
+                state.pending = PendingIntent(
+                    batch_id=f"pending-{g}", first_seq=n * 100, indexes=None, events=50, fingerprint="x",
+                    owner_level=3, start_sequence_number=0, landed=[], started_at=now,
+                )
             jobs.append((key.blob_name, state.to_json()))
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda job: container.upload_blob(job[0], job[1], overwrite=True), jobs))

@@ -115,7 +115,7 @@ LIVE_ORDERS = 10
 def event_driven() -> None:
     """Step 5: new orders in ``orders-live`` start runs of ``eh_on_new_orders`` through its asset watcher."""
     from airflow_provider_eh.emulator import EmulatorAdmin
-    from airflow_provider_eh.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.testing.events import event_dags_folder, publish_orders
     from airflow_provider_eh.testing.ports import free_port
     from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env

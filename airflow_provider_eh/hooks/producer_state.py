@@ -153,11 +153,12 @@ class ProducerStateHook(BaseHook):
     :param wasb_conn_id: the ``wasb`` connection of the blob backend.
     :param container: the blob backend's container (created when missing).
     :param lease_seconds: the blob backend's lease duration.
-    :param claim_timeout: seconds the blob backend waits for another holder's lease.
+    :param claim_timeout: seconds the blob backend waits for another holder's lease (``None``: a little
+        longer than ``lease_seconds``, so a crashed holder's lease expires first).
     """
 
     def __init__(self, backend: str = "blob", *, wasb_conn_id: str = "wasb_default", container: str | None = None,
-                 lease_seconds: int = 15, claim_timeout: float = 0.0):
+                 lease_seconds: int = 15, claim_timeout: float | None = None):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"state_backend {backend!r}: choose one of {', '.join(BACKENDS)}")

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-# The stamps of idempotent-publishing.md.
-STAMP_GROUP = "eh.group"
-STAMP_SEQ = "eh.seq"
-STAMP_BATCH = "eh.batch"
-STAMP_OWNER = "eh.owner"
+# The stamps of idempotent-publishing.md, defined once with the publishers that write them.
+from airflow_provider_eh.publishing.stamps import BATCH as STAMP_BATCH
+from airflow_provider_eh.publishing.stamps import GROUP as STAMP_GROUP
+from airflow_provider_eh.publishing.stamps import OWNER as STAMP_OWNER
+from airflow_provider_eh.publishing.stamps import SEQ as STAMP_SEQ
+
+__all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
 
 
 def _plain(value: Any) -> Any:

@@ -40,7 +40,9 @@ class BasePublishOperator(HubLineage, BaseOperator):
         a pruned batch re-run would publish again).
     :param send_attempts: in-process attempts per partition on transient send errors.
     :param lease_seconds: blob lease duration (15 to 60).
-    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably).
+    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
+        default ``None``: a little longer than ``lease_seconds``, so a run cleared right after a crashed
+        one publishes (the crashed holder's lease expires), while a live holder still fences it off.
     """
 
     template_fields: Sequence[str] = (
@@ -69,7 +71,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         keep_committed: int | None = None,
         send_attempts: int = 3,
         lease_seconds: int = 15,
-        claim_timeout: float = 0.0,
+        claim_timeout: float | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -88,8 +90,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
         self._lineage_hub: tuple[str, str] | None = None
 
     @property
-    def publish_group(self) -> str:
-        """The producer group of this task."""
+    def resolved_producer_group(self) -> str:
+        """The producer group of this task: ``producer_group``, else ``"{dag_id}.{task_id}"``."""
         return self.producer_group or f"{self.dag_id}.{self.task_id}"
 
     @property
@@ -128,7 +130,9 @@ class BasePublishOperator(HubLineage, BaseOperator):
         if self.keep_committed is not None:
             whole("keep_committed", self.keep_committed, 1,
                   why=" or None; a pruned batch is published again when its interval re-runs")
-        if not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0:
+        if self.claim_timeout is not None and (
+            not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0
+        ):
             raise ValueError(f"claim_timeout={self.claim_timeout!r}: must be a number of seconds >= 0")
         allowed = set(PartitionOptions.__dataclass_fields__)
         for pid, options in (self.partition_options or {}).items():
@@ -153,7 +157,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         ).get_store()
         options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
-            endpoint, store, producer_group=self.publish_group, partition_options=options,
+            endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
             keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
         )
 
@@ -167,8 +171,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
         for pid, result in sorted(results.items()):
             self.log.info(
                 "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
-                self.publish_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
+                self.resolved_producer_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
                 result.service_last_sequence_number,
-                f" (recovery: {result.landed} landed, {result.resent} resent)" if result.status == "recovered" else "",
+                f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
             )
         return {pid: result.as_xcom() for pid, result in sorted(results.items())}

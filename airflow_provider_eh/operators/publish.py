@@ -76,7 +76,7 @@ class EventHubPublishOperator(BasePublishOperator):
         return events
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
-        group = self.publish_group
+        group = self.resolved_producer_group
         with self.provider_errors():
             publisher = self.get_publisher()
             batch_id = self.batch_id(context, group)

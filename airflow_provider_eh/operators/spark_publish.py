@@ -33,6 +33,9 @@ from airflow_provider_eh.operators.base_publish import BasePublishOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_provider_eh.publishing import IdempotentPublisher
+    from airflow_provider_eh.spark.job import SparkPublishJob
+    from airflow_provider_eh.spark.mapping import RowMapping
     from airflow_provider_eh.spark.session import SparkSettings
 
 
@@ -145,11 +148,11 @@ class SparkToEventHubOperator(BasePublishOperator):
         self._spark: Any = None
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
-        from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource, require_delta
+        from airflow_provider_eh.spark.job import SparkSource, require_delta
         from airflow_provider_eh.spark.mapping import RowMapping
         from airflow_provider_eh.spark.session import get_session
 
-        group = self.publish_group
+        group = self.resolved_producer_group
         with self.provider_errors():
             if not (self.path or self.table):
                 raise ValueError(
@@ -176,13 +179,19 @@ class SparkToEventHubOperator(BasePublishOperator):
             spark, owned = get_session(settings)
             self._spark = spark
             try:
-                job = SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty)
+                job = self.publish_job(spark, publisher, mapping)
                 results = job.publish(source, batch_id)
             finally:
                 self._spark = None
                 if owned:
                     spark.stop()
         return self.report(batch_id, results)
+
+    def publish_job(self, spark: Any, publisher: IdempotentPublisher, mapping: RowMapping) -> SparkPublishJob:
+        """The Spark job of this task: the operator's ``send_attempts`` and ``on_empty`` govern it."""
+        from airflow_provider_eh.spark.job import SparkPublishJob
+
+        return SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty, send_attempts=self.send_attempts)
 
     def on_kill(self) -> None:
         """Cancel the running Spark jobs; claimed partitions keep their intents and the next run recovers them."""

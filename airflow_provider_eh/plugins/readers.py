@@ -126,24 +126,24 @@ def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[tuple
 
 
 def _summarise_state(state: Any, modified: datetime | None, now: datetime) -> dict[str, Any]:
-    committed = sorted(state.committed.items(), key=lambda item: item[1].get("last_seq", -1))
+    committed = sorted(state.committed.items(), key=lambda item: item[1].last_seq)
     last = None
     if committed:
         batch_id, record = committed[-1]
         last = {
-            "batch_id": batch_id, "events": record.get("events"), "first_seq": record.get("first_seq"),
-            "last_seq": record.get("last_seq"), "committed_at": record.get("committed_at"),
+            "batch_id": batch_id, "events": record.events, "first_seq": record.first_seq,
+            "last_seq": record.last_seq, "committed_at": record.committed_at,
         }
     open_batches = []
     if state.pending:
-        started = _parse_time(state.pending.get("started_at")) or modified
+        started = _parse_time(state.pending.started_at) or modified
         open_batches.append({
-            "kind": "pending", "batch_id": state.pending.get("batch_id"), "events": state.pending.get("events"),
+            "kind": "pending", "batch_id": state.pending.batch_id, "events": state.pending.events,
             "since": _iso(started), "age_seconds": None if started is None else round((now - started).total_seconds(), 1),
         })
     for batch_id, part in state.partial.items():
         open_batches.append({
-            "kind": "partial", "batch_id": batch_id, "events": part.get("events"), "since": _iso(modified),
+            "kind": "partial", "batch_id": batch_id, "events": part.events, "since": _iso(modified),
             "age_seconds": None if modified is None else round((now - modified).total_seconds(), 1),
         })
     return {
@@ -300,7 +300,7 @@ def task_instance_links(batches: Iterable[tuple[str, str]], limit: int = 2000) -
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from airflow_provider_eh.publishing.batch import derive_batch_id
+    from airflow_provider_eh.publishing.batch_id import derive_batch_id
 
     wanted = dict(batches)  # batch id -> group
     if not wanted:

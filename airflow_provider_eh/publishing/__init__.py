@@ -28,6 +28,10 @@ deterministic (read materialised output, order rows by a declared key):
    checks the report's fingerprint and count against the plan, commits with compare-and-swap and
    releases the claim; ``publisher.abort(session)`` on failure leaves the intent for recovery.
 
+Both ways run the one driver loop of :mod:`.driver` (begin, send, commit, retry on transient
+errors); the rules that turn an input into an event are :mod:`.events`; the ledger's records are
+in :mod:`.state`.
+
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
 their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
 :mod:`.stamps`; the step boundaries crash tests observe in :mod:`.steps`.
@@ -35,9 +39,9 @@ their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.
 
 from __future__ import annotations
 
-from airflow_provider_eh.publishing.batch import (
+from airflow_provider_eh.publishing.batch_id import derive_batch_id
+from airflow_provider_eh.publishing.events import (
     OutgoingEvent,
-    derive_batch_id,
     encode_body,
     normalise,
     partition_for_key,

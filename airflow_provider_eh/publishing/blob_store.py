@@ -6,7 +6,9 @@ an ETag ``if_match``: a write that finds another ETag or no lease fails with
 ProducerDisconnectedError, and a renewal that fails marks the claim lost, which stops the sender
 before its next SDK batch. A crashed holder's lease expires after ``lease_seconds``; a new claim
 waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisconnectedError
-(retryable: Airflow's retry back-off is the wait).
+(retryable: Airflow's retry back-off is the wait). By default it waits a little longer than one
+lease (:data:`CLAIM_GRACE_SECONDS` more), so a task cleared right after its SIGKILLed run publishes
+instead of failing, while a live holder, which keeps renewing, still fences it off.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: how much longer than one lease a claim waits by default: a crashed holder's lease has expired by then
+CLAIM_GRACE_SECONDS = 5.0
+
+
+def default_claim_timeout(lease_seconds: float) -> float:
+    """The claim wait used when none is given: one lease plus :data:`CLAIM_GRACE_SECONDS`."""
+    return float(lease_seconds) + CLAIM_GRACE_SECONDS
+
 
 class BlobProducerStateStore(ProducerStateStore):
     """
@@ -34,15 +44,16 @@ class BlobProducerStateStore(ProducerStateStore):
 
     :param container: an azure-storage-blob ``ContainerClient`` (from ``BlobStorageHook``).
     :param lease_seconds: blob lease duration, 15 to 60; a crashed publisher blocks the partition this long.
-    :param claim_timeout: seconds to wait for another holder's lease to expire before giving up.
+    :param claim_timeout: seconds to wait for another holder's lease to expire before giving up;
+        ``None`` (default): :func:`default_claim_timeout`, long enough for a crashed holder's lease to expire.
     """
 
-    def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float = 0.0):
+    def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float | None = None):
         if not 15 <= lease_seconds <= 60:
             raise ValueError(f"lease_seconds={lease_seconds!r}: must be between 15 and 60 (Azure Blob lease limits)")
         self.container = container
         self.lease_seconds = lease_seconds
-        self.claim_timeout = claim_timeout
+        self.claim_timeout = default_claim_timeout(lease_seconds) if claim_timeout is None else float(claim_timeout)
 
     def describe(self, key: StateKey) -> str:
         return f"blob {self.container.container_name}/{key.blob_name}"
@@ -80,9 +91,16 @@ class BlobProducerStateStore(ProducerStateStore):
                 if getattr(exc, "status_code", None) != 409:
                     raise
                 if time.monotonic() >= deadline:
+                    if self.claim_timeout > self.lease_seconds:  # a crashed holder's lease would have expired
+                        why = (f"it is alive: its lease of {self.lease_seconds}s was renewed throughout the "
+                               f"{self.claim_timeout:g}s this claim waited. Two runs of one producer group must not "
+                               "overlap: let the other run finish (or stop it), then retry")
+                    else:
+                        why = (f"or it crashed less than {self.lease_seconds}s ago: claim_timeout={self.claim_timeout:g}s "
+                               "is shorter than the lease. Retry after back-off, or leave claim_timeout at its default")
                     raise ProducerDisconnectedError(
-                        f"{key}: another publisher holds the lease on {self.describe(key)}; it owns the partition "
-                        f"(or crashed less than {self.lease_seconds}s ago). Retry after back-off."
+                        f"{key}: another publisher holds the lease on {self.describe(key)} and owns the partition; "
+                        f"{why}."
                     ) from None
                 time.sleep(1.0)
         try:
@@ -94,11 +112,9 @@ class BlobProducerStateStore(ProducerStateStore):
             raise
         claim = StateClaim(key, state, downloader.properties.etag, self.describe(key))
         claim.lease = lease
-        stop = threading.Event()
-        claim._stop_renewal = stop  # type: ignore[attr-defined]
-        thread = threading.Thread(target=self._renew, args=(claim, stop), name=f"eh-lease-{key.partition}", daemon=True)
-        claim._renewal = thread  # type: ignore[attr-defined]
-        thread.start()
+        claim.renewal = threading.Thread(target=self._renew, args=(claim, claim.stop_renewal),
+                                         name=f"eh-lease-{key.partition}", daemon=True)
+        claim.renewal.start()
         return claim
 
     def _renew(self, claim: StateClaim, stop: threading.Event) -> None:
@@ -127,9 +143,7 @@ class BlobProducerStateStore(ProducerStateStore):
         claim.state = state
 
     def release(self, claim: StateClaim) -> None:
-        stop = getattr(claim, "_stop_renewal", None)
-        if stop is not None:
-            stop.set()
+        claim.stop_renewal.set()
         try:
             claim.lease.release()
         except Exception as exc:  # an expired or broken lease needs no release

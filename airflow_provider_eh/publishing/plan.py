@@ -34,7 +34,7 @@ class PartitionResult:
     last_seq: int
     service_last_sequence_number: int
     status: str  # "published" | "already_committed" | "recovered"
-    landed: int = 0
+    landed_count: int = 0  # recovery: events of the batch found already landed
     resent: int = 0
 
     def as_xcom(self) -> dict[str, int]:
@@ -57,7 +57,8 @@ class PartitionPlan:
     ``action`` is ``"done"`` (nothing to send; ``result`` holds the outcome) or ``"send"``: send the
     events whose indexes are in ``indexes`` (``[start, stop)`` ranges; ``None`` means all
     ``event_count``), in index order, stamped with producer sequence numbers ``first_seq``,
-    ``first_seq + 1``, ... ``landed`` and ``missing`` describe what recovery found (both 0 on a fresh batch).
+    ``first_seq + 1``, ... ``landed_count`` is how many events recovery found already landed (0 on a
+fresh batch; the ledger's ``landed`` is the index ranges themselves).
     """
 
     group: str
@@ -70,7 +71,7 @@ class PartitionPlan:
     first_seq: int = 0
     indexes: tuple[tuple[int, int], ...] | None = None
     recovered_from: str | None = None  # None | "pending" | "partial"
-    landed: int = 0
+    landed_count: int = 0
     result: PartitionResult | None = None
 
     @property

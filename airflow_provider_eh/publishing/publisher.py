@@ -31,7 +31,8 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.publishing.batch import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.events import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
@@ -39,29 +40,18 @@ from airflow_provider_eh.publishing.landed import landed_stamps
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
+    CommittedBatch,
+    PartialBatch,
+    PendingIntent,
     ProducerState,
     ProducerStateStore,
     StateClaim,
     StateKey,
     from_ranges,
-    ranges_len,
     to_ranges,
 )
 
 log = logging.getLogger(__name__)
-
-
-def _transient(exc: BaseException) -> bool:
-    """An SDK error a new attempt can cure (not authentication, not a closed client), or a retryable one of ours."""
-    from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
-
-    from airflow_provider_eh.errors import ProducerDisconnectedError
-
-    if isinstance(exc, ProducerDisconnectedError):
-        return False
-    if isinstance(exc, EventHubsProviderError):
-        return exc.retryable
-    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))
 
 
 class PartitionSession:
@@ -75,6 +65,12 @@ class PartitionSession:
     def check(self) -> None:
         """Raise ProducerDisconnectedError if the claim was lost; the sender's ``stop_check``."""
         self.claim.check()
+
+    @property
+    def intent_start(self) -> int | None:
+        """The partition's last service sequence number when the intent was written (``None``: no intent)."""
+        pending = self.claim.state.pending
+        return None if pending is None else int(pending.start_sequence_number)
 
 
 def _content_changed(key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int) -> None:
@@ -162,6 +158,17 @@ class IdempotentPublisher:
                 ) from None
             raise
 
+    def checked_partition_ids(self) -> list[str]:
+        """The hub's partition ids, after checking that ``partition_options`` names only those."""
+        partition_ids = self.partition_ids()
+        for pid in self.partition_options:
+            if pid not in partition_ids:
+                raise UnknownPartitionError(
+                    f"partition_options names partition {pid!r}; the hub {self.endpoint.eventhub_name!r} has "
+                    f"partitions {', '.join(partition_ids)}"
+                )
+        return partition_ids
+
     def get_partition_publishing_properties(self, partition_id: str) -> dict[str, Any]:
         """``{partition_id, idempotent, producer_group, owner_level, last_published_sequence_number}`` from the store."""
         key = self._key(str(partition_id))
@@ -195,23 +202,16 @@ class IdempotentPublisher:
             raise
         return PartitionSession(key, claim, plan)
 
-    def _readback(self, key: StateKey, claim: StateClaim, pending: dict[str, Any]) -> set[int]:
+    def _readback(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> set[int]:
         """Indexes of ``pending``'s attempt that landed, by reading the partition back."""
         found = landed_stamps(
-            self.endpoint, key.partition, after_sequence_number=int(pending["start_sequence_number"]),
-            group=key.group, batch_stamp=batch_stamp(pending["batch_id"]),
+            self.endpoint, key.partition, after_sequence_number=int(pending.start_sequence_number),
+            group=key.group, batch_stamp=batch_stamp(pending.batch_id),
         )
         claim.check()
-        attempt = from_ranges(pending["indexes"]) if pending.get("indexes") is not None else list(range(pending["events"]))
-        first = int(pending["first_seq"])
-        landed = {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}
-        return landed
-
-    @staticmethod
-    def _assigned_end(pending: dict[str, Any]) -> int:
-        """The highest producer seq ever assigned by this pending attempt."""
-        n = pending["events"] if pending.get("indexes") is None else ranges_len(pending["indexes"])
-        return int(pending["first_seq"]) + n - 1
+        attempt = pending.attempt_indexes
+        first = int(pending.first_seq)
+        return {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}
 
     def _plan(self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any) -> PartitionPlan:
         state = claim.state
@@ -219,47 +219,45 @@ class IdempotentPublisher:
         base = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
                     event_count=count, fingerprint=fingerprint)
         pending = state.pending
-        if pending is not None and pending["batch_id"] != batch_id:
-            other = batch_stamp(pending["batch_id"])
-            landed = self._readback(key, claim, pending) | set(from_ranges(pending.get("landed")))
-            state.partial[pending["batch_id"]] = {
-                "events": pending["events"], "fingerprint": pending["fingerprint"],
-                "landed": to_ranges(landed), "batch_first_seq": pending.get("batch_first_seq", pending["first_seq"]),
-            }
-            state.last_published_seq = max(state.last_published_seq, self._assigned_end(pending))
+        if pending is not None and pending.batch_id != batch_id:
+            landed = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
+            state.partial[pending.batch_id] = PartialBatch(
+                events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(landed),
+                batch_first_seq=pending.first_of_batch,
+            )
+            state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
             state.pending = None
             self.store.write(claim, state)
             log.info(
                 "group %s partition %s batch %s: resolved in-doubt batch %s of another run as partial: "
                 "%d of %d events landed; its retry will send the rest",
-                group, pid, stamp, other, len(landed), pending["events"],
+                group, pid, stamp, batch_stamp(pending.batch_id), len(landed), pending.events,
             )
             pending = None
 
         done = state.committed.get(batch_id)
         if done is not None:
-            _content_changed(key, batch_id, done.get("fingerprint"), fingerprint, count, done["events"])
-            result = PartitionResult(pid, done["events"], done["first_seq"], done["last_seq"],
-                                     done["service_last_sequence_number"], "already_committed")
+            _content_changed(key, batch_id, done.fingerprint, fingerprint, count, done.events)
+            result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
+                                     done.service_last_sequence_number, "already_committed")
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
-                     group, pid, stamp, done["events"], done["first_seq"], done["last_seq"])
+                     group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
 
         recovered_from: str | None = None
         landed: set[int] = set()
         batch_first_seq: int | None = None
         if pending is not None:  # our own batch is in doubt
-            _content_changed(key, batch_id, pending["fingerprint"], fingerprint, count, pending["events"])
-            found = self._readback(key, claim, pending)
-            landed = set(from_ranges(pending.get("landed"))) | found
-            state.last_published_seq = max(state.last_published_seq, self._assigned_end(pending))
-            batch_first_seq = pending.get("batch_first_seq", pending["first_seq"])
+            _content_changed(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
+            landed = set(from_ranges(pending.landed)) | self._readback(key, claim, pending)
+            state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
+            batch_first_seq = pending.first_of_batch
             recovered_from = "pending"
         elif batch_id in state.partial:
             part = state.partial[batch_id]
-            _content_changed(key, batch_id, part["fingerprint"], fingerprint, count, part["events"])
-            landed = set(from_ranges(part["landed"]))
-            batch_first_seq = part.get("batch_first_seq")
+            _content_changed(key, batch_id, part.fingerprint, fingerprint, count, part.events)
+            landed = set(from_ranges(part.landed))
+            batch_first_seq = part.batch_first_seq
             recovered_from = "partial"
         missing = [i for i in range(count) if i not in landed] if recovered_from else None
         if recovered_from:
@@ -269,31 +267,23 @@ class IdempotentPublisher:
                 group, pid, stamp, recovered_from, len(landed), count, len(missing or []),
             )
         first_seq = state.last_published_seq + 1
-        if missing == []:  # everything landed: commit without sending
-            plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=(), recovered_from=recovered_from, landed=len(landed))
-            state.pending = {
-                "batch_id": batch_id, "first_seq": first_seq, "indexes": [], "events": count,
-                "fingerprint": fingerprint, "owner_level": state.owner_level,
-                "start_sequence_number": self._partition_end(pid, producer), "landed": to_ranges(landed),
-                "batch_first_seq": batch_first_seq if batch_first_seq is not None else first_seq,
-            }
-            state.partial.pop(batch_id, None)
-            self.store.write(claim, state)
-            return plan
+        # one intent: every event (fresh batch), the missing ones, or none (everything landed: commit only)
         indexes = None if missing is None else tuple(tuple(r) for r in to_ranges(missing))
-        state.pending = {
-            "batch_id": batch_id, "first_seq": first_seq,
-            "indexes": None if indexes is None else [list(r) for r in indexes],
-            "events": count, "fingerprint": fingerprint, "owner_level": state.owner_level,
-            "start_sequence_number": self._partition_end(pid, producer), "landed": to_ranges(landed),
-            "batch_first_seq": batch_first_seq if batch_first_seq is not None else first_seq,
-            "started_at": datetime.now(timezone.utc).isoformat(),
-        }
+        state.pending = PendingIntent(
+            batch_id=batch_id, first_seq=first_seq, indexes=None if indexes is None else [list(r) for r in indexes],
+            events=count, fingerprint=fingerprint, owner_level=state.owner_level,
+            start_sequence_number=self._partition_end(pid, producer), landed=to_ranges(landed),
+            batch_first_seq=first_seq if batch_first_seq is None else batch_first_seq,
+            started_at=datetime.now(timezone.utc).isoformat(),
+        )
+        plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
+                             recovered_from=recovered_from, landed_count=len(landed))
         state.partial.pop(batch_id, None)
         self.store.write(claim, state)
+        if missing == []:
+            return plan
         reached("after_intent")
-        return PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
-                             recovered_from=recovered_from, landed=len(landed))
+        return plan
 
     # ---- driver side: commit -------------------------------------------------------------------
 
@@ -321,17 +311,15 @@ class IdempotentPublisher:
                     raise ValueError(f"{key}: batch {plan.batch_stamp}: sent {report.sent} of {plan.send_count} planned events")
             service_last = report.service_last_sequence_number if report is not None else self._partition_end(key.partition, producer)
             state = claim.state
-            pending = state.pending or {}
             last_seq = plan.first_seq + plan.send_count - 1
             if plan.send_count == 0:
                 last_seq = max(state.last_published_seq, plan.first_seq - 1)
-            first_seq = int(pending.get("batch_first_seq", plan.first_seq))
-            record = {
-                "events": plan.event_count, "first_seq": first_seq, "last_seq": last_seq,
-                "service_last_sequence_number": service_last, "fingerprint": plan.fingerprint,
-                "owner_level": plan.owner_level, "committed_at": datetime.now(timezone.utc).isoformat(),
-            }
-            state.committed[plan.batch_id] = record
+            first_seq = plan.first_seq if state.pending is None else state.pending.first_of_batch
+            state.committed[plan.batch_id] = CommittedBatch(
+                events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
+                service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
+                owner_level=plan.owner_level, committed_at=datetime.now(timezone.utc).isoformat(),
+            )
             state.pending = None
             state.last_published_seq = max(state.last_published_seq, last_seq)
             if self.keep_committed is not None:
@@ -344,10 +332,10 @@ class IdempotentPublisher:
             log.info(
                 "group %s partition %s batch %s: committed %d events (seq %d..%d, service seq up to %d)%s",
                 key.group, key.partition, plan.batch_stamp, plan.event_count, first_seq, last_seq, service_last,
-                f"; recovery: {plan.landed} had landed, {plan.send_count} resent" if plan.recovered_from else "",
+                f"; recovery: {plan.landed_count} had landed, {plan.send_count} resent" if plan.recovered_from else "",
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
-                                   landed=plan.landed, resent=plan.send_count if plan.recovered_from else 0)
+                                   landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0)
         finally:
             self.store.release(claim)
 
@@ -370,13 +358,7 @@ class IdempotentPublisher:
 
     def prepare(self, events: Iterable[Any], default_partition: str | None = None) -> dict[str, list[OutgoingEvent]]:
         """Normalise and validate every event, grouped by partition (indexes per partition, in input order)."""
-        partition_ids = self.partition_ids()
-        for pid in self.partition_options:
-            if pid not in partition_ids:
-                raise UnknownPartitionError(
-                    f"partition_options names partition {pid!r}; the hub {self.endpoint.eventhub_name!r} has "
-                    f"partitions {', '.join(partition_ids)}"
-                )
+        partition_ids = self.checked_partition_ids()
         grouped: dict[str, list[OutgoingEvent]] = {}
         for index, raw in enumerate(events):
             pid, event = normalise(raw, index, partition_ids, default_partition)
@@ -389,29 +371,23 @@ class IdempotentPublisher:
         for event in events:
             fp.update(event.body, event.properties)
         count, fingerprint = fp.count, fp.hexdigest()
-        for attempt in range(1, self.send_attempts + 1):
-            with self.endpoint.producer(retry_total=0) as producer:
-                session = self.begin(partition_id, batch_id, count, fingerprint, producer=producer)
-                report = None
+
+        def send(sessions: Mapping[str, PartitionSession], producer: Any) -> dict[str, SendOutcome]:
+            out: dict[str, SendOutcome] = {}
+            for pid, session in sessions.items():
                 try:
-                    if session.plan.send_count:
-                        report = send_partition(self.endpoint, session.plan, events, producer=producer,
-                                                stop_check=session.check, send_timeout=self.send_timeout,
-                                                fingerprint=fingerprint)
-                        reached("after_send")
-                except BaseException as exc:
-                    self.abort(session)
-                    if attempt == self.send_attempts or not _transient(exc):
-                        raise
-                    log.warning(
-                        "group %s partition %s batch %s: send attempt %d of %d failed (%s: %s); recovering by read-back",
-                        session.key.group, partition_id, session.plan.batch_stamp, attempt, self.send_attempts,
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
-                    )
-                    time.sleep(min(2.0 ** attempt, 10.0))
-                    continue
-                return self.commit(session, report, producer=producer)
-        raise AssertionError("unreachable")
+                    report = send_partition(self.endpoint, session.plan, events, producer=producer,
+                                            stop_check=session.check, send_timeout=self.send_timeout,
+                                            fingerprint=fingerprint)
+                except Exception as exc:
+                    out[pid] = SendOutcome.failed(pid, exc, keep=True)
+                else:
+                    out[pid] = SendOutcome.sent(pid, report)
+            return out
+
+        results = drive(self, batch_id, {partition_id: (count, fingerprint)}, send, attempts=self.send_attempts,
+                        producer_factory=lambda: self.endpoint.producer(retry_total=0))
+        return results[partition_id]
 
     def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
         """
@@ -436,8 +412,7 @@ class IdempotentPublisher:
                               type(exc).__name__, exc)
                     errors.append((pid, exc))
         if errors:
-            errors.sort(key=lambda item: getattr(item[1], "retryable", True))
-            raise errors[0][1]
+            raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
         total = sum(r.events for r in results.values())
         log.info("group %s batch %s: %d partitions, %d events done in %.2fs",
                  self.producer_group, batch_stamp(batch_id), len(results), total, time.monotonic() - started)

@@ -1,6 +1,7 @@
 """The application properties stamped on every published event (names are a public contract).
 
-Consumers dedupe with a per-(``eh.group``, partition) high-water mark of ``eh.seq``.
+Defined here once: the publishers stamp them, the event rulebook (:mod:`.events`) keeps user
+properties out of their ``eh.`` prefix, and ingestion reads them. Consumers dedupe with a per-(``eh.group``, partition) high-water mark of ``eh.seq``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ SEQ = "eh.seq"
 BATCH = "eh.batch"
 OWNER = "eh.owner"
 RESERVED_PREFIX = "eh."
+STAMPS = (GROUP, SEQ, BATCH, OWNER)
 
 _GROUP_B, _SEQ_B, _BATCH_B = GROUP.encode(), SEQ.encode(), BATCH.encode()
 
@@ -20,16 +22,6 @@ _GROUP_B, _SEQ_B, _BATCH_B = GROUP.encode(), SEQ.encode(), BATCH.encode()
 def batch_stamp(batch_id: str) -> str:
     """The ``eh.batch`` value: the first 16 hex digits of the batch id."""
     return batch_id[:16]
-
-
-def stamped(properties: Mapping[str, Any] | None, group: str, seq: int, batch: str, owner: int) -> dict[str, Any]:
-    """The user's properties plus our four stamps (a new dict; the input is not changed)."""
-    out = dict(properties) if properties else {}
-    out[GROUP] = group
-    out[SEQ] = seq
-    out[BATCH] = batch
-    out[OWNER] = owner
-    return out
 
 
 class StampEncoder:

@@ -4,15 +4,25 @@ The state is one JSON document (same shape in every backend)::
 
     {"version": 1, "namespace": ..., "hub": ..., "group": ..., "partition": "0",
      "owner_level": 3, "claim_token": "...", "last_published_seq": 41,
-     "committed": {batch_id: {"events", "first_seq", "last_seq", "service_last_sequence_number", "committed_at"}},
-     "pending": {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
-                 "start_sequence_number", "landed"} | null,
-     "partial": {batch_id: {"events", "fingerprint", "landed"}}}
+     "committed": {batch_id: CommittedBatch},
+     "pending": PendingIntent | null,
+     "partial": {batch_id: PartialBatch}}
+
+    CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
+                     "owner_level"?, "committed_at"?}
+    PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
+                     "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?}
+    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?}
+
+(``?``: absent from documents written before the field existed; such documents load unchanged.)
+The three records are the dataclasses below, the only place their JSON is written and read; a
+unit test checks this layout against them.
 
 ``indexes`` and ``landed`` are event-index sets stored as ``[[start, stop), ...]`` ranges, so a batch
 of a million events costs a few bytes unless its sends were cut into pieces. ``landed`` maps
 nothing to sequence numbers: every send attempt's indexes get consecutive fresh sequence numbers
-starting at its ``first_seq``.
+starting at its ``first_seq``; ``indexes`` null means every event of the batch. ``batch_first_seq``
+is the first sequence number ever assigned to the batch (its first attempt's ``first_seq``).
 
 :class:`ProducerStateStore` is the interface both backends implement: claim (owner level + 1,
 exclusive), write (compare-and-swap), release.
@@ -26,8 +36,8 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 
@@ -53,6 +63,98 @@ def from_ranges(ranges: Iterable[Iterable[int]] | None) -> list[int]:
 
 def ranges_len(ranges: Iterable[Iterable[int]] | None) -> int:
     return sum(stop - start for start, stop in (ranges or []))
+
+
+R = TypeVar("R", bound="_Record")
+
+
+class _Record:
+    """JSON of a ledger record: every field by name; the optional ones (``OPTIONAL``) left out while None."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    def to_doc(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value is None and f.name in self.OPTIONAL:
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_doc(cls: type[R], doc: Any) -> R:
+        if not isinstance(doc, dict):
+            raise TypeError(f"{cls.__name__} is a {type(doc).__name__}, not an object")
+        names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        missing = [n for n in names if n not in doc and n not in cls.OPTIONAL]
+        if missing:
+            raise KeyError(f"{cls.__name__}.{missing[0]}")
+        return cls(**{n: doc.get(n) for n in names})
+
+
+@dataclass
+class CommittedBatch(_Record):
+    """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at")
+
+    events: int
+    first_seq: int
+    last_seq: int
+    service_last_sequence_number: int
+    fingerprint: str | None = None
+    owner_level: int | None = None
+    committed_at: str | None = None
+
+
+@dataclass
+class PendingIntent(_Record):
+    """The batch being sent (written before the send): what this attempt sends and from which number."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "started_at")
+
+    batch_id: str
+    first_seq: int
+    indexes: list[list[int]] | None
+    events: int
+    fingerprint: str
+    owner_level: int
+    start_sequence_number: int
+    landed: list[list[int]]
+    batch_first_seq: int | None = None
+    started_at: str | None = None
+
+    @property
+    def attempt_indexes(self) -> list[int]:
+        """The event indexes this attempt sends, in order (their sequence numbers count up from ``first_seq``)."""
+        return list(range(self.events)) if self.indexes is None else from_ranges(self.indexes)
+
+    @property
+    def assigned_end(self) -> int:
+        """The highest producer sequence number this attempt assigned."""
+        n = self.events if self.indexes is None else ranges_len(self.indexes)
+        return int(self.first_seq) + n - 1
+
+    @property
+    def first_of_batch(self) -> int:
+        """The batch's first sequence number over all its attempts."""
+        return int(self.first_seq if self.batch_first_seq is None else self.batch_first_seq)
+
+
+@dataclass
+class PartialBatch(_Record):
+    """A batch of another run found in doubt: the events of it that landed; its retry sends the rest."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq",)
+
+    events: int
+    fingerprint: str
+    landed: list[list[int]]
+    batch_first_seq: int | None = None
+
+
+RECORDS = {"committed": CommittedBatch, "pending": PendingIntent, "partial": PartialBatch}
 
 
 @dataclass(frozen=True)
@@ -83,9 +185,9 @@ class ProducerState:
     owner_level: int = 0
     claim_token: str | None = None
     last_published_seq: int = -1
-    committed: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pending: dict[str, Any] | None = None
-    partial: dict[str, dict[str, Any]] = field(default_factory=dict)
+    committed: dict[str, CommittedBatch] = field(default_factory=dict)
+    pending: PendingIntent | None = None
+    partial: dict[str, PartialBatch] = field(default_factory=dict)
 
     @classmethod
     def new(cls, key: StateKey) -> ProducerState:
@@ -102,9 +204,9 @@ class ProducerState:
                 "owner_level": self.owner_level,
                 "claim_token": self.claim_token,
                 "last_published_seq": self.last_published_seq,
-                "committed": self.committed,
-                "pending": self.pending,
-                "partial": self.partial,
+                "committed": {b: r.to_doc() for b, r in self.committed.items()},
+                "pending": None if self.pending is None else self.pending.to_doc(),
+                "partial": {b: r.to_doc() for b, r in self.partial.items()},
             },
             separators=(",", ":"),
         )
@@ -146,9 +248,9 @@ class ProducerState:
                 owner_level=int(doc["owner_level"]),
                 claim_token=doc.get("claim_token"),
                 last_published_seq=int(doc["last_published_seq"]),
-                committed=dict(doc.get("committed") or {}),
-                pending=doc.get("pending"),
-                partial=dict(doc.get("partial") or {}),
+                committed={b: CommittedBatch.from_doc(r) for b, r in (doc.get("committed") or {}).items()},
+                pending=None if doc.get("pending") is None else PendingIntent.from_doc(doc["pending"]),
+                partial={b: PartialBatch.from_doc(r) for b, r in (doc.get("partial") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise bad(f"misses or mangles field {exc}") from None
@@ -157,7 +259,7 @@ class ProducerState:
         """Forget all but the ``keep_last`` most recent committed batches; returns how many went."""
         if keep_last < 0 or len(self.committed) <= keep_last:
             return 0
-        ordered = sorted(self.committed, key=lambda b: self.committed[b]["last_seq"])
+        ordered = sorted(self.committed, key=lambda b: self.committed[b].last_seq)
         gone = ordered[: len(ordered) - keep_last]
         for batch_id in gone:
             del self.committed[batch_id]
@@ -174,7 +276,9 @@ class StateClaim:
         self.where = where
         self.lost = threading.Event()
         self.lost_reason = ""
-        self.lease: Any = None
+        self.lease: Any = None  # the blob backend's lease client
+        self.renewal: threading.Thread | None = None  # the blob backend's lease renewal thread
+        self.stop_renewal = threading.Event()
 
     def check(self) -> None:
         """Raise ProducerDisconnectedError when the claim was lost (renewal failed, another owner)."""

@@ -7,7 +7,7 @@ only need ``pyarrow``, the mapping and the publishing engine. Three steps:
   routes the row to its Spark partition; every per-row check runs here;
 * :func:`fingerprint_rows` (pass 1): per Event Hubs partition, count and fingerprint, in order;
 * :func:`send_rows` (pass 2): per partition with a plan, :func:`~airflow_provider_eh.publishing.send_partition`;
-  returns the pickled :class:`~airflow_provider_eh.publishing.SendReport`, or the error, as data.
+  returns a pickled :class:`~airflow_provider_eh.publishing.driver.SendOutcome`: the report, or the error as data.
 
 The prepared rows arrive sorted by (partition, order columns, content hash), so each partition's
 events are one consecutive run of rows in a deterministic order.
@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.publishing.driver import SendOutcome
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.landed import landed_stamps
 from airflow_provider_eh.publishing.sender import send_partition
@@ -199,8 +200,7 @@ def send_rows(
     """
     Pass 2: send each planned partition's events; one row ``(partition, outcome)`` per planned partition.
 
-    ``outcome`` is a pickled ``("sent", SendReport)`` or ``("failed", error type, message, retryable)``:
-    errors travel as data so Spark never retries a send (a retried task would resend the same stamps).
+    ``outcome`` is a pickled :class:`~airflow_provider_eh.publishing.driver.SendOutcome`: errors travel as data so Spark never retries a send (a retried task would resend the same stamps).
     A retried or speculative task attempt, or one that finds the plan's stamps already after the
     intent's start point ``starts[partition]`` (the partition's end when the intent was written), sends
     nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
@@ -217,20 +217,20 @@ def send_rows(
             for _ in events:  # nothing to send; drain the run
                 pass
             if plan is not None:
-                out.append((partition, pickle.dumps(("failed", "RetriedSparkTask", f"partition {partition}: {refused}", True))))
+                out.append((partition, pickle.dumps(SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}"))))
             continue
-        outcome: tuple[Any, ...]
+        outcome: SendOutcome
         producer = _producer(endpoint)
         healthy = False
         try:
             check = _SentBeforeCheck(endpoint, plan, starts.get(partition))
             report = send_partition(endpoint, plan, events, producer=producer, stop_check=check, send_timeout=send_timeout)
             check()
-            outcome, healthy = ("sent", report), True
+            outcome, healthy = SendOutcome.sent(partition, report), True
         except _AlreadySent:
-            outcome = ("failed", "RetriedSparkTask", f"partition {partition}: {refused}", True)
+            outcome = SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}")
         except Exception as exc:
-            outcome = ("failed", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", _retryable(exc))
+            outcome = SendOutcome.failed(partition, exc)
         finally:
             _release(endpoint, producer, healthy)
         out.append((partition, pickle.dumps(outcome)))
@@ -240,12 +240,3 @@ def send_rows(
             [pa.array(partitions, pa.string()), pa.array(outcomes, pa.binary())], names=["partition", "outcome"]
         )
 
-
-def _retryable(exc: BaseException) -> bool:
-    from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
-
-    from airflow_provider_eh.errors import EventHubsProviderError
-
-    if isinstance(exc, EventHubsProviderError):
-        return exc.retryable
-    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))

@@ -15,6 +15,9 @@ driver; it only collects one small row per Event Hubs partition in each pass.
 4. **Pass 2** (executors, in parallel): send each planned partition; reports come back as data.
 5. **Commit** (driver): each partition whose report matches its plan; a failed partition is aborted
    (its intent stays for recovery) and, on a transient error, begun again (read-back) and resent.
+
+Steps 3 to 5 are the engine's one driver loop (:func:`~airflow_provider_eh.publishing.driver.drive`),
+the same the local path runs; only the sending is Spark's.
 """
 
 from __future__ import annotations
@@ -23,13 +26,11 @@ import logging
 import pickle
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_eh.errors import UnknownPartitionError
-from airflow_provider_eh.publishing.steps import reached
+from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
@@ -38,7 +39,7 @@ from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL,
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_provider_eh.publishing import IdempotentPublisher, PartitionResult, PartitionSession, SendReport
+    from airflow_provider_eh.publishing import IdempotentPublisher, PartitionResult, PartitionSession
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,9 @@ class SparkPublishJob:
     :param mapping: row → event.
     :param on_empty: ``"succeed"``: an output without rows publishes nothing and succeeds;
         ``"fail"``: it raises :class:`EmptyOutputError`.
-    :param send_attempts: attempts per partition on transient send errors within one run.
-    :param send_timeout: seconds one SDK batch may take.
+    :param send_attempts: attempts per partition on transient send errors within one run; default: the
+        publisher's ``send_attempts`` (the operator's setting), so both paths retry alike.
+    :param send_timeout: seconds one SDK batch may take; default: the publisher's.
     :param storage_level: how the prepared rows are persisted between the two passes.
     """
 
@@ -124,8 +126,8 @@ class SparkPublishJob:
         mapping: RowMapping,
         *,
         on_empty: str = "succeed",
-        send_attempts: int = 3,
-        send_timeout: float = 60.0,
+        send_attempts: int | None = None,
+        send_timeout: float | None = None,
         storage_level: str = "MEMORY_AND_DISK",
     ):
         if on_empty not in ON_EMPTY:
@@ -134,22 +136,15 @@ class SparkPublishJob:
         self.publisher = publisher
         self.mapping = mapping
         self.on_empty = on_empty
-        self.send_attempts = max(1, send_attempts)
-        self.send_timeout = send_timeout
+        self.send_attempts = max(1, publisher.send_attempts if send_attempts is None else send_attempts)
+        self.send_timeout = publisher.send_timeout if send_timeout is None else send_timeout
         self.storage_level = storage_level
 
     # ---- preparing -----------------------------------------------------------------------------
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids, checked against the publisher's partition options."""
-        ids = self.publisher.partition_ids()
-        for pid in self.publisher.partition_options:
-            if pid not in ids:
-                raise UnknownPartitionError(
-                    f"partition_options names partition {pid!r}; the hub {self.publisher.endpoint.eventhub_name!r} "
-                    f"has partitions {', '.join(ids)}"
-                )
-        return ids
+        return self.publisher.checked_partition_ids()
 
     def slots(self, partition_ids: list[str]) -> dict[str, int]:
         """
@@ -210,16 +205,20 @@ class SparkPublishJob:
             out[row["partition"]] = (int(row["count"]), row["fingerprint"])
         return out
 
-    def send(self, prepared: DataFrame, sessions: dict[str, PartitionSession]) -> dict[str, tuple[Any, ...]]:
+    def send(self, prepared: DataFrame, sessions: Mapping[str, PartitionSession]) -> dict[str, SendOutcome]:
         """Pass 2: ``{partition: outcome}`` for the sessions' plans, sent by executors in parallel."""
         plans = {pid: s.plan for pid, s in sessions.items()}
-        starts = {pid: int((s.claim.state.pending or {}).get("start_sequence_number", -1)) for pid, s in sessions.items()}
+        starts = {pid: s.intent_start for pid, s in sessions.items()}
         rows = prepared.mapInArrow(
             partial(executor.send_rows, mapping=self.mapping, endpoint=self.publisher.endpoint, plans=plans,
                     starts=starts, send_timeout=self.send_timeout),
             "partition string, outcome binary",
         ).collect()
-        return {row["partition"]: pickle.loads(row["outcome"]) for row in rows}
+        outcomes = {row["partition"]: pickle.loads(row["outcome"]) for row in rows}
+        for pid, outcome in outcomes.items():
+            if not isinstance(outcome, SendOutcome):
+                raise RuntimeError(f"partition {pid}: the executor sent back a {type(outcome).__name__}, not a SendOutcome")
+        return outcomes
 
     # ---- the whole -----------------------------------------------------------------------------
 
@@ -257,81 +256,19 @@ class SparkPublishJob:
                  group, stamp, len(results), sum(r.events for r in results.values()), time.monotonic() - started)
         return results
 
-    def _begin_all(self, batch_id: str, counts: dict[str, tuple[int, str]]) -> dict[str, PartitionSession]:
-        """Begin every partition concurrently; if one fails, release the others' claims and raise."""
-        begin = self.publisher.begin
-        sessions: dict[str, PartitionSession] = {}
-        errors: list[BaseException] = []
-        with ThreadPoolExecutor(max_workers=max(1, len(counts)), thread_name_prefix="eh-begin") as pool:
-            futures = {pid: pool.submit(begin, pid, batch_id, c, fp) for pid, (c, fp) in counts.items()}
-            for pid, future in futures.items():
-                try:
-                    sessions[pid] = future.result()
-                except BaseException as exc:
-                    errors.append(exc)
-        if errors:
-            for session in sessions.values():
-                self.publisher.abort(session)
-            errors.sort(key=lambda e: getattr(e, "retryable", True))
-            raise errors[0]
-        return sessions
-
     def _run(self, prepared: DataFrame, batch_id: str, counts: dict[str, tuple[int, str]]) -> dict[str, PartitionResult]:
+        """The engine's driver loop over all partitions, the sends done by one Spark job per attempt."""
         group, stamp = self.publisher.producer_group, batch_stamp(batch_id)
-        results: dict[str, PartitionResult] = {}
-        todo = dict(counts)
-        for attempt in range(1, self.send_attempts + 1):
-            sessions = self._begin_all(batch_id, todo)
-            plans = {pid: s.plan for pid, s in sessions.items() if s.plan.send_count}
-            outcomes: dict[str, tuple[Any, ...]] = {}
-            if plans:
-                try:
-                    with raise_from_spark():
-                        outcomes = self.send(prepared, {pid: sessions[pid] for pid in plans})
-                except BaseException:
-                    for session in sessions.values():
-                        self.publisher.abort(session)
-                    raise
-                reached("after_send")
-            failed: dict[str, tuple[Any, ...]] = {}
-            for pid, session in sorted(sessions.items()):
-                outcome = outcomes.get(pid) if pid in plans else ("sent", None)
-                if outcome is None:
-                    outcome = ("failed", "MissingReport", f"partition {pid}: no send report came back", True)
-                if outcome[0] != "sent":
-                    self.publisher.abort(session)
-                    failed[pid] = outcome
-                    continue
-                report: SendReport | None = outcome[1]
-                results[pid] = self.publisher.commit(session, report)
-            if not failed:
-                return results
-            retry = {pid: o for pid, o in failed.items() if o[3]}
-            for pid, (_, kind, message, retryable) in sorted(failed.items()):
-                log.warning("group %s partition %s batch %s: send attempt %d of %d failed (%s: %s)%s",
-                            group, pid, stamp, attempt, self.send_attempts, kind, message,
-                            "; recovering by read-back" if retryable and attempt < self.send_attempts else "")
-            if len(retry) < len(failed) or attempt == self.send_attempts:
-                pid, (_, kind, message, retryable) = sorted(failed.items(), key=lambda i: i[1][3])[0]
-                raise SparkPublishError(
-                    f"group {group} batch {stamp}: partition {pid} failed to send ({kind}: {message}). "
-                    f"{len(results)} partitions committed; the failed ones keep their intent and the next run "
-                    "recovers them by read-back.", retryable=retryable,
-                )
-            todo = {pid: counts[pid] for pid in retry}
-            time.sleep(min(2.0 ** attempt, 10.0))
-        raise AssertionError("unreachable")
 
+        def send(sessions: Mapping[str, PartitionSession], producer: Any) -> Mapping[str, SendOutcome]:
+            with raise_from_spark():
+                return self.send(prepared, sessions)
 
-def publish_output(
-    spark: SparkSession,
-    publisher: IdempotentPublisher,
-    source: SparkSource,
-    mapping: RowMapping,
-    batch_id: str,
-    **options: Any,
-) -> dict[str, PartitionResult]:
-    """One call: :class:`SparkPublishJob` ``(spark, publisher, mapping, **options).publish(source, batch_id)``."""
-    return SparkPublishJob(spark, publisher, mapping, **options).publish(source, batch_id)
+        def failure(pid: str, outcome: SendOutcome, committed: int) -> BaseException:
+            return SparkPublishError(
+                f"group {group} batch {stamp}: partition {pid} failed to send ({outcome.error_type}: {outcome.message}). "
+                f"{committed} partitions committed; the failed ones keep their intent and the next run "
+                "recovers them by read-back.", retryable=outcome.retryable,
+            )
 
-
+        return drive(self.publisher, batch_id, counts, send, attempts=self.send_attempts, failure=failure)

@@ -7,16 +7,22 @@ runs once per row. Every check that can fail on a row (null key, unknown partiti
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.publishing.batch import ENVELOPE_ALLOWANCE, MAX_MESSAGE_BYTES, key_bytes, partition_for_key
+from airflow_provider_eh.errors import InvalidEventError
+from airflow_provider_eh.publishing.events import (
+    MAX_EVENT_BYTES,
+    check_properties,
+    check_property_name,
+    check_size,
+    encode_body,
+    key_bytes,
+    partition_for_key,
+    to_json,
+)
 from airflow_provider_eh.publishing.fingerprint import canonical_properties
 
 # Column names the job adds; a user's output must not use them.
@@ -26,39 +32,17 @@ HASH_COL = "__eh_hash"
 BODY_COL = "__eh_body"
 INTERNAL_COLUMNS = (PARTITION_COL, SLOT_COL, HASH_COL, BODY_COL)
 
-# Largest body plus properties of one event, leaving room for the AMQP envelope and our stamps.
-MAX_EVENT_BYTES = MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE
+__all__ = ["MAX_EVENT_BYTES", "RowMapping", "content_hash"]
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    if hasattr(value, "asDict"):
-        return value.asDict(recursive=True)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def to_bytes(value: Any, *, what: str) -> bytes:
-    """Bytes stay bytes, str is UTF-8, anything else is JSON (sorted keys, so equal rows give equal bytes)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    try:
-        return json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"{what}: cannot serialise to JSON ({exc}); give a serializer or a body column") from None
+_BODY_HINT = "give a serializer or a body column"
 
 
 def _property_value(value: Any) -> Any:
-    """AMQP application properties take scalars; other values are carried as their JSON text."""
+    """AMQP application properties take scalars; a column of another type is carried as its JSON text."""
     if value is None or isinstance(value, (str, bool, int, float, bytes)):
         return value
-    return to_bytes(value, what="property").decode("utf-8")
+    return to_json(value).decode("utf-8")
 
 
 def content_hash(body: bytes, properties: dict[str, Any] | None) -> bytes:
@@ -128,6 +112,8 @@ class RowMapping:
         clash = [c for c in columns if c in INTERNAL_COLUMNS]
         if clash:
             raise InvalidEventError(f"{source}: column names {clash} are reserved; rename them in the Spark job")
+        for column in self.property_columns:  # before any row is read, with the rulebook's own message
+            check_property_name(column, f"{source}: property column {column!r}")
 
     def describe_row(self, row: dict[str, Any]) -> str:
         """The row's key and order columns, for error messages (the whole row, shortened, when there are none)."""
@@ -143,14 +129,15 @@ class RowMapping:
                 raise InvalidEventError(
                     f"{self.describe_row(row)}: body column {self.body_column!r} is null; filter or fill it in the Spark job"
                 )
-            return to_bytes(value, what=self.describe_row(row))
+            return encode_body(value, self.describe_row(row), _BODY_HINT)
         if self.serializer:
-            return to_bytes(self.serializer(row), what=self.describe_row(row))
-        return to_bytes(row, what=self.describe_row(row))
+            return encode_body(self.serializer(row), self.describe_row(row), _BODY_HINT)
+        return encode_body(row, self.describe_row(row), _BODY_HINT)
 
     def event_properties(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The property columns (nulls skipped, other types as JSON text), checked by the event rulebook."""
         props = {c: _property_value(row[c]) for c in self.property_columns if row[c] is not None}
-        return props or None
+        return check_properties(props, self.describe_row(row)) if props else None
 
     def event_partition(self, row: dict[str, Any], partition_ids: Sequence[str]) -> str:
         """The row's partition: its partition column, or its key hashed as the non-Spark path does."""
@@ -189,10 +176,6 @@ class RowMapping:
         partition = self.event_partition(row, partition_ids)
         body = self.event_body(row)
         props = self.event_properties(row)
-        size = len(body) + (sum(len(k) + len(str(v)) for k, v in props.items()) if props else 0)
-        if size > MAX_EVENT_BYTES:
-            raise EventTooLargeError(
-                f"{self.describe_row(row)} (partition {partition}): {size} bytes of body and properties exceed the "
-                f"{MAX_EVENT_BYTES}-byte limit of one Event Hubs message; split the row or drop columns from its body"
-            )
+        check_size(body, props, f"{self.describe_row(row)} (partition {partition})",
+                   hint="split the row or drop columns from its body")
         return partition, body, props

@@ -79,7 +79,7 @@ def test_crashed_batch_is_resolved_partial_by_another_run_and_its_retry_sends_on
     assert state is not None and batch("A") in state.partial and state.pending is None
 
     a = setup.publisher().publish(day_a, batch_id=batch("A"))["0"]
-    assert (a.status, a.landed, a.resent) == ("recovered", landed_before, 1000 - landed_before)
+    assert (a.status, a.landed_count, a.resent) == ("recovered", landed_before, 1000 - landed_before)
     assert_exactly_once(setup.read_back(), day_a + day_b)
 
 

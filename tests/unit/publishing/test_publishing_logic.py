@@ -127,7 +127,7 @@ def test_ledger_new_then_committed_batch_is_a_no_op(engine: Any) -> None:
     pub, _ = engine
     s = pub.begin("0", "b" * 64, 10, "fp")
     assert (s.plan.action, s.plan.first_seq, s.plan.send_count) == ("send", 0, 10)
-    assert pub.store.read(s.key).pending["batch_id"] == "b" * 64
+    assert pub.store.read(s.key).pending.batch_id == "b" * 64
     result = pub.commit(s, report(s.plan))
     assert (result.first_seq, result.last_seq, result.events) == (0, 9, 10)
     again = pub.begin("0", "b" * 64, 10, "fp")
@@ -143,7 +143,7 @@ def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbe
     pub.begin("0", "b" * 64, 10, "fp")  # crashed after sending seq 0..3 of 0..9
     log["landed"] = {0: 0, 1: 1, 2: 2, 3: 3}
     r = pub.begin("0", "b" * 64, 10, "fp")
-    assert r.plan.recovered_from == "pending" and r.plan.landed == 4
+    assert r.plan.recovered_from == "pending" and r.plan.landed_count == 4
     assert r.plan.indexes == ((4, 10),) and r.plan.first_seq == 10  # above every number assigned before
     result = pub.commit(r, report(r.plan))
     assert (result.status, result.first_seq, result.last_seq, result.resent) == ("recovered", 0, 15, 6)
@@ -159,7 +159,7 @@ def test_ledger_other_runs_pending_becomes_partial_and_its_retry_sends_the_rest(
     log["landed"] = {0: 0, 1: 1}
     b = pub.begin("0", "b" * 64, 3, "fpb")
     state = pub.store.read(b.key)
-    assert state.partial["a" * 64]["landed"] == [[0, 2]] and b.plan.first_seq == 6
+    assert state.partial["a" * 64].landed == [[0, 2]] and b.plan.first_seq == 6
     pub.commit(b, report(b.plan))
     log["landed"] = {}
     a = pub.begin("0", "a" * 64, 6, "fpa")

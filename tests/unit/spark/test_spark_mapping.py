@@ -102,7 +102,7 @@ def test_a_retried_task_attempt_refuses_to_send(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(executor, "_first_attempt", lambda: False)
     out = pa.Table.from_batches(list(executor.send_rows(prepared(mapping, rows), mapping, None, {pid: plan}))).to_pylist()  # type: ignore[arg-type]
     outcome = pickle.loads(out[0]["outcome"])
-    assert out[0]["partition"] == pid and outcome[:2] == ("failed", "RetriedSparkTask") and outcome[3] is True
+    assert out[0]["partition"] == pid and (outcome.ok, outcome.error_type) == (False, "RetriedSparkTask") and outcome.transient is True
 
 
 def test_worker_traceback_text_becomes_the_provider_error_again() -> None:

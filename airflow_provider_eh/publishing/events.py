@@ -1,8 +1,17 @@
-"""What one publish is made of: the derived batch id, the stable key hash, and normalised events.
+"""The event rulebook: how an input becomes an event, the same on every path.
 
-Batch ids are derived, never random: a retry, a clear-and-rerun and a backfill of the same interval
-derive the same id, which is what lets the ledger turn them into no-ops. ``generation`` is the one
-knob that deliberately makes a new id.
+One set of rules, used by :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
+(through :func:`normalise`), by the Spark mapping (:mod:`airflow_provider_eh.spark.mapping`) and, for
+the stamp names, by ingestion:
+
+* **body** (:func:`encode_body`): bytes as they are, str as UTF-8, anything else as canonical JSON
+  (sorted keys, no spaces, no NaN), with dates and times as ISO text, decimals as text, bytes as hex
+  and Spark rows as objects (:func:`json_default`);
+* **properties** (:func:`check_properties`): str names outside the reserved ``eh.`` prefix of our
+  stamps (:mod:`.stamps`), scalar values, ints inside the signed 64-bit range of an AMQP long;
+* **size** (:func:`check_size`): body plus properties within one Event Hubs message, less room for
+  the AMQP envelope and the stamps;
+* **partition**: a ``partition_id``, or a ``partition_key`` mapped by our own documented hash.
 
 Partition keys are mapped to partitions by our own documented hash, not the service's, because the
 protocol needs to know each event's partition before sending (the ledger is per partition):
@@ -14,65 +23,20 @@ have no stable bytes and are refused.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.publishing.stamps import RESERVED_PREFIX
+from airflow_provider_eh.publishing.stamps import RESERVED_PREFIX, STAMPS
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 # Room for the AMQP envelope and our stamps, so an event that passes here fits in an empty SDK batch.
 ENVELOPE_ALLOWANCE = 1024
-
-
-def _iso(value: datetime | str | None) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat() if isinstance(value, datetime) else str(value)
-
-
-def derive_batch_id(
-    group: str,
-    dag_id: str,
-    task_id: str,
-    *,
-    interval_start: datetime | str | None = None,
-    interval_end: datetime | str | None = None,
-    logical_date: datetime | str | None = None,
-    run_id: str | None = None,
-    map_index: int = -1,
-    generation: int = 0,
-) -> str:
-    """
-    The 64-hex batch id of one unit of work.
-
-    :param group: the producer group.
-    :param dag_id: the DAG.
-    :param task_id: the task.
-    :param interval_start: start of the data interval (preferred over ``logical_date``).
-    :param interval_end: end of the data interval.
-    :param logical_date: used when the run has no data interval.
-    :param run_id: used when the run has neither (Airflow 3 manual runs without a logical date): a
-        retry and a clear-and-rerun keep their run id, so they still derive the same batch id.
-    :param map_index: the mapped task's index, ``-1`` when not mapped.
-    :param generation: bump to republish the same interval on purpose.
-    """
-    if interval_start is not None or interval_end is not None:
-        when = ["interval", _iso(interval_start), _iso(interval_end)]
-    elif logical_date is not None:
-        when = ["logical_date", _iso(logical_date)]
-    elif run_id is not None:
-        when = ["run_id", run_id]
-    else:
-        raise ValueError(
-            f"batch of {dag_id}.{task_id}: needs a data interval, a logical date or a run id to derive a stable id"
-        )
-    material = json.dumps(["eh-batch-v1", group, dag_id, task_id, when, int(map_index), int(generation)])
-    return hashlib.sha256(material.encode()).hexdigest()
 
 
 def key_bytes(key: Any, index: int | None = None) -> bytes:
@@ -95,44 +59,91 @@ def partition_for_key(key: Any, partition_ids: Sequence[str], index: int | None 
     return ordered[int.from_bytes(digest[:8], "big") % len(ordered)]
 
 
-def encode_body(body: Any, index: int) -> bytes:
-    """bytes as they are, str as UTF-8, anything else as canonical JSON."""
+MAX_EVENT_BYTES = MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE
+
+
+def json_default(value: Any) -> Any:
+    """JSON of the values a body may hold beyond JSON's own: dates and times, decimals, bytes, Spark rows."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if hasattr(value, "asDict"):
+        return value.asDict(recursive=True)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def to_json(value: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys, so equal values give equal bytes); TypeError/ValueError if impossible."""
+    return json.dumps(value, default=json_default, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def encode_body(body: Any, where: int | str, hint: str = "pass bytes, str or a JSON-serialisable value") -> bytes:
+    """
+    bytes as they are, str as UTF-8, anything else as canonical JSON.
+
+    :param where: the event's index, or a description (``"row with id=3"``), for the error message.
+    :param hint: what to do about a body that cannot be serialised.
+    """
     if isinstance(body, (bytes, bytearray, memoryview)):
         return bytes(body)
     if isinstance(body, str):
         return body.encode()
     try:
-        return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+        return to_json(body)
     except (TypeError, ValueError) as exc:
-        raise InvalidEventError(
-            f"event {index}: field 'body' cannot be serialised ({exc}); pass bytes, str or a JSON-serialisable value"
-        ) from None
+        raise InvalidEventError(f"{_where(where)}: field 'body' cannot be serialised ({exc}); {hint}") from None
+
+
+def _where(where: int | str) -> str:
+    return f"event {where}" if isinstance(where, int) else where
 
 
 _PROP_TYPES = (str, int, float, bool, bytes, type(None))
 
 
-def check_properties(properties: Any, index: int) -> dict[str, Any] | None:
+def check_property_name(name: Any, where: int | str) -> None:
+    """A property name must be a str outside the reserved ``eh.`` prefix of the stamps."""
+    if not isinstance(name, str):
+        raise InvalidEventError(f"{_where(where)}: property name {name!r} must be a str")
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidEventError(
+            f"{_where(where)}: property {name!r} uses the reserved prefix 'eh.' of the publishing stamps "
+            f"({', '.join(STAMPS)}); rename it"
+        )
+
+
+def check_properties(properties: Any, where: int | str) -> dict[str, Any] | None:
+    """The user's application properties, checked (names, scalar types, 64-bit ints); ``None`` when empty."""
     if properties is None:
         return None
     if not isinstance(properties, Mapping):
-        raise InvalidEventError(f"event {index}: field 'properties' must be a mapping, got {type(properties).__name__}")
+        raise InvalidEventError(f"{_where(where)}: field 'properties' must be a mapping, got {type(properties).__name__}")
     for name, value in properties.items():
-        if not isinstance(name, str):
-            raise InvalidEventError(f"event {index}: property name {name!r} must be a str")
-        if name.startswith(RESERVED_PREFIX):
-            raise InvalidEventError(f"event {index}: property {name!r} uses the reserved prefix 'eh.'; rename it")
+        check_property_name(name, where)
         if not isinstance(value, _PROP_TYPES):
             raise InvalidEventError(
-                f"event {index}: field 'properties.{name}' is a {type(value).__name__}; "
+                f"{_where(where)}: field 'properties.{name}' is a {type(value).__name__}; "
                 "use str, int, float, bool, bytes or None"
             )
         if type(value) is int and not -(2**63) <= value < 2**63:
             raise InvalidEventError(
-                f"event {index}: field 'properties.{name}' is an int outside the signed 64-bit range of an AMQP "
+                f"{_where(where)}: field 'properties.{name}' is an int outside the signed 64-bit range of an AMQP "
                 "long; send it as a str"
             )
     return dict(properties) or None
+
+
+def check_size(body: bytes, properties: Mapping[str, Any] | None, where: str, hint: str = "split it") -> None:
+    """Body plus properties must fit one Event Hubs message with room for the envelope and stamps."""
+    size = len(body) + (sum(len(k) + len(str(v)) for k, v in properties.items()) if properties else 0)
+    if size > MAX_EVENT_BYTES:
+        raise EventTooLargeError(
+            f"{where}: {size} bytes of body and properties exceed the {MAX_EVENT_BYTES}-byte limit of one "
+            f"Event Hubs message; {hint}"
+        )
 
 
 @dataclass(frozen=True)
@@ -174,10 +185,5 @@ def normalise(raw: Any, index: int, partition_ids: Sequence[str], default_partit
         )
     data = encode_body(body, index)
     properties = check_properties(props, index)
-    size = len(data) + (sum(len(k) + len(str(v)) for k, v in properties.items()) if properties else 0)
-    if size > MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE:
-        raise EventTooLargeError(
-            f"event {index} (partition {partition}): {size} bytes of body and properties exceed the "
-            f"{MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE}-byte limit of one Event Hubs message; split it"
-        )
+    check_size(data, properties, f"event {index} (partition {partition})")
     return partition, OutgoingEvent(index, data, properties)

@@ -1,0 +1,243 @@
+"""The one driver loop of publishing: begin, send, commit, retry; run by local threads and by Spark.
+
+Both paths publish a set of partitions the same way; only *who sends* differs:
+
+* :meth:`IdempotentPublisher.publish <airflow_provider_eh.publishing.IdempotentPublisher.publish>`
+  runs :func:`drive` once per partition on a thread, sending in-process;
+* :class:`SparkPublishJob <airflow_provider_eh.spark.job.SparkPublishJob>` runs :func:`drive` once
+  for all partitions, sending on the executors (one Spark job per attempt).
+
+:func:`drive` takes a "send these planned partitions" function and gets one :class:`SendOutcome`
+per partition back: a report to commit, or a failure described as data (an executor's exception
+cannot travel back reliably, and a failure must not make Spark retry the task). The retry policy
+(:func:`is_transient`, :func:`backoff_seconds`) and the error ranking (:func:`rank_errors`) exist
+only here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
+from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.publishing.steps import reached
+
+if TYPE_CHECKING:
+    from airflow_provider_eh.publishing.plan import PartitionResult
+    from airflow_provider_eh.publishing.publisher import IdempotentPublisher, PartitionSession
+    from airflow_provider_eh.publishing.sender import SendReport
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """
+    True when a new in-process attempt (read-back, then resend) can cure ``exc``.
+
+    Transient: the SDK's connection, timeout and server-busy errors, and our errors that say they
+    are retryable. Not transient: authentication, a closed client, bad input, anything unknown, and
+    :class:`ProducerDisconnectedError` although an Airflow retry may cure it (its ``retryable`` is
+    True). It means another publisher claimed the partition (or our lease could not be renewed): an
+    immediate in-process attempt would claim again with a higher owner level and fence that
+    publisher in the middle of its batch, so the two would take the partition from each other in
+    turn. Airflow's retry, after its back-off, is the right place to try again. (The executor's old
+    copy of this rule treated it as transient; no executor can raise it, since executors hold no
+    claim, so the one rule changes nothing there.)
+    """
+    if isinstance(exc, ProducerDisconnectedError):
+        return False
+    if isinstance(exc, EventHubsProviderError):
+        return exc.retryable
+    try:
+        from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
+    except ImportError:  # pragma: no cover - the SDK is a hard dependency
+        return False
+    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when an Airflow retry may help: our errors say so; otherwise a transient SDK error."""
+    if isinstance(exc, EventHubsProviderError):
+        return exc.retryable
+    return is_transient(exc)
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Seconds to wait after failed in-process attempt ``attempt`` (1-based) before the next."""
+    return min(2.0**attempt, 10.0)
+
+
+def rank_errors(errors: list[tuple[str, T]], retryable: Callable[[T], bool]) -> list[tuple[str, T]]:
+    """``(partition, error)`` pairs, the ones no retry can cure first (so they are the ones raised)."""
+    return sorted(errors, key=lambda item: retryable(item[1]))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """
+    What sending one planned partition did: ``report`` on success, else a failure as data.
+
+    :param partition_id: the partition.
+    :param report: the sender's report (success), ``None`` on failure.
+    :param error_type: the failure's exception type name (or ``RetriedSparkTask``, ``MissingReport``).
+    :param message: the failure's first line.
+    :param transient: a new in-process attempt may cure the failure (:func:`is_transient`).
+    :param retryable: an Airflow retry may (:func:`is_retryable`).
+    :param error: the exception itself, on the local path only (never pickled across processes).
+    """
+
+    partition_id: str
+    report: SendReport | None = None
+    error_type: str | None = None
+    message: str = ""
+    transient: bool = False
+    retryable: bool = False
+    error: BaseException | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+    @classmethod
+    def sent(cls, partition_id: str, report: SendReport | None) -> SendOutcome:
+        return cls(partition_id, report)
+
+    @classmethod
+    def failed(cls, partition_id: str, exc: BaseException, *, keep: bool = False) -> SendOutcome:
+        """The failure ``exc``; ``keep`` carries the exception itself (same process only)."""
+        return cls(partition_id, None, type(exc).__name__, _first_line(exc), is_transient(exc), is_retryable(exc),
+                   exc if keep else None)
+
+    @classmethod
+    def refused(cls, partition_id: str, error_type: str, message: str) -> SendOutcome:
+        """A send that did not happen for a reason recovery handles (read-back next attempt)."""
+        return cls(partition_id, None, error_type, message, True, True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["error"] = None  # exceptions of the SDK do not all pickle; the fields describe it
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+SendPartitions = Callable[[Mapping[str, "PartitionSession"], Any], Mapping[str, SendOutcome]]
+"""``send(sessions, producer) -> {partition: outcome}`` for the sessions whose plan sends something."""
+
+FailureError = Callable[[str, SendOutcome, int], BaseException]
+"""``failure(partition, outcome, committed_count) -> exception`` raised when a send failure ends the run."""
+
+
+def _begin_all(publisher: IdempotentPublisher, batch_id: str, counts: Mapping[str, tuple[int, str]],
+               producer: Any) -> dict[str, PartitionSession]:
+    """Begin every partition (concurrently when several); if one fails, release the others' claims and raise."""
+    if len(counts) == 1:
+        ((pid, (count, fp)),) = counts.items()
+        return {pid: publisher.begin(pid, batch_id, count, fp, producer=producer)}
+    sessions: dict[str, PartitionSession] = {}
+    errors: list[tuple[str, BaseException]] = []
+    with ThreadPoolExecutor(max_workers=max(1, len(counts)), thread_name_prefix="eh-begin") as pool:
+        futures = {pid: pool.submit(publisher.begin, pid, batch_id, c, fp, producer=producer) for pid, (c, fp) in counts.items()}
+        for pid, future in futures.items():
+            try:
+                sessions[pid] = future.result()
+            except BaseException as exc:
+                errors.append((pid, exc))
+    if errors:
+        for session in sessions.values():
+            publisher.abort(session)
+        raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
+    return sessions
+
+
+def _default_failure(partition_id: str, outcome: SendOutcome, committed: int) -> BaseException:
+    if outcome.error is not None:
+        return outcome.error
+    return EventHubsProviderError(f"partition {partition_id}: send failed ({outcome.error_type}: {outcome.message})")
+
+
+def drive(
+    publisher: IdempotentPublisher,
+    batch_id: str,
+    counts: Mapping[str, tuple[int, str]],
+    send: SendPartitions,
+    *,
+    attempts: int,
+    producer_factory: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    failure: FailureError = _default_failure,
+) -> dict[str, PartitionResult]:
+    """
+    Publish ``counts`` (``{partition: (event count, fingerprint)}``) as batch ``batch_id``.
+
+    Per attempt: begin every partition still to do (claim, settle the ledger, write the intent),
+    ``send`` the planned ones, commit each that reports success and abort the others (their intent
+    stays for recovery). Transient failures are begun again (read-back first) after
+    :func:`backoff_seconds`, up to ``attempts`` attempts; any other failure, or the last attempt's,
+    raises ``failure(...)``, the failures no retry can cure first.
+
+    :param producer_factory: opens one producer client per attempt, handed to ``begin``, ``send`` and
+        ``commit`` (the local path); ``None`` when the senders build their own (Spark).
+    """
+    attempts = max(1, attempts)
+    group, stamp = publisher.producer_group, batch_stamp(batch_id)
+    results: dict[str, PartitionResult] = {}
+    todo = dict(counts)
+    for attempt in range(1, attempts + 1):
+        failed: dict[str, SendOutcome] = {}
+        with producer_factory() if producer_factory is not None else contextlib.nullcontext() as producer:
+            sessions = _begin_all(publisher, batch_id, todo, producer)
+            planned = {pid: s for pid, s in sessions.items() if s.plan.send_count}
+            outcomes: Mapping[str, SendOutcome] = {}
+            if planned:
+                try:
+                    outcomes = send(planned, producer)
+                except BaseException:
+                    for session in sessions.values():
+                        publisher.abort(session)
+                    raise
+                if any(o.ok for o in outcomes.values()):
+                    reached("after_send")
+            ordered = sorted(sessions.items())
+            for n, (pid, session) in enumerate(ordered):
+                if pid in planned:
+                    outcome = outcomes.get(pid) or SendOutcome.refused(pid, "MissingReport", f"partition {pid}: no send report came back")
+                else:
+                    outcome = SendOutcome.sent(pid, None)
+                if not outcome.ok:
+                    publisher.abort(session)
+                    failed[pid] = outcome
+                    continue
+                try:
+                    results[pid] = publisher.commit(session, outcome.report, producer=producer)
+                except BaseException:
+                    for _, rest in ordered[n + 1:]:
+                        publisher.abort(rest)
+                    raise
+        if not failed:
+            return results
+        retry = {pid for pid, o in failed.items() if o.transient}
+        again = len(retry) == len(failed) and attempt < attempts
+        for pid, o in sorted(failed.items()):
+            log.warning("group %s partition %s batch %s: send attempt %d of %d failed (%s: %s)%s",
+                        group, pid, stamp, attempt, attempts, o.error_type, o.message,
+                        "; recovering by read-back" if again else "")
+        if not again:
+            pid, outcome = rank_errors(sorted(failed.items()), lambda o: o.retryable)[0]
+            raise failure(pid, outcome, len(results))
+        todo = {pid: counts[pid] for pid in sorted(retry)}
+        time.sleep(backoff_seconds(attempt))
+    raise AssertionError("unreachable")

@@ -1,0 +1,85 @@
+"""The one driver loop and retry policy both publishing paths run (with a fake publisher)."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from azure.eventhub.exceptions import AuthenticationError, ConnectionLostError
+
+from airflow_provider_eh.errors import InvalidEventError, ProducerDisconnectedError
+from airflow_provider_eh.publishing import driver
+from airflow_provider_eh.publishing.driver import SendOutcome, backoff_seconds, drive, is_retryable, is_transient
+
+
+def test_one_rule_for_what_a_new_attempt_and_what_an_airflow_retry_can_cure() -> None:
+    lost = ProducerDisconnectedError("another publisher claimed the partition")
+    assert not is_transient(lost) and is_retryable(lost)  # fenced: leave it to Airflow's back-off
+    assert is_transient(ConnectionLostError("gone")) and is_retryable(ConnectionLostError("gone"))
+    assert not is_transient(AuthenticationError("no")) and not is_retryable(AuthenticationError("no"))
+    assert not is_transient(InvalidEventError("bad")) and not is_transient(RuntimeError("bug"))
+    assert [backoff_seconds(a) for a in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 10.0]
+
+
+def test_an_outcome_travels_between_processes_as_data() -> None:
+    outcome = SendOutcome.failed("3", ConnectionLostError("link\ndetail"), keep=True)
+    back = pickle.loads(pickle.dumps(outcome))
+    assert back.error is None and outcome.error is not None
+    assert (back.error_type, back.message, back.transient, back.retryable, back.ok) == ("ConnectionLostError", "link", True, True, False)
+
+
+@dataclass
+class Plan:
+    send_count: int = 1
+
+
+@dataclass
+class Session:
+    pid: str
+    plan: Plan = field(default_factory=Plan)
+
+
+@dataclass
+class FakePublisher:
+    producer_group: str = "g"
+    log: list[tuple[str, str]] = field(default_factory=list)
+
+    def begin(self, pid: str, batch_id: str, count: int, fp: str, *, producer: Any = None) -> Session:
+        self.log.append(("begin", pid))
+        return Session(pid)
+
+    def commit(self, session: Session, report: Any, *, producer: Any = None) -> str:
+        self.log.append(("commit", session.pid))
+        return f"result {session.pid}"
+
+    def abort(self, session: Session) -> None:
+        self.log.append(("abort", session.pid))
+
+
+def test_transient_failures_are_begun_again_and_others_end_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(driver.time, "sleep", slept.append)
+    pub = FakePublisher()
+    failures = {"0": [ConnectionLostError("lost")], "1": []}
+
+    def send(sessions: Any, producer: Any) -> dict[str, SendOutcome]:
+        return {pid: SendOutcome.failed(pid, failures[pid].pop(), keep=True) if failures[pid] else SendOutcome.sent(pid, "r")
+                for pid in sessions}
+
+    results = drive(pub, "b" * 64, {"0": (1, "a"), "1": (1, "b")}, send, attempts=3)  # type: ignore[arg-type]
+    assert results == {"0": "result 0", "1": "result 1"} and slept == [2.0]
+    assert pub.log == [("begin", "0"), ("begin", "1"), ("abort", "0"), ("commit", "1"), ("begin", "0"), ("commit", "0")]
+
+    bad = InvalidEventError("row 7 is bad")
+    with pytest.raises(InvalidEventError, match="row 7") as raised:
+        drive(FakePublisher(), "b" * 64, {"0": (1, "a")}, lambda s, p: {"0": SendOutcome.failed("0", bad, keep=True)},
+              attempts=3)  # type: ignore[arg-type]
+    assert raised.value is bad and slept == [2.0]  # no second attempt
+
+    with pytest.raises(RuntimeError, match="partition 0: ConnectionLostError"):
+        drive(FakePublisher(), "b" * 64, {"0": (1, "a")},  # type: ignore[arg-type]
+              lambda s, p: {"0": SendOutcome.failed("0", ConnectionLostError("x"))}, attempts=2,
+              failure=lambda pid, o, n: RuntimeError(f"partition {pid}: {o.error_type}"))
+    assert slept == [2.0, 2.0]
