@@ -38,13 +38,13 @@ from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwne
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
 from airflow_provider_eh.client.receive import STOP, PartitionReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
-from airflow_provider_eh.publishing import steps
+from airflow_provider_eh import steps
 
 log = logging.getLogger(__name__)
 
 # Points of the batch loop, in order; an observer is called at each, and each is announced as the
 # step ``ingest_<stage>`` (count: the batch's number in this process) to the observers of
-# :mod:`airflow_provider_eh.publishing.steps`, where crash tests kill the process
+# :mod:`airflow_provider_eh.steps`, where crash tests kill the process
 # (:func:`airflow_provider_eh.testing.crash.crash_at`, e.g. ``"ingest_committed:3"``).
 RECEIVED = "received"
 ROWS_WRITTEN = "rows_written"

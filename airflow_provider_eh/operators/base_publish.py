@@ -175,4 +175,4 @@ class BasePublishOperator(HubLineage, BaseOperator):
                 result.service_last_sequence_number,
                 f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
             )
-        return {pid: result.as_xcom() for pid, result in sorted(results.items())}
+        return {pid: result.sequence_range() for pid, result in sorted(results.items())}

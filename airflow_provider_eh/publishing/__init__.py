@@ -34,7 +34,7 @@ in :mod:`.state`.
 
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
 their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
-:mod:`.stamps`; the step boundaries crash tests observe in :mod:`.steps`.
+:mod:`.stamps`; the step boundaries crash tests observe in :mod:`airflow_provider_eh.steps`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
 from airflow_provider_eh.publishing.stamps import batch_stamp
-from airflow_provider_eh.publishing.steps import reached
+from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:
     from airflow_provider_eh.publishing.plan import PartitionResult

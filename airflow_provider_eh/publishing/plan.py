@@ -26,7 +26,7 @@ class PartitionOptions:
 
 @dataclass(frozen=True)
 class PartitionResult:
-    """The outcome of one partition; ``as_xcom()`` is the operator's per-partition return value."""
+    """The outcome of one partition; ``sequence_range()`` is the part a task returns per partition."""
 
     partition_id: str
     events: int
@@ -37,7 +37,7 @@ class PartitionResult:
     landed_count: int = 0  # recovery: events of the batch found already landed
     resent: int = 0
 
-    def as_xcom(self) -> dict[str, int]:
+    def sequence_range(self) -> dict[str, int]:
         return {
             "events": self.events,
             "first_seq": self.first_seq,

@@ -33,7 +33,7 @@ from airflow_provider_eh.errors import (
 )
 from airflow_provider_eh.publishing.events import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
-from airflow_provider_eh.publishing.steps import reached
+from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.landed import landed_stamps

@@ -1,7 +1,7 @@
 """Crash tests for your own pipelines: SIGKILL a process at one step of the publishing protocol.
 
 ``crash_at("mid_send:2")`` makes this process kill itself with SIGKILL the moment the engine
-reaches that step (:data:`airflow_provider_eh.publishing.steps.STEPS`; ``mid_send:K`` once K SDK
+reaches that step (:data:`airflow_provider_eh.steps.PUBLISH_STEPS`; ``mid_send:K`` once K SDK
 batches of a partition are acknowledged): no ``finally`` block, no lease release, no flush, like a
 worker lost to the OOM killer. A retry of the same task must then publish each event once.
 
@@ -17,8 +17,7 @@ import os
 import signal
 from typing import Callable
 
-from airflow_provider_eh.ingest.steps import INGEST_STEPS
-from airflow_provider_eh.publishing.steps import STEPS, observe
+from airflow_provider_eh.steps import INGEST_STEPS, PUBLISH_STEPS, observe
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 
@@ -26,8 +25,8 @@ ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 def parse(point: str) -> tuple[str, int]:
     """``"mid_send:2"`` -> ``("mid_send", 2)``; refuses a step the engine does not have."""
     name, _, count = point.strip().partition(":")
-    if name not in STEPS + INGEST_STEPS:
-        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(STEPS + INGEST_STEPS)}")
+    if name not in PUBLISH_STEPS + INGEST_STEPS:
+        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(PUBLISH_STEPS + INGEST_STEPS)}")
     if count and not count.isdigit():
         raise ValueError(f"crash point {point!r}: the count after ':' must be a whole number")
     return name, int(count or 0)

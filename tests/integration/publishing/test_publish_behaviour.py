@@ -47,7 +47,7 @@ def test_rerun_of_same_interval_publishes_nothing_and_returns_recorded_result(se
     events = events_for("a", 200)
     first = setup.publisher().publish(events, batch_id=batch("day1"))
     again = setup.publisher().publish(events, batch_id=batch("day1"))
-    assert {p: r.as_xcom() for p, r in again.items()} == {p: r.as_xcom() for p, r in first.items()}
+    assert {p: r.sequence_range() for p, r in again.items()} == {p: r.sequence_range() for p, r in first.items()}
     assert {r.status for r in again.values()} == {"already_committed"}
     assert_exactly_once(setup.read_back(), events)
 

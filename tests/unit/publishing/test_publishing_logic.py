@@ -23,7 +23,7 @@ from airflow_provider_eh.publishing.state import (
     from_ranges,
     to_ranges,
 )
-from airflow_provider_eh.publishing.steps import observe, reached
+from airflow_provider_eh.steps import observe, reached
 from airflow_provider_eh.testing.crash import crash_at
 
 KEY = StateKey("ns.example", "hub", "g", "0")
