@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
@@ -33,6 +34,9 @@ os.environ.update(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # as in any deployment, one key for every process on this metadata DB: what one encrypted
+        # (an asset watcher's trigger arguments, Variables), a later `dag.test()` process decrypts
+        "AIRFLOW__CORE__FERNET_KEY": os.environ.get("AIRFLOW__CORE__FERNET_KEY") or Fernet.generate_key().decode(),
     }
 )
 
