@@ -69,6 +69,19 @@ def publish_orders(endpoint: Any, prefix: str, orders: int) -> int:
     return len(events)
 
 
+def send_json(event_hubs_conn_id: str, partition: str, bodies: list[dict[str, Any]]) -> None:
+    """Send ``bodies`` as JSON events to ``partition`` in one SDK batch, through the hook's producer."""
+    from azure.eventhub import EventData
+
+    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+
+    with EventHubsHook(event_hubs_conn_id).get_producer_client() as producer:
+        batch = producer.create_batch(partition_id=partition)
+        for body in bodies:
+            batch.add(EventData(json.dumps(body)))
+        producer.send_batch(batch)
+
+
 def triggerer_pids(root_pid: int) -> list[int]:
     """The ``airflow triggerer`` processes under ``root_pid`` (the triggerer and its trigger runner)."""
     import psutil  # a dev dependency: only the test and the demo call this

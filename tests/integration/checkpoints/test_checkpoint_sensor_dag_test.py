@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from airflow_provider_eh.testing.dag_test import when
 
 CONSUMER_GROUP = "analytics"  # created beside $Default by the `hub` fixture
 TRIGGER = "airflow_provider_eh.triggers.checkpoint.EventHubCheckpointTrigger"
@@ -58,33 +59,6 @@ def _xcom(ti) -> object:  # type: ignore[no-untyped-def]
             XComModel.get_many(run_id=ti.run_id, key="return_value", dag_ids=ti.dag_id, task_ids=ti.task_id)
         ).first()
         return None if row is None else XComModel.deserialize_value(row)
-
-
-def _when(condition: Callable[[], bool], then: Callable[[], None], timeout: float = 60) -> threading.Thread:
-    """In a thread: wait until ``condition()`` holds, then run ``then()``."""
-    import time
-
-    # Import and configure the ORM here: importing models from two threads at once deadlocks.
-    from sqlalchemy.orm import configure_mappers
-
-    import airflow.models.dagrun  # noqa: F401
-    import airflow.models.taskinstance  # noqa: F401
-    import airflow.models.taskreschedule  # noqa: F401
-    import airflow.models.trigger  # noqa: F401
-
-    configure_mappers()
-
-    def watch() -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
-        then()
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
 
 
 def _deferred_to_our_trigger(dag_id: str) -> Callable[[], bool]:
@@ -130,7 +104,7 @@ def test_deferrable_sensor_defers_and_its_trigger_succeeds_once_the_consumer_cat
     published = publish({"0": 3, "1": 2, "2": 0, "3": 1})
     consumers.run({"0": 2, "1": 0, "3": 0})  # partition 1 is one event short of its target 1
     caught_up: list[bool] = []
-    watcher = _when(
+    watcher = when(
         _deferred_to_our_trigger("checkpoint_deferrable"),
         lambda: (consumers.run({"1": 1}), caught_up.append(True)),
     )
@@ -164,7 +138,7 @@ def test_reschedule_mode_gives_back_the_slot_and_succeeds_once_the_consumer_catc
     published = publish({"0": 2, "1": 2, "2": 2, "3": 2})
     consumers.run({"0": 1, "1": 1, "2": 0, "3": 1})  # partition 2 one event short
     caught_up: list[bool] = []
-    watcher = _when(
+    watcher = when(
         _rescheduled("checkpoint_reschedule"), lambda: (consumers.run({"2": 1}), caught_up.append(True))
     )
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from airflow_provider_eh.testing.events import send_json
+
+from airflow_provider_eh.testing.dag_test import when
 
 DAGS_FILE = Path(__file__).with_name("dags") / "await_event_dags.py"
 TRIGGER = "airflow_provider_eh.triggers.event.EventHubAwaitEventTrigger"
@@ -33,18 +36,6 @@ def await_dags(airflow_db: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
-
-
-def send(connections: dict[str, str], partition: str, events: list[dict]) -> None:
-    from azure.eventhub import EventData
-
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-
-    with EventHubsHook(connections["event_hubs"]).get_producer_client() as producer:
-        batch = producer.create_batch(partition_id=partition)
-        for body in events:
-            batch.add(EventData(json.dumps(body)))
-        producer.send_batch(batch)
 
 
 def order(order_id: str, event_type: str, amount: int = 100) -> dict:
@@ -79,28 +70,6 @@ def _deferred(dag_id: str) -> Callable[[], bool]:
     return check
 
 
-def _after(condition: Callable[[], bool], then: Callable[[], None], timeout: float = 60) -> threading.Thread:
-    from sqlalchemy.orm import configure_mappers
-
-    import airflow.models.dagrun  # noqa: F401
-    import airflow.models.taskinstance  # noqa: F401
-    import airflow.models.trigger  # noqa: F401
-
-    configure_mappers()
-
-    def watch() -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
-        then()
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
-
 def _checkpoint(azurite, container: str, hub: str, partition: str) -> dict:  # type: ignore[no-untyped-def]
     from azure.storage.blob import ContainerClient
 
@@ -113,11 +82,11 @@ def _checkpoint(azurite, container: str, hub: str, partition: str) -> dict:  # t
 def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
     await_dags: ModuleType, connections: dict[str, str], container: str, azurite  # type: ignore[no-untyped-def]
 ) -> None:
-    send(connections, "1", [order("o-1", "paid", 500)])  # before the sensor starts: latest skips it
+    send_json(connections["event_hubs"], "1", [order("o-1", "paid", 500)])  # before the sensor starts: latest skips it
     sent: list[bool] = []
-    watcher = _after(
+    watcher = when(
         _deferred("await_deferrable"),
-        lambda: (send(connections, "2", [order("o-2", "placed"), order("o-2", "paid", 250)]), sent.append(True)),
+        lambda: (send_json(connections["event_hubs"], "2", [order("o-2", "placed"), order("o-2", "paid", 250)]), sent.append(True)),
     )
 
     dr = await_dags.await_deferrable.test(run_conf={"hub": connections["hub"], "container": container})
@@ -133,8 +102,8 @@ def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
 def test_poke_mode_finds_the_event_without_a_triggerer(
     await_dags: ModuleType, connections: dict[str, str], container: str
 ) -> None:
-    send(connections, "0", [order("o-3", "placed")])
-    threading.Timer(2.5, lambda: send(connections, "3", [order("o-3", "paid", 70)])).start()
+    send_json(connections["event_hubs"], "0", [order("o-3", "placed")])
+    threading.Timer(2.5, lambda: send_json(connections["event_hubs"], "3", [order("o-3", "paid", 70)])).start()
 
     dr = await_dags.await_poke.test(run_conf={"hub": connections["hub"], "container": container})
 
@@ -146,7 +115,7 @@ def test_poke_mode_finds_the_event_without_a_triggerer(
 def test_timeout_names_the_hub_the_group_and_how_far_it_read(
     await_dags: ModuleType, connections: dict[str, str], container: str, capfd  # type: ignore[no-untyped-def]
 ) -> None:
-    send(connections, "0", [order("o-4", "placed"), order("o-4", "shipped")])
+    send_json(connections["event_hubs"], "0", [order("o-4", "placed"), order("o-4", "shipped")])
 
     dr = await_dags.await_deferrable_timeout.test(run_conf={"hub": connections["hub"], "container": container})
 

@@ -8,19 +8,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_eh.testing.events import send_json
+
 from airflow_provider_eh.triggers.event import EventHubEventTrigger, EventTriggerConfigError, read_events
-
-
-def _send(connections: dict[str, str], partition: str, bodies: list[dict]) -> None:
-    from azure.eventhub import EventData
-
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-
-    with EventHubsHook(connections["event_hubs"]).get_producer_client() as producer:
-        batch = producer.create_batch(partition_id=partition)
-        for body in bodies:
-            batch.add(EventData(json.dumps(body)))
-        producer.send_batch(batch)
 
 
 def _fire(trigger: EventHubEventTrigger, events: int) -> list[dict[str, Any]]:
@@ -49,8 +39,8 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
 ) -> None:
     from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 
-    _send(connections, "0", [{"n": i} for i in range(3)])
-    _send(connections, "2", [{"n": 10}])
+    send_json(connections["event_hubs"], "0", [{"n": i} for i in range(3)])
+    send_json(connections["event_hubs"], "2", [{"n": 10}])
     trigger = EventHubEventTrigger(
         eventhub_name=connections["hub"], consumer_group="analytics", checkpoint_container=container,
         batch_size=100, batch_window=1.0, include_bodies=True,
@@ -69,7 +59,7 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
     assert sorted(json.loads(r["body"])["n"] for r in read_events(payload)) == [0, 1, 2, 10]
 
     # a restart resumes after the checkpoints: only the new event fires
-    _send(connections, "0", [{"n": 3}])
+    send_json(connections["event_hubs"], "0", [{"n": 3}])
     (again,) = _fire(EventHubEventTrigger(**trigger.serialize()[1]), 1)
     assert again["partitions"] == {"0": {"first": 3, "last": 3, "count": 1}}
 
