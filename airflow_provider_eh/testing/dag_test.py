@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def when(condition: Callable[[], bool], then: Callable[[], None], timeout: float = 60) -> threading.Thread:
@@ -34,3 +35,34 @@ def when(condition: Callable[[], bool], then: Callable[[], None], timeout: float
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+def returned(ti: Any) -> Any:
+    """What task instance ``ti`` returned (its ``return_value`` XCom), or ``None``."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(run_id=ti.run_id, key="return_value", dag_ids=ti.dag_id, task_ids=ti.task_id)
+        ).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def deferred_to(dag_id: str, trigger_classpath: str) -> Callable[[], bool]:
+    """A condition: a task of ``dag_id`` is deferred to a trigger of class ``trigger_classpath``."""
+
+    def check() -> bool:
+        from sqlalchemy import select
+
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.trigger import Trigger
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            return session.scalar(
+                select(Trigger.id).join(TaskInstance, TaskInstance.trigger_id == Trigger.id)
+                .where(TaskInstance.dag_id == dag_id, Trigger.classpath == trigger_classpath)
+            ) is not None
+
+    return check

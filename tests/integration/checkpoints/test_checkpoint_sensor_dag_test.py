@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from airflow_provider_eh.testing.dag_test import when
+from airflow_provider_eh.testing.dag_test import deferred_to, returned, when
 
 CONSUMER_GROUP = "analytics"  # created beside $Default by the `hub` fixture
 TRIGGER = "airflow_provider_eh.triggers.checkpoint.EventHubCheckpointTrigger"
@@ -50,34 +50,6 @@ def _run(dag, container: str, targets: object):  # type: ignore[no-untyped-def]
     return ti
 
 
-def _xcom(ti) -> object:  # type: ignore[no-untyped-def]
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(
-            XComModel.get_many(run_id=ti.run_id, key="return_value", dag_ids=ti.dag_id, task_ids=ti.task_id)
-        ).first()
-        return None if row is None else XComModel.deserialize_value(row)
-
-
-def _deferred_to_our_trigger(dag_id: str) -> Callable[[], bool]:
-    def check() -> bool:
-        from sqlalchemy import select
-
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.models.trigger import Trigger
-        from airflow.utils.session import create_session
-
-        with create_session() as session:
-            return session.scalar(
-                select(Trigger.id).join(TaskInstance, TaskInstance.trigger_id == Trigger.id)
-                .where(TaskInstance.dag_id == dag_id, Trigger.classpath == TRIGGER)
-            ) is not None
-
-    return check
-
-
 def _rescheduled(dag_id: str) -> Callable[[], bool]:
     def check() -> bool:
         from sqlalchemy import func, select
@@ -105,7 +77,7 @@ def test_deferrable_sensor_defers_and_its_trigger_succeeds_once_the_consumer_cat
     consumers.run({"0": 2, "1": 0, "3": 0})  # partition 1 is one event short of its target 1
     caught_up: list[bool] = []
     watcher = when(
-        _deferred_to_our_trigger("checkpoint_deferrable"),
+        deferred_to("checkpoint_deferrable", TRIGGER),
         lambda: (consumers.run({"1": 1}), caught_up.append(True)),
     )
 
@@ -114,7 +86,7 @@ def test_deferrable_sensor_defers_and_its_trigger_succeeds_once_the_consumer_cat
     watcher.join(30)
     assert caught_up == [True], "the sensor never deferred to EventHubCheckpointTrigger"
     assert ti.state == "success"
-    assert _xcom(ti) == {CONSUMER_GROUP: {"0": 2, "1": 1, "3": 0}}
+    assert returned(ti) == {CONSUMER_GROUP: {"0": 2, "1": 1, "3": 0}}
 
 
 def test_deferrable_sensor_times_out_with_the_lag_of_each_partition(
@@ -147,4 +119,4 @@ def test_reschedule_mode_gives_back_the_slot_and_succeeds_once_the_consumer_catc
     watcher.join(30)
     assert caught_up == [True], "the sensor was never rescheduled"
     assert ti.state == "success"
-    assert _xcom(ti) == {CONSUMER_GROUP: {"0": 1, "1": 1, "2": 1, "3": 1}}
+    assert returned(ti) == {CONSUMER_GROUP: {"0": 1, "1": 1, "2": 1, "3": 1}}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -18,7 +17,7 @@ import pytest
 
 from airflow_provider_eh.testing.events import send_json
 
-from airflow_provider_eh.testing.dag_test import when
+from airflow_provider_eh.testing.dag_test import deferred_to, returned, when
 
 DAGS_FILE = Path(__file__).with_name("dags") / "await_event_dags.py"
 TRIGGER = "airflow_provider_eh.triggers.event.EventHubAwaitEventTrigger"
@@ -42,34 +41,6 @@ def order(order_id: str, event_type: str, amount: int = 100) -> dict:
     return {"order_id": order_id, "event_type": event_type, "amount_cents": amount}
 
 
-def _xcom(ti) -> object:  # type: ignore[no-untyped-def]
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(
-            XComModel.get_many(run_id=ti.run_id, key="return_value", dag_ids=ti.dag_id, task_ids=ti.task_id)
-        ).first()
-        return None if row is None else XComModel.deserialize_value(row)
-
-
-def _deferred(dag_id: str) -> Callable[[], bool]:
-    def check() -> bool:
-        from sqlalchemy import select
-
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.models.trigger import Trigger
-        from airflow.utils.session import create_session
-
-        with create_session() as session:
-            return session.scalar(
-                select(Trigger.id).join(TaskInstance, TaskInstance.trigger_id == Trigger.id)
-                .where(TaskInstance.dag_id == dag_id, Trigger.classpath == TRIGGER)
-            ) is not None
-
-    return check
-
-
 def _checkpoint(azurite, container: str, hub: str, partition: str) -> dict:  # type: ignore[no-untyped-def]
     from azure.storage.blob import ContainerClient
 
@@ -85,7 +56,7 @@ def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
     send_json(connections["event_hubs"], "1", [order("o-1", "paid", 500)])  # before the sensor starts: latest skips it
     sent: list[bool] = []
     watcher = when(
-        _deferred("await_deferrable"),
+        deferred_to("await_deferrable", TRIGGER),
         lambda: (send_json(connections["event_hubs"], "2", [order("o-2", "placed"), order("o-2", "paid", 250)]), sent.append(True)),
     )
 
@@ -95,7 +66,7 @@ def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
     assert sent == [True], "the sensor never deferred to EventHubAwaitEventTrigger"
     (ti,) = dr.get_task_instances()
     assert ti.state == "success"
-    assert _xcom(ti) == {"order_id": "o-2", "amount_cents": 250, "seq": 1}
+    assert returned(ti) == {"order_id": "o-2", "amount_cents": 250, "seq": 1}
     assert _checkpoint(azurite, container, connections["hub"], "2")["sequencenumber"] == "1"
 
 
@@ -109,7 +80,7 @@ def test_poke_mode_finds_the_event_without_a_triggerer(
 
     (ti,) = dr.get_task_instances()
     assert ti.state == "success"
-    assert _xcom(ti) == {"order_id": "o-3", "amount_cents": 70, "seq": 0}
+    assert returned(ti) == {"order_id": "o-3", "amount_cents": 70, "seq": 0}
 
 
 def test_timeout_names_the_hub_the_group_and_how_far_it_read(
