@@ -11,8 +11,10 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
+
+from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data
 
 # The stamps of idempotent-publishing.md, defined once with the publishers that write them.
 from airflow_provider_eh.publishing.stamps import BATCH as STAMP_BATCH
@@ -21,27 +23,6 @@ from airflow_provider_eh.publishing.stamps import OWNER as STAMP_OWNER
 from airflow_provider_eh.publishing.stamps import SEQ as STAMP_SEQ
 
 __all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
-
-
-def _plain(value: Any) -> Any:
-    """An AMQP property value as JSON-safe Python (bytes are decoded as UTF-8, else base64)."""
-    kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
-        return value  # the common case first: ``isinstance(value, Mapping)`` below is an ABC check, slow per event
-    if kind is dict:
-        return {str(_plain(k)): _plain(v) for k, v in value.items()}
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(_plain(k)): _plain(v) for k, v in value.items()}
-    return value
 
 
 @dataclass(frozen=True)
@@ -65,19 +46,14 @@ class IngestEvent:
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
+    def received(cls, partition_id: str, fields: ReceivedFields) -> IngestEvent:
+        """Build from what the client layer read of an event received from ``partition_id``."""
+        return cls(partition_id, *fields)
+
+    @classmethod
     def from_event_data(cls, partition_id: str, event: Any) -> IngestEvent:
         """Build from an SDK ``EventData`` received from ``partition_id``."""
-        enqueued = event.enqueued_time
-        if enqueued is not None and enqueued.tzinfo is None:
-            enqueued = enqueued.replace(tzinfo=timezone.utc)
-        return cls(
-            partition_id=str(partition_id),
-            sequence_number=int(event.sequence_number),
-            offset=None if event.offset is None else str(event.offset),
-            enqueued_time=enqueued,
-            body=b"".join(event.body) if not isinstance(event.body, (bytes, str)) else _bytes(event.body),
-            properties=_plain(dict(event.properties or {})),
-        )
+        return cls(str(partition_id), *fields_of_event_data(event))
 
     def text(self) -> str:
         """The body as UTF-8 text."""
@@ -129,7 +105,3 @@ class IngestEvent:
             body=base64.b64decode(body_base64 or ""),
             properties=json.loads(properties_json) if properties_json else {},
         )
-
-
-def _bytes(body: bytes | str) -> bytes:
-    return body if isinstance(body, bytes) else body.encode("utf-8")

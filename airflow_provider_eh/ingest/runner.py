@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,15 +36,15 @@ from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverErr
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.client.receive import STOP, PartitionReader
+from airflow_provider_eh.client.receive import STOP, PartitionsReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
 from airflow_provider_eh import steps
 
 log = logging.getLogger(__name__)
 
-# Points of the batch loop, in order; an observer is called at each, and each is announced as the
-# step ``ingest_<stage>`` (count: the batch's number in this process) to the observers of
-# :mod:`airflow_provider_eh.steps`, where crash tests kill the process
+# Points of the batch loop, in order; each is announced as the step ``ingest_<stage>`` (count: the
+# batch's number in this process; detail: its partition and first and last sequence numbers) to the
+# observers of :mod:`airflow_provider_eh.steps`, where crash tests kill the process
 # (:func:`airflow_provider_eh.testing.crash.crash_at`, e.g. ``"ingest_committed:3"``).
 RECEIVED = "received"
 ROWS_WRITTEN = "rows_written"
@@ -55,8 +55,6 @@ STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)
 # Events per receive call; a transaction takes as many received chunks of a partition as are
 # already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
 RECEIVE_CHUNK = 500
-
-Observer = Callable[[str, str, Sequence[IngestEvent]], None]
 
 
 @dataclass(frozen=True)
@@ -79,6 +77,9 @@ class RunLimits:
         (retryable) instead of waiting forever.
     :param upto: load each named partition up to this sequence number at most (or the hub's end, if
         lower) and leave out the partitions it does not name; ``None``: every partition to its end.
+    :param checkpoint_interval: seconds between two writes of a partition's standard blob checkpoint
+        while the run goes on (the SQL checkpoint moves with every batch; the blob with the newest of
+        them, and at the end of the run with the last).
     """
 
     batch_size: int | None = None
@@ -93,6 +94,7 @@ class RunLimits:
     partition_ids: Sequence[str] | None = None
     stall_timeout: float = 120.0
     upto: Mapping[str, int] | None = None
+    checkpoint_interval: float = 1.0
 
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
@@ -101,6 +103,8 @@ class RunLimits:
             raise SinkConfigError(f"batch_size must be at least 1 (or None: by bytes and time), not {self.batch_size}")
         if self.batch_bytes < 1:
             raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
+        if self.checkpoint_interval < 0:
+            raise SinkConfigError(f"checkpoint_interval must be 0 (every batch) or more seconds, not {self.checkpoint_interval}")
 
 
 @dataclass
@@ -130,7 +134,6 @@ class IngestRun:
     :param container_client: the blob container of the standard checkpoint and ownership blobs
         (from ``BlobStorageHook``); ``None``: a single instance, SQL checkpoints only.
     :param limits: bounds and sharing.
-    :param observer: called at each stage of each batch with ``(stage, partition id, events)``.
     """
 
     def __init__(
@@ -143,7 +146,6 @@ class IngestRun:
         owner_id: str,
         container_client: Any = None,
         limits: RunLimits | None = None,
-        observer: Observer | None = None,
     ):
         self.endpoint = endpoint
         self.consumer_group = consumer_group
@@ -151,7 +153,6 @@ class IngestRun:
         self.processor = processor
         self.owner_id = owner_id
         self.limits = limits or RunLimits()
-        self.observer = observer
         self.checkpoint_store: Any = None
         self.ownership: PartitionOwnership | None = None
         if container_client is not None:
@@ -352,27 +353,27 @@ class IngestRun:
         """
         limits = self.limits
         chunk = min(RECEIVE_CHUNK, limits.batch_size or RECEIVE_CHUNK)
-        sink: queue.Queue[Any] = _ConvertingQueue(maxsize=4 * len(ranges))
+        sink: queue.Queue[Any] = queue.Queue(maxsize=4 * len(ranges))
         held: deque[tuple[str, Any]] = deque()  # taken off the sink while filling a batch, in arrival order
         after = {p: a for p, (a, _) in ranges.items()}
-        readers: dict[str, PartitionReader] = {}
         for p, (start, target) in ranges.items():
             self.reports.setdefault(p, PartitionReport(target=target, start=start, checkpoint=start))
             log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, p, start, target)
-            readers[p] = PartitionReader(
-                self.endpoint, self.consumer_group, p, start,
-                # a last batch that fills exactly does not wait max_wait_time for events that will not come
-                max_batch_size=max(1, min(chunk, target - start)),
-                max_wait_time=limits.max_wait_time,
-                sink=sink,
-            ).start()
+        reader = PartitionsReader(
+            self.endpoint, self.consumer_group, after, sink=sink,
+            # a last batch that fills exactly does not wait max_wait_time for events that will not come
+            max_batch_size={p: max(1, min(chunk, target - start)) for p, (start, target) in ranges.items()},
+            max_wait_time=limits.max_wait_time,
+            convert=IngestEvent.received,  # events are built on the receiving thread, from the AMQP messages
+        ).start()
+        readers = set(ranges)  # the partitions still being received
 
         progress = {p: time.monotonic() for p in ranges}
 
         def stop(p: str) -> None:
-            reader = readers.pop(p, None)
-            if reader is not None:
-                reader.close()
+            if p in readers:
+                readers.discard(p)
+                reader.close_partition(p)
 
         def fill(p: str, events: list[IngestEvent]) -> None:
             """Add the chunks of ``p`` already waiting, in order, while the batch has room."""
@@ -389,7 +390,7 @@ class IngestRun:
                     break
             for q, item in taken:
                 if room and q == p and isinstance(item, list) and item:
-                    more = [e if isinstance(e, IngestEvent) else IngestEvent.from_event_data(p, e) for e in item]
+                    more = item
                     extra = sum(len(e.body) for e in more)
                     if (limits.batch_size is None or len(events) + len(more) <= limits.batch_size) and (
                         size + extra <= limits.batch_bytes
@@ -411,12 +412,12 @@ class IngestRun:
                 if p not in readers:
                     continue  # a batch a closed reader had already queued
                 if item is STOP:
-                    readers.pop(p)
+                    readers.discard(p)
                     continue
                 if isinstance(item, BaseException):
                     raise item
                 target = ranges[p][1]
-                events = [e if isinstance(e, IngestEvent) else IngestEvent.from_event_data(p, e) for e in item]
+                events = list(item)
                 if not item and time.monotonic() - progress[p] > limits.stall_timeout:
                     raise IngestStalledError(
                         f"Partition {p!r} of {self.endpoint.eventhub_name!r}: no event after seq {after[p]} for "
@@ -450,34 +451,32 @@ class IngestRun:
                     for lost in self.ownership.renew():
                         stop(lost)
         finally:
-            for p in list(readers):
-                stop(p)
+            reader.close()
             if self._mirror_writer is not None:
                 self._mirror_writer.flush()
 
-    def _stage(self, stage: str, partition_id: str, events: Sequence[IngestEvent], batch: int) -> None:
-        if self.observer is not None:
-            self.observer(stage, partition_id, events)
-        steps.reached(f"ingest_{stage}", batch)
+    def _stage(self, stage: str, partition_id: str, first: int, last: int, batch: int) -> None:
+        steps.reached(f"ingest_{stage}", batch, {"partition": partition_id, "first": first, "last": last})
 
     def _commit(self, partition_id: str, after: int, events: list[IngestEvent], report: PartitionReport) -> int:
         self._batches += 1
         batch = self._batches
-        self._stage(RECEIVED, partition_id, events, batch)
         last = events[-1]
+        first = events[0].sequence_number
+        self._stage(RECEIVED, partition_id, first, last.sequence_number, batch)
         with self.store.transaction() as tx:
             counts = self.processor.process(tx, partition_id, events)
             tx.advance_checkpoint(partition_id, after, last.sequence_number, last.offset, self.owner_id)
-            self._stage(ROWS_WRITTEN, partition_id, events, batch)
-        self._stage(COMMITTED, partition_id, events, batch)
+            self._stage(ROWS_WRITTEN, partition_id, first, last.sequence_number, batch)
+        self._stage(COMMITTED, partition_id, first, last.sequence_number, batch)
         self._events += len(events)
         report.batches += 1
         report.checkpoint = last.sequence_number
         report.counts.add(counts)
         if self.checkpoint_store is not None:
             if self._mirror_writer is None:
-                self._mirror_writer = _MirrorWriter(self)
-            self._mirror_writer.submit(partition_id, last.sequence_number, last.offset, events, batch)
+                self._mirror_writer = _MirrorWriter(self, self.limits.checkpoint_interval)
+            self._mirror_writer.submit(partition_id, first, last.sequence_number, last.offset, batch)
         log.info(
             "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred",
             self.owner_id, partition_id, events[0].sequence_number, last.sequence_number,
@@ -486,69 +485,66 @@ class IngestRun:
         return last.sequence_number
 
 
-class _ConvertingQueue(queue.Queue):  # type: ignore[type-arg]
-    """
-    The readers' queue: each received chunk is turned into :class:`IngestEvent` on the reader's
-    thread as it is queued, so the committing thread does not pay for it, and the conversion overlaps
-    the transaction's waits on the database.
-    """
-
-    def __init__(self, maxsize: int):
-        super().__init__(maxsize=maxsize)
-        self._converted: dict[str, tuple[Any, list[IngestEvent]]] = {}  # a reader retries a put on a full queue
-
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        partition_id, payload = item
-        if type(payload) is list and payload and not isinstance(payload[0], IngestEvent):
-            done = self._converted.get(partition_id)
-            if done is None or done[0] is not payload:
-                done = (payload, [IngestEvent.from_event_data(partition_id, e) for e in payload])
-                self._converted[partition_id] = done
-            item = (partition_id, done[1])
-        super().put(item, block, timeout)
-        self._converted.pop(partition_id, None)
-
-
 class _MirrorWriter:
     """
     Writes the blob checkpoint of committed batches on a thread of its own, so the next batch's
     transaction does not wait for Azure Storage. Only the newest commit of a partition is written
-    (a checkpoint supersedes the ones before it); :meth:`flush` waits until everything submitted is
+    (a checkpoint supersedes the ones before it), and a partition's blob at most once per
+    ``interval`` seconds while the run goes on: a blob write costs the worker as much CPU as
+    committing a few hundred events, and what reads the blobs (sensors, other SDKs' processors taking
+    over) needs progress, not every batch. :meth:`flush` writes what is left at once, waits until it is
     written and re-raises a failure. A crash before a write leaves the blob behind the SQL checkpoint,
     which is the source of truth, and the next run's ``_repair_mirror`` brings it up.
     """
 
-    def __init__(self, run: IngestRun):
+    def __init__(self, run: IngestRun, interval: float):
         self._run = run
-        self._pending: dict[str, tuple[int, str | None, Sequence[IngestEvent], int]] = {}
+        self._interval = interval
+        self._pending: dict[str, tuple[int, int, str | None, int]] = {}  # partition -> (first, last, offset, batch)
+        self._written: dict[str, float] = {}  # partition -> when its blob was last written (monotonic)
         self._cond = threading.Condition()
         self._busy = False
         self._error: BaseException | None = None
-        self._closed = False
+        self._flushing = False
         self._thread = threading.Thread(target=self._loop, name="eh-ingest-blob-checkpoint", daemon=True)
         self._thread.start()
 
-    def submit(self, partition_id: str, sequence_number: int, offset: str | None, events: Sequence[IngestEvent], batch: int) -> None:
+    def submit(self, partition_id: str, first: int, last: int, offset: str | None, batch: int) -> None:
         with self._cond:
             if self._error is not None:
                 error, self._error = self._error, None
                 raise error
-            self._pending[partition_id] = (sequence_number, offset, events, batch)
+            earlier = self._pending.get(partition_id)
+            self._pending[partition_id] = (first if earlier is None else earlier[0], last, offset, batch)
             self._cond.notify_all()
+
+    def _next_due(self) -> tuple[str | None, float]:
+        """The pending partition to write now, else ``None`` and how long until one is due."""
+        now = time.monotonic()
+        wait = self._interval
+        for partition_id in self._pending:
+            due = self._written.get(partition_id, -self._interval) + self._interval
+            if self._flushing or due <= now:
+                return partition_id, 0.0
+            wait = min(wait, due - now)
+        return None, wait
 
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if not self._pending and self._closed:
-                    return
-                partition_id, (seq, offset, events, batch) = next(iter(self._pending.items()))
-                del self._pending[partition_id]
+                while True:
+                    if not self._pending and self._flushing:
+                        return
+                    partition_id, wait = self._next_due() if self._pending else (None, 0.0)
+                    if partition_id is not None:
+                        break
+                    self._cond.wait(wait if self._pending else None)
+                first, last, offset, batch = self._pending.pop(partition_id)
                 self._busy = True
             try:
-                self._run._mirror(partition_id, seq, offset)
-                self._run._stage(BLOB_CHECKPOINTED, partition_id, events, batch)
+                self._run._mirror(partition_id, last, offset)
+                self._written[partition_id] = time.monotonic()
+                self._run._stage(BLOB_CHECKPOINTED, partition_id, first, last, batch)
             except BaseException as exc:  # handed to the committing thread
                 with self._cond:
                     self._error = exc
@@ -558,12 +554,12 @@ class _MirrorWriter:
                     self._cond.notify_all()
 
     def flush(self) -> None:
-        """Wait until every submitted checkpoint is written; stop the thread; re-raise a failure."""
+        """Write every pending checkpoint now, wait until written; stop the thread; re-raise a failure."""
         with self._cond:
+            self._flushing = True
+            self._cond.notify_all()
             while self._pending or self._busy:
                 self._cond.wait()
-            self._closed = True
-            self._cond.notify_all()
             error, self._error = self._error, None
         self._thread.join(timeout=30)
         self._run._mirror_writer = None

@@ -146,8 +146,22 @@ class Dialect:
         conn.rollback()
 
 
+def split_values(statement: str, marker: str) -> tuple[str, str, str] | None:
+    """
+    ``INSERT ... VALUES (m, m, ...) rest`` as ``(head, "(m, m, ...)", rest)``, ``None`` for any other
+    statement: the parts a multi-row ``VALUES`` is built from.
+    """
+    found = re.search(r"VALUES \((?:" + re.escape(marker) + r", )*" + re.escape(marker) + r"\)", statement)
+    if found is None:
+        return None
+    return statement[: found.start()] + "VALUES ", found.group(0)[len("VALUES ") :], statement[found.end() :]
+
+
 class SqliteDialect(Dialect):
     name = "SQLite"
+
+    # Rows per multi-row statement at most (SQLite's bound-variable limit caps it further).
+    ROWS_PER_STATEMENT = 500
 
     @property
     def is_sqlite(self) -> bool:
@@ -156,6 +170,33 @@ class SqliteDialect(Dialect):
     def prepare(self, conn: Any) -> None:
         conn.isolation_level = None  # we issue BEGIN IMMEDIATE / COMMIT ourselves
         conn.execute("PRAGMA busy_timeout = 60000")
+
+    def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """
+        ``INSERT ... VALUES`` as multi-row statements of up to :attr:`ROWS_PER_STATEMENT` rows.
+
+        The ``sqlite3`` module releases the interpreter lock around each row's step of an
+        ``executemany`` and must win it back for the next row; with the receiving threads busy, each
+        of those hand-overs waits for a thread switch (milliseconds), so a batch of a few thousand
+        rows spent seconds waiting. One statement per few hundred rows hands over a few times per
+        batch. Rows are applied in order, as ``executemany`` applies them (``ON CONFLICT`` included).
+        """
+        parts = split_values(statement, "?") if len(rows) > 1 else None
+        if parts is None:
+            cursor.executemany(statement, rows)
+            return
+        head, template, rest = parts
+        width = max(1, len(rows[0]))
+        try:
+            import sqlite3
+
+            variables = cursor.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        except AttributeError:  # Python < 3.11: SQLite's historic default
+            variables = 999
+        per = max(1, min(self.ROWS_PER_STATEMENT, variables // width))
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            cursor.execute(head + ", ".join([template] * len(chunk)) + rest, [v for row in chunk for v in row])
 
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -174,8 +215,6 @@ class SqliteDialect(Dialect):
 class PostgresDialect(Dialect):
     name = "Postgres"
 
-    _VALUES = re.compile(r"VALUES \((?:%s, )*%s\)")
-
     def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """
         psycopg2's ``executemany`` runs one statement per row (a round trip each); its
@@ -184,13 +223,12 @@ class PostgresDialect(Dialect):
         little more at batch sizes of a few thousand rows and adds a statement per table.
         """
         if self.driver == "psycopg2" and len(rows) > 1:
-            found = self._VALUES.search(statement)
-            if found is not None:
+            parts = split_values(statement, "%s")
+            if parts is not None:
                 from psycopg2.extras import execute_values
 
-                template = found.group(0)[len("VALUES ") :]
-                sql = statement[: found.start()] + "VALUES %s" + statement[found.end() :]
-                execute_values(cursor, sql, rows, template=template, page_size=1000)
+                head, template, rest = parts
+                execute_values(cursor, head + "%s" + rest, rows, template=template, page_size=1000)
                 return
         cursor.executemany(statement, rows)
 

@@ -141,6 +141,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param max_duration: stop after this many seconds. (templated)
     :param partition_ids: only these partitions. (templated)
     :param stall_timeout: seconds a pending partition may deliver nothing before the task fails (and retries).
+    :param checkpoint_interval: seconds between two writes of a partition's blob checkpoint while the
+        task runs (the SQL checkpoint moves with every batch; the last one is always written at the end).
     :param dedupe: skip stamped events at or below their producer group's high-water mark.
     :param session_key: ``property:NAME`` or ``body:FIELD``: enables in-order processing per session.
     :param session_sequence: where the per-session sequence is (default ``property:eh.seq``).
@@ -180,6 +182,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         max_duration: float | None = None,
         partition_ids: Sequence[str] | None = None,
         stall_timeout: float = 120.0,
+        checkpoint_interval: float = 1.0,
         dedupe: bool = True,
         session_key: str | None = None,
         session_sequence: str = "property:eh.seq",
@@ -202,6 +205,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         self.max_duration = max_duration
         self.partition_ids = partition_ids
         self.stall_timeout = stall_timeout
+        self.checkpoint_interval = checkpoint_interval
         self.dedupe = dedupe
         self.session_key = session_key
         self.session_sequence = session_sequence
@@ -246,6 +250,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 partition_ids=[str(p) for p in self.partition_ids] if self.partition_ids else None,
                 stall_timeout=float(self.stall_timeout),
                 upto=self._upto(context),
+                checkpoint_interval=float(self.checkpoint_interval),
             )
             processor = BatchProcessor(self.table, self._row_function(), sessions=sessions, dedupe=self.dedupe)
             container = (
