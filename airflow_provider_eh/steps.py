@@ -5,7 +5,8 @@ count of the partition's SDK batches acknowledged so far; ``after_send`` (everyt
 committed); ``during_commit`` (the commit written, the lease not yet released).
 
 Ingestion (:data:`INGEST_STEPS`): ``ingest_<stage>`` for each stage of a batch
-(:data:`airflow_provider_eh.ingest.runner.STAGES`), with the batch's number in this process as the count.
+(:data:`airflow_provider_eh.ingest.runner.STAGES`), with the batch's number in this process as the count
+and ``{"partition", "first", "last"}`` (its partition and sequence numbers) as the detail.
 
 Crash tests observe them from outside (:func:`airflow_provider_eh.testing.crash.crash_at` kills the
 process at one step: ``"after_intent"``, ``"mid_send:2"``, ``"ingest_committed:3"``), so no test hook
@@ -14,22 +15,29 @@ lives in either engine. This module sits below both engines and imports nothing 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
 PUBLISH_STEPS = ("after_claim", "after_intent", "mid_send", "after_send", "during_commit")
 INGEST_STEPS = ("ingest_received", "ingest_rows_written", "ingest_committed", "ingest_blob_checkpointed")
 
-StepObserver = Callable[[str, int], None]
+StepObserver = Callable[[str, int, Mapping[str, Any]], None]
+_NO_DETAIL: Mapping[str, Any] = {}
 _observers: list[StepObserver] = []
 
 
 def observe(observer: StepObserver) -> Callable[[], None]:
-    """Call ``observer(step, count)`` at every step in this process; returns the function that stops it."""
+    """Call ``observer(step, count, detail)`` at every step in this process; returns the function that stops it."""
     _observers.append(observer)
     return lambda: _observers.remove(observer) if observer in _observers else None
 
 
-def reached(step: str, count: int = 0) -> None:
-    """Announce ``step`` (for ``mid_send``, how many SDK batches are acknowledged; for ingestion, the batch)."""
+def reached(step: str, count: int = 0, detail: Mapping[str, Any] | None = None) -> None:
+    """
+    Announce ``step`` (count: for ``mid_send``, how many SDK batches are acknowledged; for ingestion,
+    the batch) with what the engine knows there (``detail``, read-only).
+    """
+    if not _observers:
+        return
     for observer in tuple(_observers):
-        observer(step, count)
+        observer(step, count, _NO_DETAIL if detail is None else detail)

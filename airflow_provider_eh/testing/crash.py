@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from airflow_provider_eh.steps import INGEST_STEPS, PUBLISH_STEPS, observe
 
@@ -36,7 +37,7 @@ def crash_at(point: str) -> Callable[[], None]:
     """SIGKILL this process when the engine reaches ``point``; returns the function that disarms it."""
     name, count = parse(point)
 
-    def observer(step: str, reached_count: int) -> None:
+    def observer(step: str, reached_count: int, _detail: Mapping[str, Any]) -> None:
         # ingest_*:K: the K-th batch, or the first later one (a blob checkpoint may cover several)
         if step == name and (
             (name != "mid_send" and name not in INGEST_STEPS) or reached_count == count

@@ -5,7 +5,8 @@ file, or a Postgres or MySQL/MariaDB server: see ``sinks.py``) and, optionally, 
 the process is SIGKILLed when it reaches that stage of that batch (counted from 1 in this process),
 through the package's one fault-injection mechanism (:func:`airflow_provider_eh.testing.crash.crash_at`
 on the step ``ingest_<stage>``). Every stage is appended to ``trace`` as a JSON line
-``{owner, stage, partition, first, last, t}``.
+``{owner, stage, batch, partition, first, last, t}`` by an observer of the same steps, which sleeps
+``pause`` seconds at each stage named in ``pause_at`` (every stage by default).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sinks import connect
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
+from airflow_provider_eh.steps import observe
 from airflow_provider_eh.testing.crash import crash_at
 
 
@@ -48,22 +50,29 @@ def main(config: dict) -> None:
     store = SqlIngestStore(connect(config["db"]), stream)
     sessions = SessionConfig.of(**config["sessions"]) if config.get("sessions") else None
     processor = BatchProcessor("events", rows, sessions=sessions)
+    pause_at = set(config.get("pause_at") or ())
+
+    def traced(step, batch, detail):
+        if not step.startswith("ingest_"):
+            return
+        stage = step[len("ingest_"):]
+        with open(config["trace"], "a") as trace:
+            trace.write(json.dumps({
+                "owner": config["owner"], "stage": stage, "batch": batch, "partition": detail["partition"],
+                "first": detail["first"], "last": detail["last"], "t": time.time(),
+            }) + "\n")
+        if not pause_at or stage in pause_at:
+            time.sleep(config.get("pause", 0))
+
+    observe(traced)  # before the crash point: a killed stage is in the trace
     crash = config.get("crash") or {}
     if crash:
         crash_at(f"ingest_{crash['stage']}:{crash['batch']}")
 
-    def observer(stage, partition_id, events):
-        with open(config["trace"], "a") as trace:
-            trace.write(json.dumps({
-                "owner": config["owner"], "stage": stage, "partition": partition_id,
-                "first": events[0].sequence_number, "last": events[-1].sequence_number, "t": time.time(),
-            }) + "\n")
-        time.sleep(config.get("pause", 0))
-
     run = IngestRun(
         endpoint, stream.consumer_group, store, processor,
         owner_id=config["owner"], container_client=container,
-        limits=RunLimits(**config.get("limits", {})), observer=observer,
+        limits=RunLimits(**config.get("limits", {})),
     )
     summary = run.run()
     print(json.dumps(summary), flush=True)

@@ -190,7 +190,7 @@ def test_pruning_keeps_the_most_recent_batches(engine: Any) -> None:
 def test_steps_reach_only_registered_observers_until_they_stop() -> None:
     seen: list[tuple[str, int]] = []
     reached("after_intent")  # nobody observes: nothing happens
-    stop = observe(lambda step, count: seen.append((step, count)))
+    stop = observe(lambda step, count, _detail: seen.append((step, count)))
     reached("mid_send", 2)
     stop()
     reached("after_send")
