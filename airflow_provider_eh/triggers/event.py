@@ -8,19 +8,24 @@ into batches (``batch_size`` events or ``batch_window`` seconds after a batch's 
 comes first); each batch with at least one event the filter keeps becomes one ``TriggerEvent`` (an
 asset event), and the batch is then checkpointed.
 
-**Guarantee** (Airflow 3.3+, the trigger runs in the triggerer's acknowledged shared-stream mode):
+**Guarantee** (Airflow 3.3+, the trigger runs in the triggerer's acknowledged shared-stream mode;
+the README's "Event-driven DAGs" states it in full):
 
 - *none lost*: a batch is checkpointed only after the triggerer has confirmed that its asset event is
-  stored in the metadata database (``SharedStreamProducer.advance``). A batch whose asset event was not
-  confirmed within ``[triggerer] shared_stream_ack_timeout`` is not checkpointed; the poll restarts from
-  the last checkpoint and the batch is read again.
-- *what can fire twice*: after a triggerer restart (SIGKILL, a deploy) or a failover to another
-  triggerer, the batches whose asset events were stored but whose checkpoint was not yet written:
-  at most the batches of the last state-sync round (a second or two) before the crash, and at most
-  one checkpoint write. A re-fired batch covers the same sequence-number ranges or a superset
-  (batch boundaries may differ), so a consumer that loads ranges idempotently (the ingest
-  operator's SQL checkpoint; :class:`~airflow_provider_eh.operators.ingest_events.EventHubIngestEventsOperator`)
-  loads each event once.
+  stored in the metadata database (``SharedStreamProducer.advance`` with the batch acknowledged). A
+  batch not confirmed (``[triggerer] shared_stream_ack_timeout``, a failed write, a crash) is not
+  checkpointed; ``advance`` raises, the stream ends, and the restarted trigger reads again from the
+  last checkpoint.
+- *what can fire twice*: what was stored but not yet checkpointed when reading starts again from the
+  last checkpoint: after a triggerer crash or failover, the batches stored in about the last
+  state-sync round (a second) before it; while the triggerer stays up, the stored batches behind a
+  failed checkpoint write, a late confirmation or a failed predecessor; and, after a failover while
+  the old triggerer is still alive, what it fires until it notices (receivers use no owner level, so
+  nothing fences it). A re-fired batch covers the same sequence numbers, or together with the other
+  re-fired batches covers them when batches split differently, so a consumer that loads ranges
+  idempotently (the ingest operator's SQL checkpoint;
+  :class:`~airflow_provider_eh.operators.ingest_events.EventHubIngestEventsOperator`) loads each
+  event once.
 - a filtered-out event is checkpointed with its batch and never fires.
 
 Outside the triggerer's shared-stream mode (``run()``: the sensor, a direct use) a batch is
