@@ -74,6 +74,14 @@ def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
     assert _checkpoint(azurite, container, connections["hub"], "2")["sequencenumber"] == "1"
 
 
+def _last_failure(capfd: Any, exception: str) -> str:
+    """The last line of the task's output that reports ``exception`` (the task's log goes to stdout)."""
+    out = capfd.readouterr().out
+    lines = [line for line in out.splitlines() if f"{exception}:" in line]
+    assert lines, f"no {exception} in the output:\n{out[-3000:]}"
+    return lines[-1]
+
+
 def _await_triggers() -> int:
     """How many await-event triggers the metadata DB holds (a deferral adds one)."""
     from sqlalchemy import func, select
@@ -110,22 +118,6 @@ def test_poke_mode_finds_an_event_enqueued_after_it_started_reading_and_never_de
     assert ti.state == "success"
     assert returned(ti) == {"order_id": "o-3", "amount_cents": 70, "seq": 1}
     assert ti.next_method is None and _await_triggers() == triggers_before, "the poking sensor deferred"
-
-
-def test_poke_mode_timeout_names_the_hub_the_group_and_how_far_it_read_since_the_start(
-    await_dags: ModuleType, connections: dict[str, str], container: str, capfd  # type: ignore[no-untyped-def]
-) -> None:
-    send_json(connections["event_hubs"], "0", [order("o-6", "placed"), order("o-6", "shipped")])
-
-    dr = await_dags.await_poke_timeout.test(run_conf={"hub": connections["hub"], "container": container})
-
-    (ti,) = dr.get_task_instances()
-    assert ti.state == "failed"
-    out = capfd.readouterr().out
-    (failure,) = [line for line in out.splitlines() if "AirflowSensorTimeout:" in line][-1:]
-    assert f"no matching event in Event Hub {connections['hub']!r} (consumer group 'analytics')" in failure
-    # two pokes read (10 s, then up to the deadline): the message spans both, from where the task started
-    assert "partition 0: from seq -1 to 1" in failure and "partition 3: from seq -1 to -1" in failure
 
 
 def _reschedules(ti: Any) -> list[Any]:
@@ -185,23 +177,27 @@ def test_a_consumer_group_the_hub_does_not_have_fails_without_retries(
 
     (ti,) = dr.get_task_instances()
     assert ti.state == "failed" and ti.try_number == 1, "a retry cannot create the consumer group"
-    out = capfd.readouterr().out
-    failures = [line for line in out.splitlines() if "AirflowFailException:" in line]
-    assert failures, out[-3000:]
-    assert f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group'" in failures[-1]
-    assert "create the consumer group on the hub" in failures[-1]
+    failure = _last_failure(capfd, "AirflowFailException")
+    assert f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group'" in failure
+    assert "create the consumer group on the hub" in failure
 
 
+@pytest.mark.parametrize(
+    "dag_id",
+    [
+        "await_deferrable_timeout",
+        "await_poke_timeout",  # two pokes read (10 s, then up to the deadline): the message spans both
+    ],
+)
 def test_timeout_names_the_hub_the_group_and_how_far_it_read(
-    await_dags: ModuleType, connections: dict[str, str], container: str, capfd  # type: ignore[no-untyped-def]
+    await_dags: ModuleType, connections: dict[str, str], container: str, capfd, dag_id: str  # type: ignore[no-untyped-def]
 ) -> None:
     send_json(connections["event_hubs"], "0", [order("o-4", "placed"), order("o-4", "shipped")])
 
-    dr = await_dags.await_deferrable_timeout.test(run_conf={"hub": connections["hub"], "container": container})
+    dr = getattr(await_dags, dag_id).test(run_conf={"hub": connections["hub"], "container": container})
 
     (ti,) = dr.get_task_instances()
     assert ti.state == "failed"
-    out = capfd.readouterr().out
-    (failure,) = [line for line in out.splitlines() if "AirflowSensorTimeout:" in line][-1:]
+    failure = _last_failure(capfd, "AirflowSensorTimeout")
     assert f"no matching event in Event Hub {connections['hub']!r} (consumer group 'analytics')" in failure
     assert "partition 0: from seq -1 to 1" in failure and "partition 3: from seq -1 to -1" in failure
