@@ -312,7 +312,6 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
     def __init__(self, kwargs: Mapping[str, Any]):
         self.kw = dict(kwargs)
         self.start: dict[str, int | datetime] = {}  # partition -> read after this sequence number or enqueued time
-        self.position: dict[str, int] = {}  # partition -> checkpointed at this sequence number (by this producer)
         self.read_to: dict[str, int] = {}  # partition -> last sequence number received (-1: none)
         self.endpoint: Any = None
         self._blob: BlobStorageAsyncHook | None = None
@@ -425,7 +424,6 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             await self._container.upload_blob(
                 name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
             )
-            self.position[pid] = seq
 
     async def _ensure_container(self) -> None:
         """The checkpoint container's client; the container is created when missing."""
