@@ -4,11 +4,11 @@ The asset ``new_orders_hub`` has an ``AssetWatcher``: :class:`EventHubEventTrigg
 ``airflow-watcher`` consumer group from its checkpoints (the standard blob layout in
 ``eh-example-checkpoints``) and fires one asset event per batch (up to 50 events, or 5 s after a
 batch's first event), checkpointing a batch once its asset event is stored. Each asset event queues a
-run; ``load_new_orders`` (:class:`EventHubIngestEventsOperator`) loads exactly the events the run's
-asset events name, from the ``$Default`` group's SQL checkpoint up to their last sequence numbers,
-with the ingest operator's exactly-once guarantees (one transaction per batch with its checkpoint and
-dedupe marks), into ``live_order_events`` of ``eh_example_db``. A batch fired twice after a triggerer
-restart loads nothing the second time.
+run; ``load_new_orders`` (:class:`EventHubIngestEventsOperator`) loads each partition from the
+``$Default`` group's SQL checkpoint up to the last sequence number the run's asset events of this hub
+name, with the ingest operator's exactly-once guarantees (one transaction per batch with its
+checkpoint and dedupe marks), into ``live_order_events`` of ``eh_example_db``. A batch fired twice
+after a triggerer restart loads nothing the second time.
 
 ``EH_EXAMPLE_EVENTS_HUB`` names the hub (default ``orders-live``); it needs the consumer group
 ``airflow-watcher``. The triggerer must be running (``airflow standalone`` starts one).

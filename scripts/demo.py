@@ -112,11 +112,23 @@ LIVE_HUB = "orders-live"
 LIVE_ORDERS = 10
 
 
+def live_sink(prefix: str) -> Counter:
+    """How often each ``(order_id, step)`` of the orders ``prefix`` is in ``live_order_events`` (read back)."""
+    with sqlite3.connect(DB) as conn:
+        try:
+            rows = conn.execute("SELECT order_id, step FROM live_order_events WHERE order_id LIKE ?", (f"{prefix}-%",)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # the first run creates it
+                return Counter()
+            raise
+    return Counter((order_id, int(step)) for order_id, step in rows)
+
+
 def event_driven() -> None:
     """Step 5: new orders in ``orders-live`` start runs of ``eh_on_new_orders`` through its asset watcher."""
     from airflow_provider_eh.emulator import EmulatorAdmin
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-    from airflow_provider_eh.testing.events import event_dags_folder, publish_orders
+    from airflow_provider_eh.testing.events import event_dags_folder, order_events, publish_orders
     from airflow_provider_eh.testing.ports import free_port
     from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
 
@@ -133,37 +145,43 @@ def event_driven() -> None:
     })
     airflow = AirflowStandalone(env, port, DEMO_DIR / "standalone.log")
     started = time.monotonic()
+
+    def wait(condition: Any, what: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                print(airflow.tail())
+                raise SystemExit(f"{what}: not within {timeout:.0f} s")
+            airflow.check_alive()
+            time.sleep(1)
+
     try:
         airflow.start()
         airflow.wait_for_dag("eh_on_new_orders")
         before = len(airflow.runs("eh_on_new_orders"))
-        time.sleep(5)  # the triggerer picks the watcher up
+        wait(lambda: {r["partition"] for r in admin.receivers(LIVE_HUB) if r["consumer_group"].lower() == "airflow-watcher"}
+             == {"0", "1"}, "the triggerer reading the hub as the watcher")
         prefix = f"live{int(time.time())}"
         endpoint = EventHubsEndpoint.from_connection_string(stack.event_hubs_connection_string(), LIVE_HUB)
         published = publish_orders(endpoint, prefix, LIVE_ORDERS)
+        wanted = {(props["order_id"], props["step"]) for _, props in order_events(prefix, LIVE_ORDERS)}
         print(f"   published {published} events ({LIVE_ORDERS} orders) to '{LIVE_HUB}'; waiting for the runs they start")
-        deadline = time.monotonic() + 300
-        while True:
-            with sqlite3.connect(DB) as conn:
-                try:
-                    loaded = conn.execute("SELECT COUNT(*) FROM live_order_events WHERE order_id LIKE ?", (f"{prefix}-%",)).fetchone()[0]
-                except sqlite3.OperationalError:
-                    loaded = 0
-            runs = airflow.runs("eh_on_new_orders")
-            if loaded >= published and all(r["state"] in ("success", "failed") for r in runs):
-                break
-            if time.monotonic() > deadline:
-                print(airflow.tail())
-                raise SystemExit(f"eh_on_new_orders loaded {loaded} of {published} events in 300 s")
-            airflow.check_alive()
-            time.sleep(2)
+        wait(lambda: set(live_sink(prefix)) >= wanted
+             and all(r["state"] in ("success", "failed") for r in airflow.runs("eh_on_new_orders")),
+             f"eh_on_new_orders loading the {published} events")
+        runs = airflow.runs("eh_on_new_orders")
         for run in runs[before:]:
             xcom = airflow.get(f"/dags/eh_on_new_orders/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
             summary = xcom.json().get("value", {}) if xcom.status_code == 200 else {}
             print(f"   run {run['dag_run_id']} ({run['state']}): ranges {summary.get('ranges')}, "
                   f"{summary.get('rows_written')} rows written")
-        print(f"   {loaded} of {published} events loaded once into live_order_events by {len(runs) - before} run(s) "
-              f"({time.monotonic() - started:.0f} s with standalone's start)")
+        sink = live_sink(prefix)
+        twice = sorted(key for key, n in sink.items() if n > 1)
+        if set(sink) != wanted or twice:
+            raise SystemExit(f"live_order_events does not hold each published event once: missing "
+                             f"{sorted(wanted - set(sink))[:5]}, unexpected {sorted(set(sink) - wanted)[:5]}, twice {twice[:5]}")
+        print(f"   {len(sink)} of {published} events in live_order_events, each exactly once (read back), loaded by "
+              f"{len(runs) - before} run(s) ({time.monotonic() - started:.0f} s with standalone's start)")
     finally:
         airflow.stop()
 

@@ -8,19 +8,24 @@ into batches (``batch_size`` events or ``batch_window`` seconds after a batch's 
 comes first); each batch with at least one event the filter keeps becomes one ``TriggerEvent`` (an
 asset event), and the batch is then checkpointed.
 
-**Guarantee** (Airflow 3.3+, the trigger runs in the triggerer's acknowledged shared-stream mode):
+**Guarantee** (Airflow 3.3+, the trigger runs in the triggerer's acknowledged shared-stream mode;
+the README's "Event-driven DAGs" states it in full):
 
 - *none lost*: a batch is checkpointed only after the triggerer has confirmed that its asset event is
-  stored in the metadata database (``SharedStreamProducer.advance``). A batch whose asset event was not
-  confirmed within ``[triggerer] shared_stream_ack_timeout`` is not checkpointed; the poll restarts from
-  the last checkpoint and the batch is read again.
-- *what can fire twice*: after a triggerer restart (SIGKILL, a deploy) or a failover to another
-  triggerer, the batches whose asset events were stored but whose checkpoint was not yet written:
-  at most the batches of the last state-sync round (a second or two) before the crash, and at most
-  one checkpoint write. A re-fired batch covers the same sequence-number ranges or a superset
-  (batch boundaries may differ), so a consumer that loads ranges idempotently (the ingest
-  operator's SQL checkpoint; :class:`~airflow_provider_eh.operators.ingest_events.EventHubIngestEventsOperator`)
-  loads each event once.
+  stored in the metadata database (``SharedStreamProducer.advance`` with the batch acknowledged). A
+  batch not confirmed (``[triggerer] shared_stream_ack_timeout``, a failed write, a crash) is not
+  checkpointed; ``advance`` raises, the stream ends, and the restarted trigger reads again from the
+  last checkpoint.
+- *what can fire twice*: what was stored but not yet checkpointed when reading starts again from the
+  last checkpoint: after a triggerer crash or failover, the batches stored in about the last
+  state-sync round (a second) before it; while the triggerer stays up, the stored batches behind a
+  failed checkpoint write, a late confirmation or a failed predecessor; and, after a failover while
+  the old triggerer is still alive, what it fires until it notices (receivers use no owner level, so
+  nothing fences it). A re-fired batch covers the same sequence numbers, or together with the other
+  re-fired batches covers them when batches split differently, so a consumer that loads ranges
+  idempotently (the ingest operator's SQL checkpoint;
+  :class:`~airflow_provider_eh.operators.ingest_events.EventHubIngestEventsOperator`) loads each
+  event once.
 - a filtered-out event is checkpointed with its batch and never fires.
 
 Outside the triggerer's shared-stream mode (``run()``: the sensor, a direct use) a batch is
@@ -44,11 +49,12 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -112,6 +118,31 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
         "properties": props,
         "body": body,
     }
+
+
+def not_found(exc: BaseException) -> bool:
+    """Whether the service (or the local endpoint) answered that an entity does not exist (``amqp:not-found``, 404)."""
+    text = str(exc).lower()
+    return "could not be found" in text or "amqp:not-found" in text
+
+
+def receive_error(exc: BaseException, eventhub_name: str, consumer_group: str, partition_id: str) -> BaseException:
+    """
+    What a receiver's error means: a config error when the service says the consumer group does not exist.
+
+    The service (and the local endpoint) refuses a receiver on an unknown consumer group with
+    ``amqp:not-found`` naming ``<hub>/ConsumerGroups/<group>``; the SDK reports it as a connection
+    error and would retry for ever. Any other error is returned unchanged.
+    """
+    text = str(exc)
+    if not_found(exc) and "consumergroups" in text.lower():
+        return EventTriggerConfigError(
+            f"Event Hub {eventhub_name!r} has no consumer group {consumer_group!r} (partition {partition_id}: "
+            f"{text.splitlines()[0] if text else type(exc).__name__}); create the consumer group on the hub "
+            "(Azure portal, `az eventhubs eventhub consumer-group create`, or the local endpoint's admin API) "
+            "or fix consumer_group"
+        )
+    return exc
 
 
 def checkpoint_blob_name(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, partition_id: str) -> str:
@@ -203,9 +234,11 @@ def read_events(
 
 
 class _PartitionStream:
-    """Receive several partitions after given sequence numbers into one queue (one client per partition)."""
+    """Receive several partitions after given sequence numbers (or enqueued times) into one queue (one client per partition)."""
 
-    def __init__(self, endpoint: Any, consumer_group: str, after: Mapping[str, int | str], *, max_batch_size: int = 300):
+    def __init__(
+        self, endpoint: Any, consumer_group: str, after: Mapping[str, int | datetime], *, max_batch_size: int = 300,
+    ):
         self.endpoint, self.consumer_group, self.after = endpoint, consumer_group, dict(after)
         self.max_batch_size = max_batch_size
         self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=8)
@@ -219,13 +252,13 @@ class _PartitionStream:
             self._tasks.append(asyncio.create_task(self._receive(client, pid, after)))
         return self
 
-    async def _receive(self, client: Any, pid: str, after: int | str) -> None:
+    async def _receive(self, client: Any, pid: str, after: int | datetime) -> None:
         async def on_batch(_ctx: Any, events: list[Any]) -> None:
             if events:
                 await self.queue.put((pid, list(events)))
 
         async def on_error(_ctx: Any, error: Exception) -> None:
-            await self.queue.put((pid, error))
+            await self.queue.put((pid, self._error(error, pid)))
 
         position: Any = after
         if isinstance(after, int) and after < 0:
@@ -237,7 +270,10 @@ class _PartitionStream:
                 max_batch_size=self.max_batch_size, max_wait_time=1.0,
             )
         except Exception as exc:
-            await self.queue.put((pid, exc))
+            await self.queue.put((pid, self._error(exc, pid)))
+
+    def _error(self, exc: BaseException, pid: str) -> BaseException:
+        return receive_error(exc, self.endpoint.eventhub_name, self.consumer_group, pid)
 
     async def get(self, timeout: float) -> tuple[str, list[Any]] | None:
         """The next ``(partition, events)``; ``None`` when nothing arrived within ``timeout``; errors raise."""
@@ -275,8 +311,8 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
 
     def __init__(self, kwargs: Mapping[str, Any]):
         self.kw = dict(kwargs)
-        self.position: dict[str, int] = {}  # partition -> read after this sequence number
-        self.read_to: dict[str, int] = {}  # partition -> last sequence number received
+        self.start: dict[str, int | datetime] = {}  # partition -> read after this sequence number or enqueued time
+        self.read_to: dict[str, int] = {}  # partition -> last sequence number received (-1: none)
         self.endpoint: Any = None
         self._blob: BlobStorageAsyncHook | None = None
         self._container: Any = None
@@ -284,7 +320,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _prepare(self) -> dict[str, int | str]:
+    async def _prepare(self) -> dict[str, int | datetime]:
         kw = self.kw
         endpoint = await EventHubsAsyncHook(kw["event_hubs_conn_id"], kw["eventhub_name"]).get_endpoint()
         self.endpoint = endpoint
@@ -302,10 +338,13 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
                     props = await client.get_partition_properties(pid)
                     last[pid] = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
         except Exception as exc:
-            raise EventTriggerConfigError(
+            message = (
                 f"Event Hub {kw['eventhub_name']!r} on {endpoint.fully_qualified_namespace!r} cannot be read "
                 f"({type(exc).__name__}: {exc}); check that the hub exists and connection {kw['event_hubs_conn_id']!r}"
-            ) from exc
+            )
+            if not_found(exc):
+                raise EventTriggerConfigError(message) from exc
+            raise ConnectionUnreachableError(kw["event_hubs_conn_id"], message) from exc
         wanted = [str(p) for p in kw["partition_ids"]] if kw.get("partition_ids") else ids
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
@@ -325,16 +364,23 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             finally:
                 await hook.close()
             checkpoints = {pid: group.sequence_number(pid) for pid in wanted}
-        after: dict[str, int | str] = {}
+        since = kw.get("start_enqueued_after")
         for pid in wanted:
             seq = (kw.get("start_after") or {}).get(pid, checkpoints.get(pid))
+            if seq is None and kw["start_at"] == "latest" and since is not None:
+                self.start[pid] = datetime.fromtimestamp(float(since), tz=timezone.utc)
+                self.read_to[pid] = -1
+                continue
             if seq is None:
                 seq = -1 if kw["start_at"] == "earliest" else last[pid]
-            after[pid] = seq
-            self.position[pid] = self.read_to[pid] = int(seq)
-        return after
+            self.start[pid] = self.read_to[pid] = int(seq)
+        return dict(self.start)
 
-    async def prepare(self) -> dict[str, int | str]:
+    def read_summary(self, since: Mapping[str, int] | None = None) -> str:
+        """How far each partition was read: ``partition 0: from seq 4 to 9, ...`` (from ``since`` where given)."""
+        return read_summary({**self.start, **(since or {})}, self.read_to)
+
+    async def prepare(self) -> dict[str, int | datetime]:
         """Check the hub and its partitions and read the checkpoints; where each partition is read from."""
         if self._after is None:
             self._after = await self._prepare()
@@ -378,7 +424,6 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             await self._container.upload_blob(
                 name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
             )
-            self.position[pid] = seq
 
     async def _ensure_container(self) -> None:
         """The checkpoint container's client; the container is created when missing."""
@@ -401,29 +446,44 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
 
 async def gather_batches(
     get: Callable[[float], Any], read_to: dict[str, int], size: int, window: float,
+    *, clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """
     Batches of event records from ``get(timeout)`` (``(partition, [EventData])`` or ``None`` when idle):
-    a batch is handed over at ``size`` records or ``window`` seconds after its first record. ``read_to``
-    (partition -> last sequence number seen) is updated and drops what a reconnect delivers again.
+    a batch is handed over at ``size`` records or ``window`` seconds (by ``clock``) after its first
+    record. ``read_to`` (partition -> last sequence number seen) is updated and drops what a reconnect
+    delivers again.
     """
     pending: list[dict[str, Any]] = []
     started = 0.0
     while True:
-        left = window if not pending else started + window - time.monotonic()
+        left = window if not pending else started + window - clock()
         item = await get(max(left, 0.0))
         if item is not None:
             pid, events = item
             fresh = [e for e in events if e.sequence_number > read_to.get(pid, -1)]
             if fresh and not pending:
-                started = time.monotonic()
+                started = clock()
             for e in fresh:
                 pending.append(event_record(e, pid))
                 read_to[pid] = int(e.sequence_number)
-        while pending and (len(pending) >= size or time.monotonic() - started >= window):
+        while pending and (len(pending) >= size or clock() - started >= window):
             batch, pending = pending[:size], pending[size:]
-            started = time.monotonic()
+            started = clock()
             yield batch
+
+
+def read_summary(start: Mapping[str, int | datetime], read_to: Mapping[str, int]) -> str:
+    """
+    ``partition 0: from seq 4 to 9, partition 1: from enqueued time <ISO time> to 3``: where each partition's
+    reading began and the last sequence number read (-1: none); ``nothing (...)`` without partitions.
+    """
+    parts = []
+    for pid in sorted(set(start) | set(read_to), key=lambda p: (len(p), p)):
+        begin = start.get(pid)
+        since = f"enqueued time {begin.isoformat()}" if isinstance(begin, datetime) else f"seq {'?' if begin is None else begin}"
+        parts.append(f"partition {pid}: from {since} to {read_to.get(pid, '?')}")
+    return ", ".join(parts) or "nothing (no partition opened)"
 
 
 def _positions(batch: Sequence[dict[str, Any]]) -> dict[str, tuple[int, str | None]]:
@@ -575,16 +635,17 @@ class EventHubEventTrigger(BaseEventTrigger):
 
 async def await_match(
     kwargs: Mapping[str, Any], keep: Callable[[dict[str, Any]], Any] | None, deadline: float | None,
-    *, checkpoint: bool = False,
+    *, checkpoint: bool = False, since: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """
     Read until an event the filter keeps (any event without one) or ``deadline`` (POSIX time).
 
     The deadline applies once the hub was opened (a slow connection does not eat the wait).
     Returns ``{"status": "found", "event": record, "result": what the filter returned}`` or
-    ``{"status": "timeout", "message": ...}``; the message names the hub, the consumer group and
-    how far each partition was read. With ``checkpoint`` the found event's partition is checkpointed
-    at it (standard layout).
+    ``{"status": "timeout", "message": ..., "read_to": {partition: last sequence number read}}``; the
+    message names the hub, the consumer group and how far each partition was read (from ``since``,
+    ``{partition: sequence number}`` where an earlier read began, else from where this one began).
+    With ``checkpoint`` the found event's partition is checkpointed at it (standard layout).
     """
     producer = EventHubBatchProducer(kwargs)
     stream = producer.open_stream()
@@ -604,13 +665,10 @@ async def await_match(
                     if checkpoint:
                         await producer.write_checkpoints({record["partition"]: (record["sequence_number"], record["offset"])})
                     return {"status": "found", "event": record, "result": record if result is True else result}
-        read = ", ".join(
-            f"partition {p}: from seq {producer.position.get(p, '?')} to {s}" for p, s in sorted(producer.read_to.items())
-        )
         return {
             "status": "timeout",
             "message": f"no matching event in Event Hub {kwargs['eventhub_name']!r} (consumer group "
-            f"{kwargs['consumer_group']!r}) before the deadline; read {read or 'nothing (no partition opened)'}",
+            f"{kwargs['consumer_group']!r}) before the deadline; read {producer.read_summary(since)}",
             "read_to": producer.read_to,
         }
     finally:
@@ -620,19 +678,25 @@ async def await_match(
 
 class EventHubAwaitEventTrigger(EventHubEventTrigger):
     """
-    The sensor's trigger: one ``TriggerEvent`` with the first event the filter keeps, or a timeout.
+    The sensor's trigger: one ``TriggerEvent`` with the first event the filter keeps, a timeout, or an error.
 
     Arguments as :class:`EventHubEventTrigger` plus ``deadline`` (POSIX time, ``None``: none),
-    ``checkpoint`` (checkpoint the found event's partition at it) and ``start_after`` (``{partition:
+    ``checkpoint`` (checkpoint the found event's partition at it), ``start_after`` (``{partition:
     sequence number}`` to read after, taking precedence over checkpoints and ``start_at``: the sensor
-    fixes where it starts when it starts, not when the triggerer picks the trigger up).
+    fixes where it starts when it starts, not when the triggerer picks the trigger up) and
+    ``start_enqueued_after`` (POSIX time: with ``start_at="latest"``, a partition without a
+    ``start_after`` entry or a checkpoint is read from the events enqueued after it).
+
+    The event is ``{"status": "found", "event", "result"}``, ``{"status": "timeout", "message",
+    "read_to"}`` or ``{"status": "error", "message", "retryable"}`` (``retryable`` false for the
+    package's non-retryable errors, such as a consumer group the hub does not have).
     """
 
     _container_optional = True
 
     def __init__(
         self, *, deadline: float | None = None, checkpoint: bool = False, start_after: dict[str, int] | None = None,
-        **kwargs: Any,
+        start_enqueued_after: float | None = None, **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.start_after = {str(p): int(s) for p, s in (start_after or {}).items()}
@@ -640,10 +704,14 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
             raise EventTriggerConfigError("checkpoint=True needs a checkpoint_container to write the checkpoint to")
         self.deadline = deadline
         self.checkpoint = bool(checkpoint)
+        self.start_enqueued_after = None if start_enqueued_after is None else float(start_enqueued_after)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         path, kwargs = super().serialize()
-        return path, {**kwargs, "deadline": self.deadline, "checkpoint": self.checkpoint, "start_after": self.start_after}
+        return path, {
+            **kwargs, "deadline": self.deadline, "checkpoint": self.checkpoint, "start_after": self.start_after,
+            "start_enqueued_after": self.start_enqueued_after,
+        }
 
     def shared_stream_key(self) -> Hashable | None:
         return None  # one-shot: never shared
@@ -653,6 +721,8 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
             _, kwargs = self.serialize()
             result = await await_match(kwargs, load_filter(self.filter), self.deadline, checkpoint=self.checkpoint)
         except Exception as exc:
-            self.log.exception("Waiting for an event in hub %s failed", self.eventhub_name)
-            result = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+            self.log.exception("Waiting for an event in hub %s (consumer group %s) failed", self.eventhub_name,
+                               self.consumer_group)
+            retryable = exc.retryable if isinstance(exc, EventHubsProviderError) else True
+            result = {"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable}
         yield TriggerEvent(result)

@@ -12,3 +12,9 @@ def paid_order(record: dict[str, Any]) -> dict[str, Any] | None:
     if body.get("event_type") != "paid":
         return None
     return {"order_id": body["order_id"], "amount_cents": body["amount_cents"], "seq": record["sequence_number"]}
+
+
+def paid_order_at(record: dict[str, Any]) -> dict[str, Any] | None:
+    """As :func:`paid_order`, with the event's enqueued time."""
+    found = paid_order(record)
+    return None if found is None else {**found, "enqueued_time": record["enqueued_time"]}

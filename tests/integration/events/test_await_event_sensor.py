@@ -2,16 +2,20 @@
 
 Deferrable: ``dag.test()`` runs the trigger in-line once the task deferred; a helper thread publishes
 the matching event only after the deferral is in the DB, so the sensor provably waited. Poke mode
-needs no triggerer. The timeout names the hub, the consumer group and how far each partition was read.
+needs no triggerer and never defers; its matching event is published once the sensor's receivers are
+open on every partition (the local endpoint lists them), after an earlier match that ``latest`` skips.
+Reschedule mode finds an event enqueued between two pokes. A timeout names the hub, the consumer group
+and how far each partition was read; a consumer group the hub does not have fails without retries.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import threading
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -70,29 +74,130 @@ def test_deferrable_sensor_returns_the_filters_result_and_checkpoints_the_event(
     assert _checkpoint(azurite, container, connections["hub"], "2")["sequencenumber"] == "1"
 
 
-def test_poke_mode_finds_the_event_without_a_triggerer(
-    await_dags: ModuleType, connections: dict[str, str], container: str
+def _last_failure(capfd: Any, exception: str) -> str:
+    """The last line of the task's output that reports ``exception`` (the task's log goes to stdout)."""
+    out = capfd.readouterr().out
+    lines = [line for line in out.splitlines() if f"{exception}:" in line]
+    assert lines, f"no {exception} in the output:\n{out[-3000:]}"
+    return lines[-1]
+
+
+def _await_triggers() -> int:
+    """How many await-event triggers the metadata DB holds (a deferral adds one)."""
+    from sqlalchemy import func, select
+
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.scalar(select(func.count()).select_from(Trigger).where(Trigger.classpath == TRIGGER))
+
+
+def _reading_every_partition(event_hubs: Any, hub: str) -> bool:
+    """The sensor's receivers are open, their start positions fixed, on all four partitions of ``hub``."""
+    receivers = event_hubs.admin.receivers(hub)
+    return {r["partition"] for r in receivers if r["consumer_group"].lower() == "analytics"} == {"0", "1", "2", "3"}
+
+
+def test_poke_mode_finds_an_event_enqueued_after_it_started_reading_and_never_defers(
+    await_dags: ModuleType, connections: dict[str, str], container: str, event_hubs: Any
 ) -> None:
-    send_json(connections["event_hubs"], "0", [order("o-3", "placed")])
-    threading.Timer(2.5, lambda: send_json(connections["event_hubs"], "3", [order("o-3", "paid", 70)])).start()
+    send_json(connections["event_hubs"], "0", [order("o-3", "paid", 71)])  # before the sensor starts: latest skips it
+    sent: list[bool] = []
+    watcher = when(
+        lambda: _reading_every_partition(event_hubs, connections["hub"]),
+        lambda: (send_json(connections["event_hubs"], "3", [order("o-3", "placed"), order("o-3", "paid", 70)]), sent.append(True)),
+    )
+    triggers_before = _await_triggers()
 
     dr = await_dags.await_poke.test(run_conf={"hub": connections["hub"], "container": container})
 
+    watcher.join(30)
+    assert sent == [True], "the poking sensor never had receivers open on every partition"
     (ti,) = dr.get_task_instances()
     assert ti.state == "success"
-    assert returned(ti) == {"order_id": "o-3", "amount_cents": 70, "seq": 0}
+    assert returned(ti) == {"order_id": "o-3", "amount_cents": 70, "seq": 1}
+    assert ti.next_method is None and _await_triggers() == triggers_before, "the poking sensor deferred"
 
 
+def _reschedules(ti: Any) -> list[Any]:
+    from sqlalchemy import select
+
+    from airflow.models.taskreschedule import TaskReschedule
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return list(session.scalars(select(TaskReschedule).where(TaskReschedule.ti_id == ti.id).order_by(TaskReschedule.id)))
+
+
+def _between_reading_pokes(dag_id: str) -> bool:
+    """The sensor of ``dag_id`` is waiting for its next poke after at least one poke that read (the second)."""
+    from sqlalchemy import select
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id)).first()
+        return ti is not None and ti.state == "up_for_reschedule" and len(_reschedules(ti)) >= 2
+
+
+def test_reschedule_mode_finds_an_event_enqueued_between_two_pokes(
+    await_dags: ModuleType, connections: dict[str, str], container: str
+) -> None:
+    """Each poke is a new operator: ``latest`` must not be "the end of the hub when this poke started"."""
+    send_json(connections["event_hubs"], "1", [order("o-5", "paid", 80)])  # before the task starts: latest skips it
+    sent: list[bool] = []
+    watcher = when(
+        lambda: _between_reading_pokes("await_reschedule"),
+        lambda: (send_json(connections["event_hubs"], "2", [order("o-5", "paid", 90)]), sent.append(True)),
+        timeout=90,
+    )
+
+    dr = await_dags.await_reschedule.test(run_conf={"hub": connections["hub"], "container": container})
+
+    watcher.join(30)
+    assert sent == [True], "the sensor was never between two pokes"
+    (ti,) = dr.get_task_instances()
+    assert ti.state == "success"
+    found = returned(ti)
+    assert {k: found[k] for k in ("order_id", "amount_cents", "seq")} == {"order_id": "o-5", "amount_cents": 90, "seq": 0}
+    enqueued = datetime.fromisoformat(found["enqueued_time"])
+    pauses = [(r.end_date, r.reschedule_date) for r in _reschedules(ti)[1:]]
+    assert any(end <= enqueued <= next_poke for end, next_poke in pauses), (
+        f"the event (enqueued {enqueued}) did not arrive between a reading poke's end and the next poke: {pauses}"
+    )
+
+
+@pytest.mark.parametrize("dag_id", ["await_unknown_group_poke", "await_unknown_group_deferrable"])
+def test_a_consumer_group_the_hub_does_not_have_fails_without_retries(
+    await_dags: ModuleType, connections: dict[str, str], container: str, capfd, dag_id: str  # type: ignore[no-untyped-def]
+) -> None:
+    dr = getattr(await_dags, dag_id).test(run_conf={"hub": connections["hub"], "container": container})
+
+    (ti,) = dr.get_task_instances()
+    assert ti.state == "failed" and ti.try_number == 1, "a retry cannot create the consumer group"
+    failure = _last_failure(capfd, "AirflowFailException")
+    assert f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group'" in failure
+    assert "create the consumer group on the hub" in failure
+
+
+@pytest.mark.parametrize(
+    "dag_id",
+    [
+        "await_deferrable_timeout",
+        "await_poke_timeout",  # two pokes read (10 s, then up to the deadline): the message spans both
+    ],
+)
 def test_timeout_names_the_hub_the_group_and_how_far_it_read(
-    await_dags: ModuleType, connections: dict[str, str], container: str, capfd  # type: ignore[no-untyped-def]
+    await_dags: ModuleType, connections: dict[str, str], container: str, capfd, dag_id: str  # type: ignore[no-untyped-def]
 ) -> None:
     send_json(connections["event_hubs"], "0", [order("o-4", "placed"), order("o-4", "shipped")])
 
-    dr = await_dags.await_deferrable_timeout.test(run_conf={"hub": connections["hub"], "container": container})
+    dr = getattr(await_dags, dag_id).test(run_conf={"hub": connections["hub"], "container": container})
 
     (ti,) = dr.get_task_instances()
     assert ti.state == "failed"
-    out = capfd.readouterr().out
-    (failure,) = [line for line in out.splitlines() if "AirflowSensorTimeout:" in line][-1:]
+    failure = _last_failure(capfd, "AirflowSensorTimeout")
     assert f"no matching event in Event Hub {connections['hub']!r} (consumer group 'analytics')" in failure
     assert "partition 0: from seq -1 to 1" in failure and "partition 3: from seq -1 to -1" in failure

@@ -70,3 +70,29 @@ def test_unknown_hub_and_partition_are_refused_with_what_to_fix(connections: dic
     with pytest.raises(EventTriggerConfigError, match=r"has no partition 9 \(it has 0, 1, 2, 3\); fix partition_ids"):
         _fire(EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="analytics",
                                    checkpoint_container=container, partition_ids=["9"]), 1)
+
+
+def test_a_consumer_group_the_hub_does_not_have_is_refused_with_what_to_do(connections: dict[str, str], container: str) -> None:
+    """The local endpoint answers 404 for an unknown consumer group, as the service does; the SDK would retry for ever."""
+    send_json(connections["event_hubs"], "0", [{"n": 1}])
+    trigger = EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="no-such-group",
+                                   checkpoint_container=container, batch_window=1.0)
+    with pytest.raises(EventTriggerConfigError) as caught:
+        _fire(trigger, 1)
+    message = str(caught.value)
+    assert message.startswith(f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group' (partition ")
+    assert "could not be found" in message and "create the consumer group on the hub" in message
+
+
+def test_a_queue_namespace_the_connection_does_not_reach_is_refused(connections: dict[str, str], container: str) -> None:
+    """``MessageQueueTrigger(queue="eventhubs://<namespace>/<hub>")`` sets ``namespace``; the connection must reach it."""
+    from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
+
+    queue = f"eventhubs://other-ns.servicebus.windows.net/{connections['hub']}"
+    path, kwargs = MessageQueueTrigger(queue=queue, consumer_group="analytics", checkpoint_container=container).serialize()
+    assert kwargs["namespace"] == "other-ns.servicebus.windows.net"
+    with pytest.raises(EventTriggerConfigError, match=(
+        r"queue names namespace 'other-ns\.servicebus\.windows\.net' but connection 'azure_event_hubs_default' "
+        r"reaches '127\.0\.0\.1:\d+'; use a connection to that namespace"
+    )):
+        _fire(EventHubEventTrigger(**kwargs), 1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +16,8 @@ from airflow_provider_eh.triggers.event import (
     gather_batches,
     load_filter,
     ranges_of,
+    read_summary,
+    receive_error,
 )
 
 ARGS = {"eventhub_name": "orders", "consumer_group": "airflow", "checkpoint_container": "cp"}
@@ -54,10 +55,49 @@ def test_serialisation_round_trips_every_argument() -> None:
 
 
 def test_await_trigger_serialises_its_deadline_and_is_never_shared() -> None:
-    trigger = EventHubAwaitEventTrigger(**ARGS, deadline=123.0, checkpoint=True)
+    trigger = EventHubAwaitEventTrigger(**ARGS, deadline=123.0, checkpoint=True, start_after={0: 5},
+                                        start_enqueued_after=1700000000.5)
     _, kwargs = trigger.serialize()
     assert EventHubAwaitEventTrigger(**kwargs).serialize()[1] == kwargs
     assert kwargs["deadline"] == 123.0 and kwargs["checkpoint"] is True and trigger.shared_stream_key() is None
+    assert kwargs["start_after"] == {"0": 5} and kwargs["start_enqueued_after"] == 1700000000.5
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # the local endpoint, through the SDK
+        "The messaging entity 'orders/ConsumerGroups/nope' could not be found. (404)\nError condition: amqp:not-found",
+        # the service
+        "The messaging entity 'sb://ns.servicebus.windows.net/orders/consumergroups/nope' could not be found. "
+        "To know more visit https://aka.ms/sbResourceMgrExceptions. TrackingId:1, SystemTracker:x, Timestamp:y",
+    ],
+)
+def test_a_missing_consumer_group_is_a_config_error_naming_hub_group_and_what_to_do(message: str) -> None:
+    from azure.eventhub.exceptions import ConnectionLostError
+
+    error = receive_error(ConnectionLostError(message), "orders", "nope", "2")
+    assert isinstance(error, EventTriggerConfigError) and not error.retryable
+    assert str(error).startswith("Event Hub 'orders' has no consumer group 'nope' (partition 2: The messaging entity")
+    assert "create the consumer group on the hub" in str(error) and "or fix consumer_group" in str(error)
+
+
+def test_other_receive_errors_stay_as_they_are() -> None:
+    from azure.eventhub.exceptions import ConnectionLostError
+
+    lost = ConnectionLostError("connection reset by peer")
+    assert receive_error(lost, "orders", "g", "0") is lost
+
+
+def test_the_read_summary_names_where_each_partition_began_and_ended() -> None:
+    from datetime import datetime, timezone
+
+    since = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert read_summary({"0": -1, "10": 4, "2": since}, {"0": 7, "10": 4, "2": -1}) == (
+        "partition 0: from seq -1 to 7, partition 2: from enqueued time 2026-01-02T03:04:05+00:00 to -1, "
+        "partition 10: from seq 4 to 4"
+    )
+    assert read_summary({}, {}) == "nothing (no partition opened)"
 
 
 def test_filter_by_dotted_path_and_colon_form() -> None:
@@ -99,32 +139,39 @@ def test_the_sensor_trigger_needs_a_container_only_to_checkpoint() -> None:
         EventHubAwaitEventTrigger(**{**ARGS, "checkpoint_container": None}, checkpoint=True)
 
 
-def _scripted(items: list[tuple[float, Any]]):
-    """A ``get(timeout)`` that delivers ``(delay, item)`` in order, then nothing."""
-    queue = list(items)
+class ScriptedHub:
+    """
+    A ``get(timeout)`` on a clock of its own: delivers ``(delay, item)`` in order, each ``delay`` after
+    the previous one, by moving the clock instead of sleeping (batching is timed on this clock alone).
+    """
 
-    async def get(timeout: float) -> Any:
-        if not queue:
-            await asyncio.sleep(timeout)
+    def __init__(self, items: list[tuple[float, Any]]):
+        self.now = 0.0
+        self.items = list(items)
+
+    def clock(self) -> float:
+        return self.now
+
+    async def get(self, timeout: float) -> Any:
+        await asyncio.sleep(0)
+        if not self.items or self.items[0][0] > timeout:
+            if self.items:
+                self.items[0] = (self.items[0][0] - timeout, self.items[0][1])
+            self.now += timeout
             return None
-        delay, item = queue[0]
-        if delay > timeout:
-            queue[0] = (delay - timeout, item)
-            await asyncio.sleep(timeout)
-            return None
-        queue.pop(0)
-        await asyncio.sleep(delay)
+        delay, item = self.items.pop(0)
+        self.now += delay
         return item
 
-    return get
 
+def _collect(hub: ScriptedHub, size: int, window: float, count: int,
+             read_to: dict[str, int] | None = None) -> list[tuple[float, list]]:
+    """The first ``count`` batches as ``(clock time handed over, [(partition, seq), ...])``."""
 
-def _collect(get, size: int, window: float, count: int, read_to: dict[str, int] | None = None) -> list[tuple[float, list]]:
     async def run() -> list[tuple[float, list]]:
         out = []
-        start = time.monotonic()
-        async for batch in gather_batches(get, read_to if read_to is not None else {}, size, window):
-            out.append((time.monotonic() - start, [(r["partition"], r["sequence_number"]) for r in batch]))
+        async for batch in gather_batches(hub.get, read_to if read_to is not None else {}, size, window, clock=hub.clock):
+            out.append((hub.now, [(r["partition"], r["sequence_number"]) for r in batch]))
             if len(out) == count:
                 return out
         return out
@@ -134,22 +181,23 @@ def _collect(get, size: int, window: float, count: int, read_to: dict[str, int] 
 
 def test_a_full_batch_fires_at_once_and_the_rest_waits_for_the_window() -> None:
     events = [FakeEvent(s) for s in range(5)]
-    batches = _collect(_scripted([(0.0, ("0", events))]), size=3, window=0.4, count=2)
+    batches = _collect(ScriptedHub([(0.0, ("0", events))]), size=3, window=0.4, count=2)
     assert [b for _, b in batches] == [[("0", 0), ("0", 1), ("0", 2)], [("0", 3), ("0", 4)]]
-    assert batches[0][0] < 0.2  # the full batch did not wait
-    assert batches[1][0] >= 0.35  # the partial one waited for the window
+    assert batches[0][0] == 0.0  # the full batch did not wait
+    assert batches[1][0] == pytest.approx(0.4)  # the partial one waited for the window, started at the full one
 
 
 def test_the_window_starts_at_a_batchs_first_event_and_spans_partitions() -> None:
-    get = _scripted([(0.0, ("0", [FakeEvent(10)])), (0.1, ("1", [FakeEvent(7)])), (0.5, ("0", [FakeEvent(11)]))])
-    batches = _collect(get, size=100, window=0.3, count=2)
+    hub = ScriptedHub([(0.2, ("0", [FakeEvent(10)])), (0.1, ("1", [FakeEvent(7)])), (0.5, ("0", [FakeEvent(11)]))])
+    batches = _collect(hub, size=100, window=0.3, count=2)
     assert [b for _, b in batches] == [[("0", 10), ("1", 7)], [("0", 11)]]
-    assert 0.25 <= batches[0][0] < 0.5
+    assert batches[0][0] == pytest.approx(0.5)  # 0.2 (its first event) + the window, not 0.3 after the idle start
+    assert batches[1][0] == pytest.approx(1.1)  # 0.8 + the window
 
 
 def test_events_delivered_again_after_a_reconnect_are_dropped() -> None:
-    get = _scripted([(0.0, ("0", [FakeEvent(4), FakeEvent(5)]))])
-    batches = _collect(get, size=10, window=0.1, count=1, read_to={"0": 4})
+    hub = ScriptedHub([(0.0, ("0", [FakeEvent(4), FakeEvent(5)]))])
+    batches = _collect(hub, size=10, window=0.1, count=1, read_to={"0": 4})
     assert [b for _, b in batches] == [[("0", 5)]]
 
 
