@@ -6,16 +6,18 @@ decoding and checks as the engine), consumer checkpoints through
 management requests, and dead letters through :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`.
 
 A request reads through one :class:`Reading`: each connection it names is read once and each client
-built once. Across requests, what is safe to share is cached briefly: partition properties for
+built once. Across requests, what is safe to share is cached: partition properties for
 :data:`PROPERTIES_TTL` seconds (every open tab refreshes the lag; they share one read), the hub's
 partition ids for :data:`PARTITION_IDS_TTL` seconds, and the enqueued time of the first event after a
-checkpoint for as long as it is asked for (an event's enqueued time never changes).
+checkpoint position (it never changes; the latest 8,192 positions are kept).
 
 Lag in time is the age, when read, of the oldest event a consumer group has not processed: now minus
 the enqueued time of the event just after its checkpoint (the first event of the partition when it
-has none). That event is read, for lagging partitions only, :data:`PROBE_THREADS` at a time, as
-``Source.lag_consumer_group`` (a non-exclusive reader: a processor holding the partition exclusively
-makes the probe fail, never the other way round; the lag in time is then ``None``).
+has none). That event is read for lagging partitions only, in the background, :data:`PROBE_THREADS`
+at a time for the whole API server, as ``Source.lag_consumer_group`` (a non-exclusive reader: a
+processor holding the partition exclusively makes the read fail, never the other way round). A
+request waits :data:`PROBE_WAIT` seconds for those reads; a lag in time not read by then is ``None``
+and filled in on a later refresh.
 
 Failures are reported by :mod:`~airflow_provider_eh.plugins.redaction`: what was read, the error's
 class and what to check, never the error's text. Only names, numbers and times leave this module.
@@ -25,10 +27,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import queue
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -44,7 +48,9 @@ PROPERTY_CLIENTS = 8
 PROPERTIES_TTL = 2.0
 PARTITION_IDS_TTL = 60.0
 PROBE_THREADS = 8
-PROBE_TIMEOUT = 5.0
+PROBE_TIMEOUT = 30.0
+PROBE_WAIT = 3.0
+PROBE_RETRY_AFTER = 30.0
 CHECKPOINT = "checkpoint"
 OWNERSHIP = "ownership"
 
@@ -76,6 +82,10 @@ class Source:
 _PROPERTIES = Cache(PROPERTIES_TTL, 256)
 _PARTITION_IDS = Cache(PARTITION_IDS_TTL, 256)
 _FIRST_UNPROCESSED = Cache(None, 8192)
+_UNREADABLE = Cache(PROBE_RETRY_AFTER, 8192)
+_PROBING: dict[tuple[str, str, str, int], Future[Any]] = {}
+_PROBING_LOCK = threading.RLock()  # a future done at once runs its callback under it
+_PROBE_POOL: ThreadPoolExecutor | None = None
 
 
 class _OneRead:
@@ -371,26 +381,57 @@ def lag_seconds(behind: int, first_unprocessed_enqueued: datetime | None, now: d
 
 
 def first_unprocessed_times(
-    endpoint: Any, consumer_group: str, positions: Iterable[tuple[str, int]], timeout: float = PROBE_TIMEOUT,
+    endpoint: Any, consumer_group: str, positions: Iterable[tuple[str, int]], wait: float = PROBE_WAIT,
 ) -> dict[tuple[str, int], datetime | None]:
     """Enqueued time of the first event after each ``(partition, sequence number)`` (``-1``: the partition's
-    first event), read :data:`PROBE_THREADS` at a time and remembered (an enqueued time never changes)."""
-    wanted = sorted(set(positions))
+    first event); ``None`` for those not read yet.
+
+    Positions not remembered are read in the background, :data:`PROBE_THREADS` at a time for the whole
+    API server, each for :data:`PROBE_TIMEOUT` seconds at most; the call waits ``wait`` seconds for them
+    and returns what is read by then (the rest is there for the next refresh). An enqueued time never
+    changes, so a position is read once; one that could not be read is tried again after
+    :data:`PROBE_RETRY_AFTER` seconds.
+    """
     out: dict[tuple[str, int], datetime | None] = {}
-    missing = []
-    for position in wanted:
-        hit, value = _FIRST_UNPROCESSED.peek(_probe_key(endpoint, position))
+    pending: dict[tuple[str, int], Future[datetime | None]] = {}
+    for position in sorted(set(positions)):
+        key = _probe_key(endpoint, position)
+        hit, value = _FIRST_UNPROCESSED.peek(key)
+        if not hit:
+            hit, value = _UNREADABLE.peek(key)
         if hit:
             out[position] = value
-        else:
-            missing.append(position)
-    if missing:
-        with ThreadPoolExecutor(min(PROBE_THREADS, len(missing))) as pool:
-            for position, value in zip(missing, pool.map(lambda p: _probe(endpoint, consumer_group, p, timeout), missing)):
-                out[position] = value
-                if value is not None:
-                    _FIRST_UNPROCESSED.put(_probe_key(endpoint, position), value)
+            continue
+        with _PROBING_LOCK:
+            future = _PROBING.get(key)
+            if future is None:
+                future = _probe_pool().submit(_probe, endpoint, consumer_group, position, PROBE_TIMEOUT)
+                _PROBING[key] = future
+                future.add_done_callback(lambda done, key=key: _probed(key, done))
+        pending[position] = future
+    if pending:
+        futures.wait(pending.values(), timeout=wait)
+    for position, future in pending.items():
+        out[position] = future.result() if future.done() and not future.exception() else None
     return out
+
+
+def _probe_pool() -> ThreadPoolExecutor:
+    global _PROBE_POOL
+    with _PROBING_LOCK:
+        if _PROBE_POOL is None:
+            _PROBE_POOL = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="eh-view-probe")
+        return _PROBE_POOL
+
+
+def _probed(key: tuple[str, str, str, int], done: Future[datetime | None]) -> None:
+    value = None if done.exception() else done.result()
+    if value is None:
+        _UNREADABLE.put(key, None)
+    else:
+        _FIRST_UNPROCESSED.put(key, value)
+    with _PROBING_LOCK:
+        _PROBING.pop(key, None)
 
 
 def _probe_key(endpoint: Any, position: tuple[str, int]) -> tuple[str, str, str, int]:
@@ -398,25 +439,38 @@ def _probe_key(endpoint: Any, position: tuple[str, int]) -> tuple[str, str, str,
 
 
 def _probe(endpoint: Any, consumer_group: str, position: tuple[str, int], timeout: float) -> datetime | None:
-    from airflow_provider_eh.client.receive import PartitionReader
+    """The enqueued time of the first event after ``position``, read as ``consumer_group``; ``None`` after ``timeout`` seconds."""
+    from airflow_provider_eh.client.receive import STOP, PartitionReader
 
     partition_id, after = position
+    what = (f"reading the enqueued time after sequence number {after} of partition {partition_id} "
+            f"as consumer group {consumer_group!r}")
+    arrived: queue.Queue[Any] = queue.Queue()
     reader = PartitionReader(endpoint, consumer_group, partition_id, after, max_batch_size=1,
-                             max_wait_time=min(1.0, timeout), prefetch=1)
+                             max_wait_time=1.0, prefetch=1, sink=arrived)
     deadline = time.monotonic() + timeout
     try:
-        for events in reader.batches():
-            if events:
-                enqueued = events[0].enqueued_time
-                return enqueued if enqueued is None or enqueued.tzinfo else enqueued.replace(tzinfo=timezone.utc)
-            if time.monotonic() > deadline:
+        reader.start()
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                _, item = arrived.get(timeout=left)
+            except queue.Empty:
                 break
+            if item is STOP:
+                break
+            if isinstance(item, BaseException):
+                log_failure(what, item)
+                return None
+            if item:
+                enqueued = item[0].enqueued_time
+                return enqueued if enqueued is None or enqueued.tzinfo else enqueued.replace(tzinfo=timezone.utc)
+        log.info("Event Hubs view: %s: nothing within %.0f s", what, timeout)
+        return None
     except Exception as exc:
-        log_failure(f"reading the enqueued time after sequence number {after} of partition {partition_id} "
-                    f"as consumer group {consumer_group!r}", exc)
+        log_failure(what, exc)
+        return None
     finally:
         reader.close()
-    return None
 
 
 def consumer_row(partition: str, last_enqueued: int, checkpoint: Any, owner: Any,

@@ -66,9 +66,11 @@ def reason_of(exc: BaseException) -> str:
 
 
 def log_failure(what: str, exc: BaseException) -> None:
-    """Log a failed read for the API server's operators: the error's class and its text, masked."""
+    """Log a failed read for the API server's operators: the error's class and the first line of its text,
+    masked (storage errors go on with the request's signature and the string it signed)."""
     cause = _underlying(exc)
-    log.warning("Event Hubs view: %s failed: %s: %s", what, type(cause).__name__, _redact(str(cause)))
+    first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    log.warning("Event Hubs view: %s failed: %s: %s", what, type(cause).__name__, _redact(first_line))
 
 
 def failure(what: str, exc: BaseException, hint: str, status_code: int = 502) -> ViewReadError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,21 @@ from airflow_provider_eh.client.readback import read_hub
 
 def _groups(body: dict) -> dict[str, dict[str, dict]]:
     return {g["group"]: {p["partition"]: p for p in g["partitions"]} for g in body["producer_groups"]}
+
+
+def _consumers(body: dict) -> dict[str, dict[str, dict]]:
+    return {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
+
+
+def _await_lag_times(view_stack: ViewStack, token: str, timeout: float = 120) -> dict:
+    """``/api/consumers`` once every partition's lag in time is known."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = view_stack.view("/api/consumers", token).json()
+        if all(p["lag_seconds"] is not None for g in body["consumer_groups"] for p in g["partitions"]):
+            return body
+        assert time.monotonic() < deadline, f"lag in time still unknown after {timeout} s: {body}"
+        time.sleep(1)
 
 
 def _time(text: str) -> datetime:  # the REST API writes "Z", the view "+00:00"
@@ -84,9 +100,12 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
     # consumer lag: analytics read before the DAG's publish, $Default after it
     in_hub = Counter(e.partition for e in read_hub(airflow_endpoint(view_stack)))
-    consumers = {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
+    consumers = _consumers(body)
     assert set(consumers) == {"analytics", "$default", "backlog"}  # discovered from blob paths, which the SDKs lower-case
-    read_at = _time(body["read_at"]).timestamp()
+    # lag in time needs the first unprocessed event's enqueued time, read in the background: a later read has it
+    timed_body = _await_lag_times(view_stack, token)
+    timed = _consumers(timed_body)
+    read_at = _time(timed_body["read_at"]).timestamp()
     sent_before, sent_after = view_stack.stamped_sent
     for pid in map(str, range(PARTITIONS)):
         assert consumers["$default"][pid]["lag_events"] == 0
@@ -94,11 +113,12 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
         assert consumers["$default"][pid]["lag_seconds"] == 0
         assert consumers["analytics"][pid]["lag_events"] == DAG_EVENTS // PARTITIONS
         assert consumers["analytics"][pid]["checkpointed"] == in_hub[pid] - 1 - DAG_EVENTS // PARTITIONS
-        assert consumers["analytics"][pid]["lag_seconds"] > 0
-        assert consumers["analytics"][pid]["lag_seconds"] <= read_at - sent_after + 1  # its oldest unread event is the DAG's
+        assert timed["analytics"][pid]["lag_seconds"] > 0
+        assert timed["analytics"][pid]["lag_seconds"] <= read_at - sent_after + 1  # its oldest unread event is the DAG's
         # a backlog enqueued before the checkpoint was written: behind by the events after it, and by their age
         backlog = consumers["backlog"][pid]
         assert backlog["checkpointed"] == BACKLOG_CHECKPOINT and backlog["lag_events"] == in_hub[pid] - 1 - BACKLOG_CHECKPOINT
+        backlog = timed["backlog"][pid]
         assert view_stack.backlog_checkpointed - sent_after - 1 <= backlog["lag_seconds"] <= read_at - sent_before + 1
         assert _time(backlog["oldest_unprocessed_enqueued_at"]).timestamp() <= sent_after + 1
 
@@ -218,7 +238,9 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         replay = page.eval("document.getElementById('replay-command').textContent")
         assert replay.startswith("python -m airflow_provider_eh.ingest --sql-conn-id sink_view") and replay.endswith(" replay")
         assert page.eval("!document.getElementById('dead-letters-section').hidden")
-        texts = page.eval("Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar-row')).map(r => r.textContent)")
+        rows_js = "Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar-row'))"
+        page.wait_for(f"{rows_js}.every(r => !r.textContent.includes('age unknown'))", timeout=60)  # filled in on refresh
+        texts = page.eval(f"{rows_js}.map(r => r.textContent)")
         assert len(texts) == PARTITIONS and all("events, " in t and "age unknown" not in t for t in texts), texts
         before = page.eval("document.getElementById('consumers-read-at').textContent")
         page.wait_for(f"document.getElementById('consumers-read-at').textContent !== {json.dumps(before)}", timeout=30)

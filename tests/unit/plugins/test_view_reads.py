@@ -22,7 +22,7 @@ BLOB = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Q
 
 @pytest.fixture(autouse=True)
 def fresh_caches() -> None:
-    for cache in (readers._PROPERTIES, readers._PARTITION_IDS, readers._FIRST_UNPROCESSED):
+    for cache in (readers._PROPERTIES, readers._PARTITION_IDS, readers._FIRST_UNPROCESSED, readers._UNREADABLE):
         cache.clear()
 
 
@@ -146,3 +146,29 @@ def test_only_lagging_partitions_are_probed_once_per_checkpoint_position(monkeyp
                     "reporting": {"0": (0, 0.0), "1": (5, 1800.0), "2": (10, 7200.0)}}
     readers.consumer_groups(reading, props, NOW + timedelta(seconds=5))
     assert len(probed) == 2  # the enqueued time of an event never changes: read once
+
+
+def test_a_slow_read_does_not_hold_the_answer_and_fills_in_a_later_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    release, calls = threading.Event(), []
+
+    def probe(endpoint: Any, group: str, position: tuple[str, int], timeout: float) -> datetime | None:
+        calls.append(position)
+        release.wait(10)
+        return None if position[0] == "1" else NOW - timedelta(minutes=1)
+
+    monkeypatch.setattr(readers, "_probe", probe)
+    endpoint = Endpoint({})
+    started = time.monotonic()
+    assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2) == {("0", 4): None, ("1", 4): None}
+    assert time.monotonic() - started < 2
+    assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4)], wait=0.2) == {("0", 4): None}
+    release.set()
+    deadline = time.monotonic() + 10
+    while readers._PROBING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2)
+    assert again == {("0", 4): NOW - timedelta(minutes=1), ("1", 4): None}
+    assert sorted(calls) == [("0", 4), ("1", 4)]  # one read each: in flight, then remembered (or, unread, left for a while)
