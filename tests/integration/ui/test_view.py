@@ -135,7 +135,7 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
     refreshed = view_stack.view("/api/consumers", token)
     assert refreshed.status_code == 200
-    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default"}
+    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default", "backlog"}
 
 
 def airflow_endpoint(view_stack: ViewStack):
@@ -254,6 +254,7 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         page.goto(view_stack.airflow.origin + href)
         page.wait_for("document.body.innerText.includes('Rendered Templates') && location.pathname.endsWith('/tasks/publish')")
         assert "Page Not Found" not in page.text() and page.eval("location.pathname") == href
+        assert run["dag_run_id"] in page.text() and "AuditedPublishOperator" in page.text()
         page.screenshot(tmp_path / "task-instance.png")
 
         # the page is in Airflow's navigation: the UI lists it and embeds it
