@@ -77,6 +77,27 @@ _MODULES: dict[str, list[str]] = {
 }
 
 
+# Options of the provider's own section; Airflow lists them (``airflow config list``) with their defaults.
+_CONFIG: dict[str, Any] = {
+    "azure_event_hubs": {
+        "description": "The Event Hubs view in the Airflow UI (plugin ``azure_event_hubs_view``).",
+        "options": {
+            "view_enabled": {
+                "description": (
+                    "Mount the Event Hubs view in the API server (``/eventhubs`` under ``[api] base_url``) and list "
+                    "it under Browse in the UI. False: the plugin adds no route and no menu entry. Read when the "
+                    "API server starts."
+                ),
+                "version_added": None,
+                "type": "boolean",
+                "example": "False",
+                "default": "True",
+            },
+        },
+    },
+}
+
+
 def connection_type(name: str) -> dict[str, Any]:
     """The declared connection type ``name`` (hooks derive their UI behaviour from it)."""
     if name == _EVENT_HUBS_CONNECTION["connection-type"]:
@@ -110,6 +131,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
     }
+    info["config"] = _CONFIG
     # the common messaging provider's queue schemes: MessageQueueTrigger(queue="eventhubs://<namespace>/<hub>")
     info["queues"] = ["airflow_provider_eh.queues.EventHubsMessageQueueProvider"]
     for kind, modules in _MODULES.items():

@@ -6,10 +6,13 @@ producer groups' states with ``--entries`` committed ledger entries in all (spre
 and partition, one pending batch per group) and checkpoints of two consumer groups, then measures,
 in the same run, the median of ``--repeat`` rounds of:
 
-- ``raw``: what the view has to read from storage: one listing of the state blobs, a download of
-  each (16 at a time, as the view does), one checkpoint listing per consumer group;
+- ``raw``: what the view has to read: one listing of the state blobs, a download of each (16 at a
+  time, as the view does), one checkpoint listing per consumer group and spelling of the namespace
+  (with and without its port), and every partition's properties (from 8 clients at once, as the
+  view does; the partition ids are read once before, as the view keeps them for a minute);
 - ``api``: ``GET /eventhubs/api/overview`` through the API server (authentication, the same reads,
-  decoding, the Event Hubs partition properties, task-instance links, JSON).
+  decoding, task-instance links, scrubbing, JSON). Each round waits out the view's partition-properties
+  cache first, so every round makes its reads.
 
 The last line is ``ratio=<api/raw> api_s=... raw_s=...``.
 """
@@ -31,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from airflow_provider_eh.plugins.readers import PROPERTIES_TTL, PROPERTY_CLIENTS  # noqa: E402
 from airflow_provider_eh.publishing.state import CommittedBatch, PendingIntent, ProducerState, StateKey  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.ports import free_port  # noqa: E402
@@ -76,12 +81,28 @@ def write_checkpoints(container, fqns: str, partitions: int) -> None:
             container.upload_blob(name, b"", overwrite=True, metadata={"sequencenumber": "10", "offset": "100"})
 
 
-def raw_reads(state, checkpoints, namespace: str, fqns: str) -> int:
-    names = [b.name for b in state.list_blobs(name_starts_with=f"{namespace}/{HUB}/".lower())]
-    with ThreadPoolExecutor(16) as pool:
-        sizes = list(pool.map(lambda n: len(state.get_blob_client(n).download_blob().readall()), names))
-    for group in CONSUMER_GROUPS:
-        list(checkpoints.list_blobs(name_starts_with=f"{fqns}/{HUB}/{group}/".lower(), include=["metadata"]))
+def partition_properties(endpoint: EventHubsEndpoint, partition_ids: list[str]) -> int:
+    """Every partition's properties, from PROPERTY_CLIENTS clients at once (one connection per request, as in the view)."""
+
+    def share(ids: list[str]) -> int:
+        with endpoint.producer(retry_total=1) as client:
+            return len([client.get_partition_properties(pid) for pid in ids])
+
+    shares = [s for s in (partition_ids[i::PROPERTY_CLIENTS] for i in range(PROPERTY_CLIENTS)) if s]
+    with ThreadPoolExecutor(len(shares)) as pool:
+        return sum(pool.map(share, shares))
+
+
+def raw_reads(state, checkpoints, endpoint: EventHubsEndpoint, partition_ids: list[str]) -> int:
+    names = [b.name for b in state.list_blobs(name_starts_with=f"{endpoint.namespace}/{HUB}/".lower())]
+    with ThreadPoolExecutor(2) as side:  # the hub's management requests and the blobs side by side, as in the view
+        properties = side.submit(partition_properties, endpoint, partition_ids)
+        with ThreadPoolExecutor(16) as pool:
+            sizes = list(pool.map(lambda n: len(state.get_blob_client(n).download_blob().readall()), names))
+        for group in CONSUMER_GROUPS:
+            for namespace in namespace_spellings(endpoint.fully_qualified_namespace):
+                list(checkpoints.list_blobs(name_starts_with=f"{namespace}/{HUB}/{group}/".lower(), include=["metadata"]))
+        assert properties.result() == len(partition_ids)
     return sum(sizes)
 
 
@@ -115,16 +136,21 @@ def main() -> None:
                 token = airflow.client.headers["Authorization"]
                 params = {"conn_id": "eh_bench", "hub": HUB, "wasb_conn_id": "wasb_bench", "state_container": STATE,
                           "checkpoint_container": CHECKPOINTS, "consumer_groups": ",".join(CONSUMER_GROUPS)}
+                with endpoint.producer() as client:
+                    partition_ids = [str(p) for p in client.get_partition_ids()]
                 api_times, raw_times = [], []
                 body = None
+                last_api = 0.0
                 for _ in range(args.repeat + 1):  # the first round warms both up and is not counted
                     started = time.perf_counter()
-                    size = raw_reads(state, checkpoints, endpoint.namespace, endpoint.fully_qualified_namespace)
+                    size = raw_reads(state, checkpoints, endpoint, partition_ids)
                     raw_times.append(time.perf_counter() - started)
+                    time.sleep(max(0.0, last_api + PROPERTIES_TTL + 0.2 - time.monotonic()))  # no cached properties
                     started = time.perf_counter()
                     response = httpx.get(f"{airflow.base}/eventhubs/api/overview", params=params,
                                          headers={"Authorization": token}, timeout=300)
                     api_times.append(time.perf_counter() - started)
+                    last_api = time.monotonic()
                     response.raise_for_status()
                     body = response.json()
             finally:
@@ -135,7 +161,7 @@ def main() -> None:
     api, raw = statistics.median(api_times[1:]), statistics.median(raw_times[1:])
     print(f"hub: {args.partitions} partitions, {args.groups} producer groups, {ledgers} state blobs "
           f"({size / 1024:.0f} KiB), {committed} ledger entries, {len(CONSUMER_GROUPS)} consumer groups")
-    print(f"raw blob reads: median {raw:.3f} s of {args.repeat}")
+    print(f"raw reads (blobs and partition properties): median {raw:.3f} s of {args.repeat}")
     print(f"view API /api/overview: median {api:.3f} s of {args.repeat} (server-side {body['elapsed_seconds']} s: {body['timings']})")
     print(f"ratio={api / raw:.2f} api_s={api:.3f} raw_s={raw:.3f}")
 

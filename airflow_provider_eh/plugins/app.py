@@ -3,21 +3,34 @@
 Airflow mounts plugin apps without applying authentication, so every route here depends on
 Airflow's own :func:`~airflow.api_fastapi.core_api.security.get_user` (bearer token or the UI's
 cookie: 401 without one) and the API routes additionally ask the auth manager whether the user may
-read each connection the request names (403 otherwise): what a connection reaches is shown only to
-those allowed to read the connection.
+read each connection the request names, with the connection's team when ``[core] multi_team`` is
+on (403 otherwise): what a connection reaches is shown only to those allowed to read the
+connection. Links to task instances are given only for DAGs whose task instances the user may read.
+
+Every answer is scrubbed of the named connections' secrets and of what Airflow's secrets masker
+holds (:mod:`~airflow_provider_eh.plugins.redaction`); failures name what was read and what to
+check, never an error's raw text. Pages and links are built from ``[api] base_url``'s path, so the
+view works when Airflow is served under a sub-path.
 """
 
+# No ``from __future__ import annotations``: FastAPI reads the routes' annotations at run time, and
+# those naming ``authorized_source`` must resolve inside ``create_app``.
+
+import html
 import logging
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi import Depends, FastAPI, HTTPException, Query, status
 from fastapi.responses import FileResponse, HTMLResponse
 
-from airflow_provider_eh.plugins import readers
+from airflow_provider_eh.plugins import links, readers
+from airflow_provider_eh.plugins.event_hubs_view import URL_PREFIX, base_path
+from airflow_provider_eh.plugins.redaction import ViewReadError, log_failure, scrub
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +38,20 @@ STATIC = Path(__file__).with_name("static")
 DEFAULT_THRESHOLD = 3600.0
 
 
-def _get_user_dep():
+def _get_user_dep() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
 
     return get_user
+
+
+def render_page(base: str) -> str:
+    """The view's page for an Airflow served at ``base`` (a path ending in ``/``): every URL in it starts there."""
+    view = f"{base}{URL_PREFIX.strip('/')}/"
+    return (
+        (STATIC / "view.html").read_text()
+        .replace("{{ airflow_base }}", html.escape(base, quote=True))
+        .replace("{{ view_base }}", html.escape(view, quote=True))
+    )
 
 
 def source_from(
@@ -41,14 +64,26 @@ def source_from(
     sql_conn_id: str | None = None,
     sink_consumer_group: str = "$Default",
     sink_prefix: str | None = None,
+    lag_consumer_group: Annotated[str, Query(description="read the first unprocessed event's time as this group")] = "$Default",
 ) -> readers.Source:
     groups = tuple(g.strip() for g in (consumer_groups or "").split(",") if g.strip())
     return readers.Source(
         event_hubs_conn_id=conn_id, eventhub_name=hub or None, wasb_conn_id=wasb_conn_id,
         state_container=state_container or None, checkpoint_container=checkpoint_container or None,
         consumer_groups=groups, sql_conn_id=sql_conn_id or None, sink_consumer_group=sink_consumer_group,
-        sink_prefix=sink_prefix or None,
+        sink_prefix=sink_prefix or None, lag_consumer_group=lag_consumer_group or "$Default",
     )
+
+
+def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
+    """``conn_id -> team`` (all ``None`` unless ``[core] multi_team`` is on), as Airflow's connection routes check."""
+    from airflow.configuration import conf
+
+    if not conf.getboolean("core", "multi_team", fallback=False):
+        return dict.fromkeys(conn_ids)
+    from airflow.models.connection import Connection
+
+    return {conn_id: Connection.get_team_name(conn_id) for conn_id in conn_ids}
 
 
 def create_app() -> FastAPI:
@@ -60,14 +95,15 @@ def create_app() -> FastAPI:
         from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
         manager = get_auth_manager()
-        for conn_id in source.connection_ids():
-            if not manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id), user=user):
+        for conn_id, team in connection_teams(source.connection_ids()).items():
+            details = ConnectionDetails(conn_id=conn_id, team_name=team)
+            if not manager.is_authorized_connection(method="GET", details=details, user=user):
                 raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read connection {conn_id!r}")
         return source
 
     @app.get("/", response_class=HTMLResponse)
     def page(user: Any = Depends(get_user)) -> HTMLResponse:
-        return HTMLResponse((STATIC / "view.html").read_text())
+        return HTMLResponse(render_page(base_path()))
 
     @app.get("/static/{name}")
     def static(name: str, user: Any = Depends(get_user)) -> FileResponse:
@@ -78,46 +114,56 @@ def create_app() -> FastAPI:
     @app.get("/api/overview")
     def overview(
         source: Annotated[readers.Source, Depends(authorized_source)],
+        user: Any = Depends(get_user),
         pending_threshold_seconds: Annotated[float, Query(ge=0)] = DEFAULT_THRESHOLD,
     ) -> dict[str, Any]:
-        return _guarded(source, lambda: _overview(source, pending_threshold_seconds))
+        from airflow.api_fastapi.app import get_auth_manager
+
+        manager = get_auth_manager()
+
+        def may_read(dag_ids: Iterable[str]) -> set[str]:
+            return links.readable_dags(manager, user, links.dag_teams(dag_ids))
+
+        reading = readers.Reading(source)
+        return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read))
 
     @app.get("/api/consumers")
     def consumers(source: Annotated[readers.Source, Depends(authorized_source)]) -> dict[str, Any]:
-        return _guarded(source, lambda: {
-            "read_at": datetime.now(timezone.utc).isoformat(),
-            "consumer_groups": readers.consumer_groups(source, readers.partition_properties(source)),
-        })
+        reading = readers.Reading(source)
+
+        def build() -> dict[str, Any]:
+            now = datetime.now(timezone.utc)
+            return {
+                "read_at": now.isoformat(),
+                "consumer_groups": readers.consumer_groups(reading, readers.partition_properties(reading), now),
+            }
+
+        return _answer(reading, build)
 
     return app
 
 
-def _guarded(source: readers.Source, build: Any) -> dict[str, Any]:
-    """Turn the readers' errors into answers naming the setting at fault; nothing else is echoed."""
-    from airflow.exceptions import AirflowNotFoundException
-
-    from airflow_provider_eh.errors import EventHubsProviderError
-
+def _answer(reading: readers.Reading, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The built answer, or the failure in words fit to show; either way scrubbed of secrets."""
     try:
-        return build()
-    except AirflowNotFoundException as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"{exc}; check the connection ids in the view's settings") from None
-    except EventHubsProviderError as exc:
-        raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(exc)) from None
+        body = build()
+    except ViewReadError as exc:
+        raise HTTPException(exc.status_code, scrub(exc.message, reading.secrets)) from None
     except Exception as exc:
-        log.exception("Event Hubs view: reading %s failed", source.event_hubs_conn_id)
+        log_failure(f"reading the state behind connection {reading.source.event_hubs_conn_id!r}", exc)
         raise HTTPException(
             status.HTTP_502_BAD_GATEWAY,
-            f"reading the state of connection {source.event_hubs_conn_id!r} failed ({type(exc).__name__}); "
-            "see the API server log",
+            scrub(f"reading the state behind connection {reading.source.event_hubs_conn_id!r} failed "
+                  f"({type(exc).__name__}); the API server's log has the details", reading.secrets),
         ) from None
+    return scrub(body, reading.secrets)
 
 
-def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
+def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]]) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
-    def timed(name: str, read: Any) -> Any:
+    def timed(name: str, read: Callable[[], Any]) -> Any:
         begin = time.perf_counter()
         try:
             return read()
@@ -125,26 +171,25 @@ def _overview(source: readers.Source, threshold: float) -> dict[str, Any]:
             timings[name] = round(time.perf_counter() - begin, 3)
 
     now = datetime.now(timezone.utc)
-    endpoint = readers.endpoint_of(source)
+    endpoint = reading.endpoint
     with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
-        props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(source))
-        producers = timed("producer_groups", lambda: readers.producer_groups(source, now))
+        props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(reading))
+        producers = timed("producer_groups", lambda: readers.producer_groups(reading, now))
         props = props_future.result()
     wanted: dict[str, str] = {}
+    batches = []
     for group in producers:
         for row in group["partitions"]:
-            batches = [row.get("last_committed")] + list(row.get("open_batches", []))
-            for batch in filter(None, batches):
+            for batch in filter(None, [row.get("last_committed"), *row.get("open_batches", [])]):
                 wanted[batch["batch_id"]] = group["group"]
-                if batch.get("age_seconds") is not None:
-                    batch["stale"] = batch["age_seconds"] > threshold
-    links = timed("task_instances", lambda: readers.task_instance_links(wanted.items()) if wanted else {})
-    for group in producers:
-        for row in group["partitions"]:
-            for batch in filter(None, [row.get("last_committed")] + list(row.get("open_batches", []))):
-                batch["task_instance"] = links.get(batch["batch_id"])
-    consumers = timed("consumer_groups", lambda: readers.consumer_groups(source, props))
-    dead = timed("dead_letters", lambda: readers.dead_letters(source))
+                batches.append(batch)
+                if "age_seconds" in batch:
+                    batch["stale"] = readers.is_stale(batch["age_seconds"], threshold)
+    found = timed("task_instances", lambda: links.task_instance_links(wanted, may_read))
+    for batch in batches:
+        batch["task_instance"] = found.get(batch["batch_id"])
+    consumers = timed("consumer_groups", lambda: readers.consumer_groups(reading, props, now))
+    dead = timed("dead_letters", lambda: readers.dead_letters(reading))
     return {
         "namespace": endpoint.namespace,
         "hub": endpoint.eventhub_name,

@@ -1,17 +1,21 @@
 """The provider's Airflow plugin: the Event Hubs view, on unless ``[azure_event_hubs] view_enabled`` is false.
 
-Registered through the provider info's ``plugins`` entry; Airflow's API server mounts the FastAPI app
-at :data:`URL_PREFIX` and the UI lists the page in its navigation (Browse menu). Switch it off with::
+Registered through the package's ``airflow.plugins`` entry point (``pyproject.toml``), not the
+provider info's ``plugins`` list: Airflow reads that list only with ``[core] lazy_discover_providers``
+off. Airflow's API server mounts the FastAPI app at :data:`URL_PREFIX` under ``[api] base_url``'s
+path, and the UI lists the page in its navigation (Browse menu). Switch it off with::
 
     [azure_event_hubs]
     view_enabled = False
 
-or ``AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED=False``; the plugin then contributes no route and no menu entry.
+or ``AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED=False``; the plugin then contributes no route and no menu
+entry. The option is declared in the provider's configuration (``airflow config list`` shows it).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
@@ -24,6 +28,14 @@ def view_enabled() -> bool:
     from airflow.configuration import conf
 
     return conf.getboolean(CONFIG_SECTION, CONFIG_OPTION, fallback=True)
+
+
+def base_path() -> str:
+    """The path Airflow is served under (``[api] base_url``'s path), ending in ``/``: ``/`` when it has none."""
+    from airflow.configuration import conf
+
+    path = urlsplit(conf.get("api", "base_url", fallback="") or "").path
+    return path.rstrip("/") + "/"
 
 
 def _fastapi_apps() -> list[dict[str, Any]]:
@@ -39,7 +51,7 @@ def _external_views() -> list[dict[str, Any]]:
         return []
     return [{
         "name": "Event Hubs",
-        "href": f"{URL_PREFIX}/",
+        "href": f"{base_path()}{URL_PREFIX.strip('/')}/",
         "url_route": "eventhubs",
         "destination": "nav",
         "category": "browse",
@@ -55,6 +67,6 @@ class EventHubsViewPlugin(AirflowPlugin):
 
     @classmethod
     def on_load(cls, *args: Any, **kwargs: Any) -> None:
-        """Airflow calls this once when it registers the plugin: the setting is read then."""
+        """Airflow calls this once when it registers the plugin: the settings are read then."""
         cls.fastapi_apps = _fastapi_apps()
         cls.external_views = _external_views()

@@ -41,3 +41,13 @@ def test_wheel_registers_the_provider_and_declares_no_unused_checkpoint_store(wh
     assert "provider_info = airflow_provider_eh.get_provider_info:get_provider_info" in _dist_info(wheel, "entry_points.txt")
     requires = [line.split(":", 1)[1].strip() for line in _dist_info(wheel, "METADATA").splitlines() if line.startswith("Requires-Dist:")]
     assert not [r for r in requires if r.startswith("azure-eventhub-checkpointstoreblob-aio")]
+
+
+def test_wheel_registers_the_event_hubs_view_plugin_and_carries_its_static_files(wheel: zipfile.ZipFile) -> None:
+    entry_points = _dist_info(wheel, "entry_points.txt")
+    section = entry_points.split("[airflow.plugins]", 1)[1].split("\n[", 1)[0]
+    assert "azure_event_hubs_view = airflow_provider_eh.plugins.event_hubs_view:EventHubsViewPlugin" in section
+    names = set(wheel.namelist())
+    for name in ("view.html", "view.js", "view.css"):
+        assert f"airflow_provider_eh/plugins/static/{name}" in names
+        assert wheel.read(f"airflow_provider_eh/plugins/static/{name}") == (REPO / "airflow_provider_eh/plugins/static" / name).read_bytes()

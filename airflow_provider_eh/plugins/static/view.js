@@ -1,13 +1,16 @@
 // The Event Hubs view: reads the JSON API next to this page and renders it; consumer lag refreshes every few seconds.
+// URLs start at the paths the server put in the page's <meta> tags, so Airflow may be served under a sub-path.
 (function () {
   "use strict";
   var FIELDS = ["conn_id", "hub", "wasb_conn_id", "state_container", "checkpoint_container", "consumer_groups",
-                "sql_conn_id", "sink_consumer_group", "pending_threshold_seconds"];
+                "sql_conn_id", "sink_consumer_group", "lag_consumer_group", "pending_threshold_seconds"];
   var STORE = "eventhubs-view-settings";
   var REFRESH_MS = 5000;
   var form = document.getElementById("settings");
   var statusLine = document.getElementById("status");
   var timer = null;
+  var AIRFLOW = document.querySelector("meta[name=airflow-base]").content;  // Airflow's UI, e.g. "/" or "/airflow/"
+  var VIEW = document.querySelector("meta[name=view-base]").content;  // this view, e.g. "/airflow/eventhubs/"
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -41,11 +44,16 @@
     var ti = batch.task_instance;
     var label = batch.batch_id.slice(0, 12);
     if (!ti) return el("span", {text: label, title: batch.batch_id});
-    var href = "/dags/" + encodeURIComponent(ti.dag_id) + "/runs/" + encodeURIComponent(ti.run_id) + "/tasks/" +
+    var href = AIRFLOW + "dags/" + encodeURIComponent(ti.dag_id) + "/runs/" + encodeURIComponent(ti.run_id) + "/tasks/" +
       encodeURIComponent(ti.task_id) + (ti.map_index >= 0 ? "/mapped/" + ti.map_index : "");
     var interval = ti.interval_start ? " [" + ti.interval_start + " → " + ti.interval_end + "]" : "";
     return el("a", {href: href, target: "_top", className: "ti-link", title: batch.batch_id,
                     text: ti.dag_id + "." + ti.task_id + interval});
+  }
+
+  function what(batch) {
+    if (batch.kind === "partial") return "partial " + batch.landed + " of " + batch.events + " events landed";
+    return batch.kind + " " + batch.events + " events";
   }
 
   function renderProducers(groups) {
@@ -66,7 +74,7 @@
         p.open_batches.forEach(function (b) {
           open.appendChild(el("span", {className: "open-batch " + b.kind + (b.stale ? " stale" : ""), "data-kind": b.kind,
             "data-age": b.age_seconds === null ? "" : String(b.age_seconds)},
-            [document.createTextNode(b.kind + " " + b.events + " events, " + age(b.age_seconds) + " old: "), tiLink(b)]));
+            [document.createTextNode(what(b) + ", " + age(b.age_seconds) + " old: "), tiLink(b)]));
         });
         [g.group, p.partition].forEach(function (t) { row.appendChild(el("td", {text: t})); });
         row.appendChild(el("td", {className: "num next-seq", text: String(p.next_sequence_number)}));
@@ -133,7 +141,7 @@
     history.replaceState(null, "", "?" + query(values));
     statusLine.textContent = "Reading…";
     if (timer) clearInterval(timer);
-    get("api/overview", values).then(function (data) {
+    get(VIEW + "api/overview", values).then(function (data) {
       statusLine.textContent = data.namespace + "/" + data.hub + ": " + Object.keys(data.partitions).length +
         " partitions, read " + data.read_at + " in " + data.elapsed_seconds + " s";
       statusLine.className = "loaded";
@@ -142,7 +150,7 @@
       renderDeadLetters(data.dead_letters);
       if (values.checkpoint_container) {
         timer = setInterval(function () {
-          get("api/consumers", values).then(renderConsumers).catch(function (e) { statusLine.textContent = String(e); });
+          get(VIEW + "api/consumers", values).then(renderConsumers).catch(function (e) { statusLine.textContent = String(e); });
         }, REFRESH_MS);
       }
     }).catch(function (e) { statusLine.textContent = String(e); statusLine.className = "error"; });

@@ -1,21 +1,48 @@
-"""The Event Hubs view through a running ``airflow standalone``: its API, its access rules, and the page in Chromium."""
+"""The Event Hubs view through a running ``airflow standalone`` served under a sub-path: its API, its access
+rules, what it never discloses, and the page in Chromium."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
+import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
-from ui_kit import DAG_EVENTS, DAG_ID, PARTITIONS, ViewStack
+from ui_kit import (
+    BACKLOG_CHECKPOINT, BASE_PATH, DAG_EVENTS, DAG_ID, KEYS, MARK, PARTITIONS, REPLAY_EVENTS, REPLAY_PARTIAL_EVENTS,
+    REPLAY_PARTITION, ViewStack,
+)
 
 from airflow_provider_eh.client.readback import read_hub
 
 
 def _groups(body: dict) -> dict[str, dict[str, dict]]:
     return {g["group"]: {p["partition"]: p for p in g["partitions"]} for g in body["producer_groups"]}
+
+
+def _consumers(body: dict) -> dict[str, dict[str, dict]]:
+    return {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
+
+
+def _await_lag_times(view_stack: ViewStack, token: str, timeout: float = 120) -> dict:
+    """``/api/consumers`` once every partition's lag in time is known."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = view_stack.view("/api/consumers", token).json()
+        if all(p["lag_seconds"] is not None for g in body["consumer_groups"] for p in g["partitions"]):
+            return body
+        assert time.monotonic() < deadline, f"lag in time still unknown after {timeout} s: {body}"
+        time.sleep(1)
+
+
+def _time(text: str) -> datetime:  # the REST API writes "Z", the view "+00:00"
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack: ViewStack) -> None:
@@ -44,6 +71,24 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
         assert last["task_instance"]["dag_id"] == DAG_ID and last["task_instance"]["task_id"] == "publish"
         assert last["task_instance"]["run_id"] == run["dag_run_id"]
     assert sum(r["last_committed"]["events"] for r in published.values()) == DAG_EVENTS
+    # the task (a subclass with generation 1) is linked with its run's interval; the batch was committed while it ran
+    (ti,) = [t for t in airflow.task_instances(DAG_ID, run["dag_run_id"]) if t["task_id"] == "publish"]
+    for row in published.values():
+        link, committed_at = row["last_committed"]["task_instance"], _time(row["last_committed"]["committed_at"])
+        for end in ("start", "end"):
+            shown, ran = link[f"interval_{end}"], run[f"data_interval_{end}"]
+            assert (shown and _time(shown)) == (ran and _time(ran)) and (shown or ran) is not None
+        assert link["map_index"] == -1
+        assert _time(ti["start_date"]) <= committed_at <= _time(ti["end_date"])
+
+    # the publish killed in partition 2 and followed by another batch of its group: partial, with its age
+    replay = groups["replay"][REPLAY_PARTITION]
+    (partial,) = replay["open_batches"]
+    assert (partial["kind"], partial["batch_id"], partial["events"], partial["landed"]) == (
+        "partial", view_stack.partial_batch, REPLAY_PARTIAL_EVENTS, 0)
+    assert 0 <= partial["age_seconds"] < 3600 and partial["stale"] is False and partial["task_instance"] is None
+    assert replay["last_committed"]["events"] == REPLAY_EVENTS and replay["last_committed"]["committed_at"]
+    assert replay["last_committed"]["task_instance"] is None  # published outside Airflow
 
     # the killed publish: a pending batch on partition 3, with its age; stale only past the threshold
     (pending,) = groups["backfill"]["3"]["open_batches"]
@@ -55,14 +100,27 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
     # consumer lag: analytics read before the DAG's publish, $Default after it
     in_hub = Counter(e.partition for e in read_hub(airflow_endpoint(view_stack)))
-    consumers = {g["consumer_group"]: {p["partition"]: p for p in g["partitions"]} for g in body["consumer_groups"]}
-    assert set(consumers) == {"analytics", "$default"}  # discovered from blob paths, which the SDKs lower-case
+    consumers = _consumers(body)
+    assert set(consumers) == {"analytics", "$default", "backlog"}  # discovered from blob paths, which the SDKs lower-case
+    # lag in time needs the first unprocessed event's enqueued time, read in the background: a later read has it
+    timed_body = _await_lag_times(view_stack, token)
+    timed = _consumers(timed_body)
+    read_at = _time(timed_body["read_at"]).timestamp()
+    sent_before, sent_after = view_stack.stamped_sent
     for pid in map(str, range(PARTITIONS)):
         assert consumers["$default"][pid]["lag_events"] == 0
         assert consumers["$default"][pid]["last_enqueued"] == in_hub[pid] - 1
+        assert consumers["$default"][pid]["lag_seconds"] == 0
         assert consumers["analytics"][pid]["lag_events"] == DAG_EVENTS // PARTITIONS
         assert consumers["analytics"][pid]["checkpointed"] == in_hub[pid] - 1 - DAG_EVENTS // PARTITIONS
-        assert consumers["analytics"][pid]["lag_seconds"] > 0
+        assert timed["analytics"][pid]["lag_seconds"] > 0
+        assert timed["analytics"][pid]["lag_seconds"] <= read_at - sent_after + 1  # its oldest unread event is the DAG's
+        # a backlog enqueued before the checkpoint was written: behind by the events after it, and by their age
+        backlog = consumers["backlog"][pid]
+        assert backlog["checkpointed"] == BACKLOG_CHECKPOINT and backlog["lag_events"] == in_hub[pid] - 1 - BACKLOG_CHECKPOINT
+        backlog = timed["backlog"][pid]
+        assert view_stack.backlog_checkpointed - sent_after - 1 <= backlog["lag_seconds"] <= read_at - sent_before + 1
+        assert _time(backlog["oldest_unprocessed_enqueued_at"]).timestamp() <= sent_after + 1
 
     # dead letters of the $Default sink, by reason, as the sink's table holds them
     with sqlite3.connect(view_stack.sink_db) as conn:
@@ -77,7 +135,7 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
 
     refreshed = view_stack.view("/api/consumers", token)
     assert refreshed.status_code == 200
-    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default"}
+    assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default", "backlog"}
 
 
 def airflow_endpoint(view_stack: ViewStack):
@@ -103,20 +161,31 @@ def test_anonymous_requests_get_401_and_a_user_without_connection_access_403(vie
     assert view_stack.view("/", viewer).status_code == 200  # the page itself holds no data
 
 
-def test_no_secret_reaches_a_response(view_stack: ViewStack) -> None:
+def test_no_secret_reaches_a_response_also_when_a_key_is_refused_or_a_container_missing(view_stack: ViewStack) -> None:
     token = view_stack.airflow.token("admin")
-    texts = [view_stack.view(p, token).text for p in ("/api/overview", "/api/consumers", "/")]
-    texts.append(view_stack.view("/api/overview", token, sql_conn_id="missing_conn").text)
-    secrets = [_part(view_stack.eh_conn_str, "SharedAccessKey="), _part(view_stack.blob_conn_str, "AccountKey=")]
-    for secret in secrets:
-        assert len(secret) >= 10
-        for text in texts:
-            assert secret not in text
-    assert "missing_conn" in texts[-1]
-
-
-def _part(conn_str: str, key: str) -> str:
-    return next(p[len(key):] for p in conn_str.split(";") if p.startswith(key))
+    answers = {p: view_stack.view(p, token) for p in ("/api/overview", "/api/consumers", "/", "/static/view.js")}
+    failing = {
+        "missing sink connection": ({"sql_conn_id": "missing_conn"}, 404, ["'missing_conn'", "not defined"]),
+        "refused SAS key": ({"conn_id": "eh_refused"}, 502, ["'eh_refused'", "partitions of Event Hub"]),
+        "refused account key": ({"wasb_conn_id": "wasb_refused"}, 502, ["'wasb_refused'", "the credentials were refused"]),
+        "missing state container": ({"state_container": f"nothing-{MARK}"}, 502, [f"'nothing-{MARK}'", "not found"]),
+        "missing checkpoint container": ({"checkpoint_container": f"nocp-{MARK}"}, 502, [f"'nocp-{MARK}'", "not found"]),
+    }
+    for name, (params, status, words) in failing.items():
+        answers[name] = response = view_stack.view("/api/overview", token, **params)
+        assert response.status_code == status, (name, response.text)
+        detail = response.json()["detail"]
+        assert all(word in detail for word in words), (name, detail)
+    answers["refused SAS key, consumers"] = view_stack.view("/api/consumers", token, conn_id="eh_refused")
+    assert answers["refused SAS key, consumers"].status_code == 502
+    assert all(a.status_code == 200 for n, a in answers.items() if n.startswith("/"))
+    secrets = dict(KEYS)
+    for name in ("account key", "refused account key"):  # the account keys as the storage client decodes them
+        secrets[f"{name}, decoded"] = base64.b64decode(KEYS[name]).decode()
+    for name, answer in answers.items():
+        for secret_name, secret in secrets.items():
+            assert secret not in answer.text, f"the {secret_name} is in the answer to {name}"
+        assert MARK not in answer.text.replace(f"nothing-{MARK}", "").replace(f"nocp-{MARK}", ""), name
 
 
 def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: ViewStack, tmp_path: Path) -> None:
@@ -133,7 +202,8 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         page.type("input[name=password]", view_stack.airflow.passwords["admin"])
         page.click("button[type=submit]")
         page.wait_for("document.cookie.includes('_token=')")
-        query = "&".join(f"{k}={v}" for k, v in {**view_stack.params, "consumer_groups": "analytics,$Default"}.items())
+        query = "&".join(f"{k}={v}" for k, v in {**view_stack.params, "consumer_groups": "analytics,$Default",
+                                                  "pending_threshold_seconds": "1"}.items())
         page.goto(f"{base}/eventhubs/?{query}")
         page.wait_for("document.querySelectorAll('#producers tr.producer-row').length > 0")
         rows = page.eval(
@@ -147,6 +217,12 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         (pending,) = [r for r in rows if r[0] == "backfill"]
         assert pending[1] == "3" and pending[3].startswith("pending 5 events")
         assert page.eval("document.querySelector('.last-batch a.ti-link').textContent").startswith(f"{DAG_ID}.publish")
+        # the killed publishes' pending and partial batches are older than the one-second threshold: in red
+        stale = page.eval("Array.from(document.querySelectorAll('.open-batch.stale')).map(b => [b.dataset.kind, "
+                          "getComputedStyle(b).color, b.closest('tr').dataset.group])")
+        assert sorted(stale) == [["partial", "rgb(180, 35, 24)", "replay"], ["pending", "rgb(180, 35, 24)", "backfill"]]
+        partial = page.eval("document.querySelector('tr[data-group=replay] .open-batches').textContent")
+        assert partial.startswith(f"partial 0 of {REPLAY_PARTIAL_EVENTS} events landed")
 
         lag = page.eval(
             "Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar')).map(b => "
@@ -159,14 +235,31 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         dead = page.eval("Array.from(document.querySelectorAll('#dead-letters tr.dl-row')).map(r => [r.dataset.reason, "
                          "r.querySelector('.dl-count').textContent])")
         assert dead == [["rejected", "2"]]
+        replay = page.eval("document.getElementById('replay-command').textContent")
+        assert replay.startswith("python -m airflow_provider_eh.ingest --sql-conn-id sink_view") and replay.endswith(" replay")
+        assert page.eval("!document.getElementById('dead-letters-section').hidden")
+        rows_js = "Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar-row'))"
+        page.wait_for(f"{rows_js}.every(r => !r.textContent.includes('age unknown'))", timeout=60)  # filled in on refresh
+        texts = page.eval(f"{rows_js}.map(r => r.textContent)")
+        assert len(texts) == PARTITIONS and all("events, " in t and "age unknown" not in t for t in texts), texts
         before = page.eval("document.getElementById('consumers-read-at').textContent")
         page.wait_for(f"document.getElementById('consumers-read-at').textContent !== {json.dumps(before)}", timeout=30)
         shot = page.screenshot(tmp_path / "eventhubs-view.png")
         assert shot.stat().st_size > 10_000
 
+        # the task instance link starts at Airflow's sub-path and opens that task instance in Airflow's UI
+        (run,) = view_stack.airflow.runs(DAG_ID)
+        href = page.eval("document.querySelector('.last-batch a.ti-link').getAttribute('href')")
+        assert href == f"{BASE_PATH}/dags/{DAG_ID}/runs/{quote(run['dag_run_id'], safe='')}/tasks/publish"
+        page.goto(view_stack.airflow.origin + href)
+        page.wait_for("document.body.innerText.includes('Rendered Templates') && location.pathname.endsWith('/tasks/publish')")
+        assert "Page Not Found" not in page.text() and page.eval("location.pathname") == href
+        assert run["dag_run_id"] in page.text() and "AuditedPublishOperator" in page.text()
+        page.screenshot(tmp_path / "task-instance.png")
+
         # the page is in Airflow's navigation: the UI lists it and embeds it
         page.goto(f"{base}/plugin/eventhubs")
-        page.wait_for("document.querySelector('iframe[src*=\"/eventhubs/\"]') !== null")
+        page.wait_for(f"document.querySelector('iframe[src^=\"{BASE_PATH}/eventhubs/\"]') !== null")
         # the embedded page restores the settings and reads the same hub
         page.wait_for("(() => { const d = document.querySelector('iframe[src*=\"/eventhubs/\"]').contentDocument;"
                       " return d && d.querySelectorAll('#producers tr.producer-row').length > 0; })()")

@@ -1,0 +1,251 @@
+"""Which task instance published a batch the Event Hubs view shows, for the DAGs the user may read.
+
+A producer ledger keeps a batch's derived id, not who published it. So the view derives, for each
+publishing task instance, the id that task instance publishes
+(:func:`~airflow_provider_eh.publishing.batch_id.derive_batch_id` over the values its operator used)
+and matches it against the ledger's. What it takes from where:
+
+- which tasks publish: those of the DAGs' latest serialized versions whose template fields include
+  the publishing operators' (:data:`PUBLISH_FIELDS`), so the package's operators and any subclass,
+  whatever its class is called;
+- a task instance's producer group and ``generation``: as serialized in the DAG version it ran
+  with, or, when they are templated, as Airflow rendered them for it. Groups set per partition
+  (``partition_options``) are not serialized: ledger groups that no publishing task declares are
+  tried against every publishing task instance;
+- the data interval, logical date, run id and map index: from the task instance and its DAG run.
+
+Only DAGs whose task instances the user may read (the auth manager's answer, per DAG and team) are
+looked at. Task instances are read newest first until every batch is found, at most
+:data:`SCAN_LIMIT` of them. No link, then, for a batch published outside Airflow, by a task
+instance older than that, or with a templated group or generation whose rendering Airflow no longer
+keeps (``[core] max_num_rendered_ti_fields_per_task`` runs per task).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_provider_eh.plugins.cache import Cache
+from airflow_provider_eh.plugins.readers import iso
+
+#: the template fields every publishing operator (and subclass) has
+PUBLISH_FIELDS = frozenset({"producer_group", "generation", "state_container", "event_hubs_conn_id"})
+SCAN_LIMIT = 20_000
+CHUNK = 500
+
+_VERSION_TASKS = Cache(None, 4096)  # dag version id -> {task_id: PublishFields}; a DAG version never changes
+
+
+def is_template(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+@dataclass(frozen=True)
+class PublishFields:
+    """A publishing task's producer group and generation as its DAG declares them: values, or template text."""
+
+    producer_group: Any = None
+    generation: Any = 0
+
+    def resolve(self, dag_id: str, task_id: str, rendered: Mapping[str, Any] | None) -> tuple[str, int] | None:
+        """``(group, generation)`` a task instance used; ``None`` when a templated one was not rendered or is no number."""
+        group, generation = self.producer_group, self.generation
+        if is_template(group) or is_template(generation):
+            if rendered is None:
+                return None
+            group = rendered.get("producer_group") if is_template(group) else group
+            generation = rendered.get("generation") if is_template(generation) else generation
+        try:
+            number = int(generation or 0)
+        except (TypeError, ValueError):
+            return None
+        return (group or f"{dag_id}.{task_id}", number)
+
+    @property
+    def templated(self) -> bool:
+        return is_template(self.producer_group) or is_template(self.generation)
+
+
+def publish_tasks(serialized_dag: Mapping[str, Any]) -> dict[str, PublishFields]:
+    """``task_id -> PublishFields`` of a serialized DAG's publishing tasks (mapped ones included)."""
+    dag = serialized_dag.get("dag", serialized_dag)
+    found = {}
+    for entry in dag.get("tasks") or []:
+        task = entry.get("__var", entry) if isinstance(entry, dict) else None
+        if not isinstance(task, dict) or not PUBLISH_FIELDS <= set(task.get("template_fields") or ()):
+            continue
+        values = {**(task.get("partial_kwargs") or {}), **task}  # a mapped task keeps its arguments in partial_kwargs
+        found[task["task_id"]] = PublishFields(values.get("producer_group"), values.get("generation", 0))
+    return found
+
+
+@dataclass(frozen=True)
+class PublishRun:
+    """One task instance of a publishing task, with what its batch id is derived from."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    interval_start: datetime | None
+    interval_end: datetime | None
+    logical_date: datetime | None
+
+    def batch_id(self, group: str, generation: int) -> str:
+        from airflow_provider_eh.publishing.batch_id import derive_batch_id
+
+        return derive_batch_id(
+            group, self.dag_id, self.task_id, interval_start=self.interval_start, interval_end=self.interval_end,
+            logical_date=self.logical_date, run_id=self.run_id,
+            map_index=-1 if self.map_index is None else self.map_index, generation=generation,
+        )
+
+    def link(self) -> dict[str, Any]:
+        return {
+            "dag_id": self.dag_id, "task_id": self.task_id, "run_id": self.run_id, "map_index": self.map_index,
+            "interval_start": iso(self.interval_start), "interval_end": iso(self.interval_end),
+            "logical_date": iso(self.logical_date),
+        }
+
+
+def match_batches(
+    runs: Iterable[tuple[PublishRun, PublishFields, Mapping[str, Any] | None]],
+    wanted: Mapping[str, str],
+    undeclared_groups: Collection[str] = (),
+) -> dict[str, dict[str, Any]]:
+    """``batch id -> link`` for the ``wanted`` batches (``batch id -> group``) that one of ``runs`` publishes.
+
+    Each run is tried with its own group and generation, and with the ``undeclared_groups``; reading
+    ``runs`` stops once every batch is found (the newest run publishing a batch wins).
+    """
+    found: dict[str, dict[str, Any]] = {}
+    if not wanted:
+        return found
+    for run, fields, rendered in runs:
+        resolved = fields.resolve(run.dag_id, run.task_id, rendered)
+        if resolved is None:
+            continue
+        group, generation = resolved
+        for candidate in {group, *undeclared_groups}:
+            batch_id = run.batch_id(candidate, generation)
+            if batch_id in wanted and batch_id not in found:
+                found[batch_id] = run.link()
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def readable_dags(manager: Any, user: Any, teams: Mapping[str, str | None]) -> set[str]:
+    """The DAGs (``dag_id -> team``) whose task instances ``user`` may read, as the auth manager says."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    return {
+        dag_id for dag_id, team in teams.items()
+        if manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE,
+                                     details=DagDetails(id=dag_id, team_name=team), user=user)
+    }
+
+
+def dag_teams(dag_ids: Iterable[str]) -> dict[str, str | None]:
+    """``dag_id -> team`` (all ``None`` unless ``[core] multi_team`` is on)."""
+    from airflow.configuration import conf
+
+    if not conf.getboolean("core", "multi_team", fallback=False):
+        return dict.fromkeys(dag_ids)
+    from airflow.models.dag import DagModel
+
+    return {dag_id: DagModel.get_team_name(dag_id) for dag_id in dag_ids}
+
+
+def _version_tasks(session: Any, version_id: Any) -> dict[str, PublishFields]:
+    from airflow.models.serialized_dag import SerializedDagModel
+    from sqlalchemy import select
+
+    def load() -> dict[str, PublishFields]:
+        row = session.scalar(select(SerializedDagModel).where(SerializedDagModel.dag_version_id == version_id))
+        data = row.data if row is not None else None
+        return publish_tasks(data) if isinstance(data, dict) else {}
+
+    return _VERSION_TASKS.get(str(version_id), load)
+
+
+def _latest_versions(session: Any) -> dict[str, Any]:
+    from airflow.models.dag_version import DagVersion
+    from sqlalchemy import func, select
+
+    newest = (select(DagVersion.dag_id, func.max(DagVersion.version_number).label("number"))
+              .group_by(DagVersion.dag_id).subquery())
+    rows = session.execute(
+        select(DagVersion.dag_id, DagVersion.id)
+        .join(newest, (DagVersion.dag_id == newest.c.dag_id) & (DagVersion.version_number == newest.c.number))
+    ).all()
+    return dict(rows)
+
+
+def task_instance_links(
+    wanted: Mapping[str, str], may_read: Callable[[Collection[str]], set[str]], scan_limit: int = SCAN_LIMIT,
+) -> dict[str, dict[str, Any]]:
+    """``batch id -> {dag_id, task_id, run_id, map_index, interval_start, interval_end, logical_date}`` of the
+    task instances that publish the ``wanted`` batches (``batch id -> producer group``), among the publishing
+    task instances of the DAGs ``may_read`` keeps."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    if not wanted:
+        return {}
+    with create_session() as session:
+        latest = {dag_id: _version_tasks(session, version) for dag_id, version in _latest_versions(session).items()}
+        publishing = {dag_id: tasks for dag_id, tasks in latest.items() if tasks}
+        readable = may_read(sorted(publishing)) if publishing else set()
+        publishing = {dag_id: tasks for dag_id, tasks in publishing.items() if dag_id in readable}
+        if not publishing:
+            return {}
+        declared = {
+            fields.producer_group or f"{dag_id}.{task_id}"
+            for dag_id, tasks in publishing.items() for task_id, fields in tasks.items() if not is_template(fields.producer_group)
+        }
+        undeclared = set(wanted.values()) - declared
+        task_ids = {task_id for tasks in publishing.values() for task_id in tasks}
+        query = (
+            select(TI.dag_id, TI.task_id, TI.run_id, TI.map_index, TI.dag_version_id,
+                   DagRun.data_interval_start, DagRun.data_interval_end, DagRun.logical_date)
+            .join(DagRun, (DagRun.dag_id == TI.dag_id) & (DagRun.run_id == TI.run_id))
+            .where(TI.dag_id.in_(list(publishing)), TI.task_id.in_(list(task_ids)))
+            .order_by(TI.start_date.desc().nullslast(), TI.id)
+        )
+
+        def pages() -> Iterator[list[Any]]:
+            for offset in range(0, scan_limit, CHUNK):
+                page = session.execute(query.offset(offset).limit(min(CHUNK, scan_limit - offset))).all()
+                if page:
+                    yield page
+                if len(page) < CHUNK:
+                    return
+
+        def runs() -> Iterator[tuple[PublishRun, PublishFields, Mapping[str, Any] | None]]:
+            for chunk in pages():
+                rows = []
+                for dag_id, task_id, run_id, map_index, version, start, end, logical in chunk:
+                    fields = (_version_tasks(session, version) if version else {}).get(task_id) or publishing[dag_id].get(task_id)
+                    if fields is not None:
+                        rows.append((PublishRun(dag_id, task_id, run_id, map_index, start, end, logical), fields))
+                templated = [run for run, fields in rows if fields.templated]
+                rendered: dict[tuple[str, str, str, int], Any] = {}
+                if templated:
+                    for dag_id, task_id, run_id, map_index, values in session.execute(
+                        select(Rendered.dag_id, Rendered.task_id, Rendered.run_id, Rendered.map_index, Rendered.rendered_fields)
+                        .where(Rendered.dag_id.in_({r.dag_id for r in templated}),
+                               Rendered.task_id.in_({r.task_id for r in templated}),
+                               Rendered.run_id.in_({r.run_id for r in templated}))
+                    ):
+                        rendered[(dag_id, task_id, run_id, map_index)] = values
+                for run, fields in rows:
+                    yield run, fields, rendered.get((run.dag_id, run.task_id, run.run_id, run.map_index))
+
+        return match_batches(runs(), wanted, undeclared)
