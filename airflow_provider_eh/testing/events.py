@@ -3,7 +3,7 @@
 - :func:`event_dags_folder`: a DAGs folder with only ``eh_on_new_orders`` (and ``_orders``), so a
   scheduler with scheduled runs on (asset-triggered runs need it) starts no other example DAG;
 - :func:`publish_orders`: order events as the example pipeline publishes them (body and properties);
-- :func:`triggerer_pids` / :func:`kill_triggerer`: the triggerer processes under a standalone, killed with SIGKILL;
+- :func:`triggerer_pids`: the triggerer processes under a standalone;
 - :func:`start_triggerer`: a triggerer of its own, in a process group of its own.
 """
 
@@ -107,17 +107,6 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return []
-
-
-def kill_triggerer(root_pid: int) -> list[int]:
-    """SIGKILL the triggerer processes under ``root_pid`` (a crash: nothing is flushed); their pids."""
-    pids = triggerer_pids(root_pid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pids
 
 
 def start_triggerer(env: dict[str, str], log: Path) -> subprocess.Popen:
