@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-# The stamps of idempotent-publishing.md, defined once with the publishers that write them.
-from airflow_provider_eh.publishing.stamps import BATCH as STAMP_BATCH
-from airflow_provider_eh.publishing.stamps import GROUP as STAMP_GROUP
-from airflow_provider_eh.publishing.stamps import OWNER as STAMP_OWNER
-from airflow_provider_eh.publishing.stamps import SEQ as STAMP_SEQ
+# The stamps of idempotent-publishing.md, defined once below both engines.
+from airflow_provider_eh.stamps import BATCH as STAMP_BATCH
+from airflow_provider_eh.stamps import GROUP as STAMP_GROUP
+from airflow_provider_eh.stamps import OWNER as STAMP_OWNER
+from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
 __all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
 

@@ -33,8 +33,9 @@ errors); the rules that turn an input into an event are :mod:`.events`; the ledg
 in :mod:`.state`.
 
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
-their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
-:mod:`.stamps`; the step boundaries crash tests observe in :mod:`airflow_provider_eh.steps`.
+their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are named in
+:mod:`airflow_provider_eh.stamps`, below both engines (ingestion reads them), and encoded by
+:mod:`.wire`; the step boundaries crash tests observe are in :mod:`airflow_provider_eh.steps`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:

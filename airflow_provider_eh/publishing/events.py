@@ -1,14 +1,14 @@
 """The event rulebook: how an input becomes an event, the same on every path.
 
 One set of rules, used by :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
-(through :func:`normalise`), by the Spark mapping (:mod:`airflow_provider_eh.spark.mapping`) and, for
-the stamp names, by ingestion:
+(through :func:`normalise`) and by the Spark mapping (:mod:`airflow_provider_eh.spark.mapping`); the
+stamp names it reserves are :mod:`airflow_provider_eh.stamps`, which ingestion reads too:
 
 * **body** (:func:`encode_body`): bytes as they are, str as UTF-8, anything else as canonical JSON
   (sorted keys, no spaces, no NaN), with dates and times as ISO text, decimals as text, bytes as hex
   and Spark rows as objects (:func:`json_default`);
 * **properties** (:func:`check_properties`): str names outside the reserved ``eh.`` prefix of our
-  stamps (:mod:`.stamps`), scalar values, ints inside the signed 64-bit range of an AMQP long;
+  stamps, scalar values, ints inside the signed 64-bit range of an AMQP long;
 * **size** (:func:`check_size`): body plus properties within one Event Hubs message, less room for
   the AMQP envelope and the stamps;
 * **partition**: a ``partition_id``, or a ``partition_key`` mapped by our own documented hash.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.publishing.stamps import RESERVED_PREFIX, STAMPS
+from airflow_provider_eh.stamps import RESERVED_PREFIX, STAMPS
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 # Room for the AMQP envelope and our stamps, so an event that passes here fits in an empty SDK batch.

@@ -12,7 +12,7 @@ import logging
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import ReadBackStalledError, events_after, partition_span
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
-from airflow_provider_eh.publishing.stamps import read_stamp
+from airflow_provider_eh.stamps import read_stamp
 
 log = logging.getLogger(__name__)
 

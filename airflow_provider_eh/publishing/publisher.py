@@ -38,7 +38,7 @@ from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.landed import landed_stamps
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
     CommittedBatch,
     PartialBatch,

@@ -23,9 +23,8 @@ from airflow_provider_eh.publishing.events import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.stamps import StampEncoder
 from airflow_provider_eh.publishing.state import from_ranges
-from airflow_provider_eh.publishing.wire import StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
