@@ -412,7 +412,7 @@ class IdempotentPublisher:
                               type(exc).__name__, exc)
                     errors.append((pid, exc))
         if errors:
-            raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
+            raise rank_errors(errors)[0][1]
         total = sum(r.events for r in results.values())
         log.info("group %s batch %s: %d partitions, %d events done in %.2fs",
                  self.producer_group, batch_stamp(batch_id), len(results), total, time.monotonic() - started)
