@@ -170,9 +170,10 @@ def publish_once(config: dict[str, Any], ready: str) -> dict[str, str]:
         container = ContainerClient.from_connection_string(config["blob"], config["container"])
         store: Any = BlobProducerStateStore(container, claim_timeout=config["claim_timeout"])
     else:
-        from airflow_provider_eh.hooks.producer_state import VariableProducerStateStore
+        from airflow_provider_eh.hooks.producer_state import AirflowVariables
+        from airflow_provider_eh.publishing import VariableProducerStateStore
 
-        store = VariableProducerStateStore()
+        store = VariableProducerStateStore(AirflowVariables())
     publisher = IdempotentPublisher(endpoint, store, producer_group=batch.group,
                                     send_timeout=config["send_timeout"], send_attempts=config["send_attempts"])
     Path(ready).touch()

@@ -53,6 +53,7 @@ from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan,
 from airflow_provider_eh.publishing.publisher import IdempotentPublisher, PartitionSession
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 __all__ = [
     "BlobProducerStateStore",
@@ -68,6 +69,7 @@ __all__ = [
     "SendReport",
     "StateClaim",
     "StateKey",
+    "VariableProducerStateStore",
     "derive_batch_id",
     "encode_body",
     "fingerprint_of",

@@ -34,7 +34,7 @@ from airflow_provider_eh.errors import (  # noqa: E402
     ProducerStateStoreError,
     UnknownEventHubError,
 )
-from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher  # noqa: E402
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, VariableProducerStateStore  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 from tests.conftest import connection_env, unique_name  # noqa: E402
 
@@ -112,10 +112,10 @@ def variables(airflow_db: Path) -> Any:
 
 
 def variable_publisher(setup: PublishSetup, group: str, hub: str | None = None) -> IdempotentPublisher:
-    from airflow_provider_eh.hooks.producer_state import VariableProducerStateStore
+    from airflow_provider_eh.hooks.producer_state import AirflowVariables
 
     endpoint = setup.endpoint if hub is None else setup.endpoint.with_hub(hub)
-    return IdempotentPublisher(endpoint, VariableProducerStateStore(), producer_group=group)
+    return IdempotentPublisher(endpoint, VariableProducerStateStore(AirflowVariables()), producer_group=group)
 
 
 @pytest.mark.parametrize(
