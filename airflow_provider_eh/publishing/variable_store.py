@@ -34,7 +34,7 @@ class Variables(Protocol):
     def set(self, key: str, value: str) -> None: ...
 
 
-class VariableProducerStateStore(ProducerStateStore):
+class VariableProducerStateStore(ProducerStateStore[StateClaim]):
     """
     Producer state in Variables, ``{prefix}.{group}.{partition}`` (lower-cased); single-writer (see the module).
 
