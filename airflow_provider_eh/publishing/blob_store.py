@@ -77,7 +77,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
             text = self.container.get_blob_client(key.blob_name).download_blob().readall()
         except ResourceNotFoundError:
             return None
-        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+        return self.decode(key, text)
 
     def _acquire(self, key: StateKey) -> BlobStateClaim:
         blob = self.container.get_blob_client(key.blob_name)
@@ -117,7 +117,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
         try:
             downloader = blob.download_blob(lease=lease)
             text = downloader.readall()
-            state = ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+            state = self.decode(key, text)
         except BaseException:
             lease.release()
             raise

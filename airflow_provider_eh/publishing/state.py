@@ -313,6 +313,10 @@ class ProducerStateStore(ABC, Generic[C]):
     def read(self, key: StateKey) -> ProducerState | None:
         """The state, without claiming it (for ``get_partition_publishing_properties``)."""
 
+    def decode(self, key: StateKey, text: str | bytes) -> ProducerState:
+        """A stored document of ``key``, checked; its errors name where it is and how to reset it."""
+        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+
     @abstractmethod
     def _acquire(self, key: StateKey) -> C:
         """Take exclusive ownership and return the claim with the current (or a new) state."""

@@ -65,7 +65,7 @@ class VariableProducerStateStore(ProducerStateStore[StateClaim]):
             ) from None
         if text is None:
             return None
-        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+        return self.decode(key, text)
 
     def _acquire(self, key: StateKey) -> StateClaim:
         state = self.read(key) or ProducerState.new(key)
