@@ -36,7 +36,7 @@ from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_error
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
-from airflow_provider_eh.publishing.landed import landed_stamps
+from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
@@ -132,9 +132,9 @@ class IdempotentPublisher:
 
     def _partition_end(self, partition_id: str, producer: Any = None) -> int:
         if producer is not None:
-            return int(producer.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
+            return partition_end(producer, partition_id)
         with self.endpoint.producer() as client:
-            return int(client.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
+            return partition_end(client, partition_id)
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids; an unknown hub or bad credential is a non-retryable error."""
