@@ -29,7 +29,7 @@ deterministic (read materialised output, order rows by a declared key):
    releases the claim; ``publisher.abort(session)`` on failure leaves the intent for recovery.
 
 Both ways run the one driver loop of :mod:`.driver` (begin, send, commit, retry on transient
-errors); the rules that turn an input into an event are :mod:`.events`; the ledger's records are
+errors); the rules that turn an input into an event are :mod:`.rulebook`; the ledger's records are
 in :mod:`.state`.
 
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
@@ -41,7 +41,7 @@ their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.
 from __future__ import annotations
 
 from airflow_provider_eh.publishing.batch_id import derive_batch_id
-from airflow_provider_eh.publishing.events import (
+from airflow_provider_eh.publishing.rulebook import (
     OutgoingEvent,
     encode_body,
     normalise,

@@ -31,7 +31,7 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.publishing.events import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint

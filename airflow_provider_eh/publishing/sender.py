@@ -19,7 +19,7 @@ from azure.eventhub import EventData
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
-from airflow_provider_eh.publishing.events import OutgoingEvent
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.errors import InvalidEventError
-from airflow_provider_eh.publishing.events import (
+from airflow_provider_eh.publishing.rulebook import (
     MAX_EVENT_BYTES,
     check_properties,
     check_property_name,
