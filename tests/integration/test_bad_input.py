@@ -56,11 +56,13 @@ Publish = Callable[[IdempotentPublisher, list[dict[str, Any]], str], Any]
 @pytest.fixture(scope="module")
 def spark_session() -> Iterator[Any]:
     """The module's one ``local[2]`` session (the running one, when the Spark tests started it first)."""
+    import logging
     import os
 
     from airflow_provider_eh.spark.session import SparkSettings, get_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs from __del__ after pytest closed its streams
     session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
     session.sparkContext.setLogLevel("ERROR")
     yield session
