@@ -32,7 +32,7 @@ from azure.storage.blob import ContainerClient
 sys.path.insert(0, str(Path(__file__).with_name("publishing")))
 sys.path.insert(0, str(Path(__file__).with_name("spark")))
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # noqa: E402
-from spark_kit import TEST_CONF  # noqa: E402
+from spark_kit import start_session  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
@@ -56,15 +56,7 @@ Publish = Callable[[IdempotentPublisher, list[dict[str, Any]], str], Any]
 @pytest.fixture(scope="module")
 def spark_session() -> Iterator[Any]:
     """The module's one ``local[2]`` session (the running one, when the Spark tests started it first)."""
-    import logging
-    import os
-
-    from airflow_provider_eh.spark.session import SparkSettings, get_session
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs from __del__ after pytest closed its streams
-    session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
-    session.sparkContext.setLogLevel("ERROR")
+    session, owned = start_session()
     yield session
     if owned:
         session.stop()
