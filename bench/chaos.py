@@ -18,9 +18,12 @@ early, say on a lease held by a killed run) is disrupted again; a run counts as 
 when an attempt was killed or ran under a fault that fired. Retries may be killed again; the last
 one runs clean. Meanwhile a backfill process works through other intervals in the same blob
 producer groups, so it fights the runs for the partitions' leases. ``--spark-runs K`` (default 4)
-makes K of the runs Spark runs (the driver/executor split of ``airflow_provider_eh.spark``; slow):
-they are killed once the hub has taken events of theirs or after a seeded delay, whichever comes
-first, since crash points would hit Spark's Python workers, not the driver.
+makes K of the runs Spark runs (the driver/executor split of ``airflow_provider_eh.spark``, through
+the same driver loop; slow: each attempt starts a JVM). They are disrupted the same ways, as the
+seed says: SIGKILL of the driver at a protocol step it reaches (the claim, the intent, after the
+send, the commit; ``mid_send`` is reached on executors, so it is not among them), an endpoint fault,
+or SIGKILL once the hub has taken events of theirs or after a seeded delay, whichever comes first.
+A killed attempt takes its whole session with it (the driver's JVM and Python workers).
 
 The check: every expected event id is in the hub exactly once (``duplicates`` counts extra copies,
 ``losses`` missing ids), on the partition it was meant for, and ``eh.seq`` strictly increases in
@@ -170,9 +173,10 @@ def publish_once(config: dict[str, Any], ready: str) -> dict[str, str]:
         container = ContainerClient.from_connection_string(config["blob"], config["container"])
         store: Any = BlobProducerStateStore(container, claim_timeout=config["claim_timeout"])
     else:
-        from airflow_provider_eh.hooks.producer_state import VariableProducerStateStore
+        from airflow_provider_eh.hooks.producer_state import AirflowVariables
+        from airflow_provider_eh.publishing import VariableProducerStateStore
 
-        store = VariableProducerStateStore()
+        store = VariableProducerStateStore(AirflowVariables())
     publisher = IdempotentPublisher(endpoint, store, producer_group=batch.group,
                                     send_timeout=config["send_timeout"], send_attempts=config["send_attempts"])
     Path(ready).touch()
@@ -231,6 +235,8 @@ class Tally:
     faults: int = 0
     attempts: int = 0
     backfill_batches: int = 0
+    spark_runs: int = 0
+    spark_disrupted: int = 0  # Spark runs an attempt of which was killed or ran under a fault that fired
     statuses: Counter = field(default_factory=Counter)
     disruptions: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
@@ -328,6 +334,8 @@ class Chaos:
             if proc.is_alive():
                 self.kill(proc)
                 proc.join()
+            if batch.backend == "spark":  # a driver killed at a step leaves its JVM behind in its session
+                self.kill(proc)
         finally:
             with self.children_lock:
                 self.children.discard(proc)
@@ -359,16 +367,14 @@ class Chaos:
 
     def disrupt(self, batch: Batch, rng: random.Random, *, faults_allowed: bool) -> tuple[tuple[str, dict[str, str], str], bool]:
         """An attempt disrupted as the seed says; returns its outcome and whether the disruption took effect."""
-        if batch.backend == "spark":
-            kind = "spark_kill"
-        else:
-            kind = rng.choice(("crash", "fault") if faults_allowed else ("crash",))
+        kinds = ("crash", "fault") if faults_allowed else ("crash",)
+        kind = rng.choice(kinds + ("spark_kill",) if batch.backend == "spark" else kinds)
         with self.tally.lock:
             self.tally.disruptions[kind] += 1
         if kind == "spark_kill":
             return self.spark_kill(batch, rng)
         if kind == "crash":
-            most = max(sdk_batches_per_partition(batch))
+            most = 0 if batch.backend == "spark" else max(sdk_batches_per_partition(batch))  # Spark: driver steps
             points = CRASH_POINTS + tuple(f"mid_send:{k}" for k in range(1, most + 1))
             outcome = self.attempt(batch, crash_at=rng.choice(points))
             return outcome, outcome[0] == "killed"
@@ -452,7 +458,8 @@ class Chaos:
                 disrupted = self.publish_until_done(batch, rng, faults_allowed=True)
         else:  # blob runs of one group contend for the partitions' leases, as concurrent Airflow runs would
             disrupted = self.publish_until_done(batch, rng, faults_allowed=True)
-        self.tally.add(runs=1, disrupted=int(disrupted))
+        spark = batch.backend == "spark"
+        self.tally.add(runs=1, disrupted=int(disrupted), spark_runs=int(spark), spark_disrupted=int(spark and disrupted))
         done = self.tally.runs
         if done % 10 == 0 or done == self.runs:
             print(f"  {done}/{self.runs} runs ({self.tally.disrupted} disrupted), {self.tally.kills} kills, "
@@ -567,7 +574,7 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
         published = time.monotonic()
         figures = chaos.check()
     t = chaos.tally
-    print(f"runs {t.runs} ({runs - spark_runs if spark_runs else runs} engine, {spark_runs} Spark) and "
+    print(f"runs {t.runs} ({t.runs - t.spark_runs} local, {t.spark_runs} Spark, {t.spark_disrupted} of those disrupted) and "
           f"{t.backfill_batches} backfill batches in {t.attempts} attempts; disruptions {dict(t.disruptions)}")
     print(f"runs disrupted {t.disrupted} of {t.runs}; kills {t.kills} (SIGKILL observed), faults {t.faults} (fired); "
           f"final statuses {dict(t.statuses)}")
@@ -578,7 +585,7 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
           f"{figures['stamp_breaks']} eh.seq breaks; publishing {published - started:.0f}s, "
           f"check {time.monotonic() - published:.0f}s")
     return {"runs": t.runs, "disrupted": t.disrupted, "kills": t.kills, "faults": t.faults,
-            "backfill": t.backfill_batches, **figures,
+            "spark_runs": t.spark_runs, "spark_disrupted": t.spark_disrupted, "backfill": t.backfill_batches, **figures,
             "seconds": round(time.monotonic() - started)}
 
 

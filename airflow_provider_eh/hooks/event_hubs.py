@@ -33,16 +33,19 @@ CONN_TYPE = "azure_event_hubs"
 
 
 class _EventHubsConnection:
-    """Connection handling shared by the sync and async hooks."""
+    """Connection handling shared by the sync and async hooks: the connection id and default hub, and the endpoint."""
 
     conn_name_attr = "event_hubs_conn_id"
     default_conn_name = "azure_event_hubs_default"
     conn_type = CONN_TYPE
     hook_name = "Azure Event Hubs"
 
-    event_hubs_conn_id: str
-    eventhub_name: str | None
     log: Any
+
+    def __init__(self, event_hubs_conn_id: str = default_conn_name, eventhub_name: str | None = None):
+        super().__init__()
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self.eventhub_name = eventhub_name
 
     def _endpoint_from(self, conn: Any, eventhub_name: str | None) -> EventHubsEndpoint:
         extras = conn.extra_dejson or {}
@@ -124,13 +127,6 @@ class EventHubsHook(_EventHubsConnection, BaseHook):
     :param eventhub_name: default hub for calls that do not name one.
     """
 
-    def __init__(
-        self, event_hubs_conn_id: str = _EventHubsConnection.default_conn_name, eventhub_name: str | None = None
-    ):
-        super().__init__()
-        self.event_hubs_conn_id = event_hubs_conn_id
-        self.eventhub_name = eventhub_name
-
     @cached_property
     def _conn(self) -> Any:
         return self.get_connection(self.event_hubs_conn_id)
@@ -191,9 +187,7 @@ class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
     def __init__(
         self, event_hubs_conn_id: str = _EventHubsConnection.default_conn_name, eventhub_name: str | None = None
     ):
-        super().__init__()
-        self.event_hubs_conn_id = event_hubs_conn_id
-        self.eventhub_name = eventhub_name
+        super().__init__(event_hubs_conn_id, eventhub_name)
         self._conn: Any = None
 
     async def get_endpoint(self, eventhub_name: str | None = None) -> EventHubsEndpoint:

@@ -1,41 +1,34 @@
-"""Producer-state stores behind Airflow connections: the Blob backend and the Airflow Variables backend.
+"""Producer-state stores behind Airflow: the Blob backend and the Airflow Variables backend.
 
-``ProducerStateHook(backend=...)`` hands the publishing engine its store:
+``ProducerStateHook(backend=...)`` hands the publishing engine its store; both stores are the
+engine's (:mod:`airflow_provider_eh.publishing`), this module only connects them to Airflow:
 
-* ``"blob"``: :class:`~airflow_provider_eh.publishing.BlobProducerStateStore` in a container of the
-  ``wasb`` connection (leases and ETag compare-and-swap: safe with concurrent publishers);
-* ``"variable"``: :class:`VariableProducerStateStore`, one Airflow Variable per (group, partition).
-
-The Variables backend is **single-writer**: Airflow 3's Variable API has no compare-and-swap, so the
-claim writes a fresh token, re-reads it, and re-checks it before every write; this catches a second
-publisher that claimed in between, but two publishers racing inside the same instant can both pass.
-Runs of one producer group must therefore be serialised: a pool with one slot for the publishing
-task, or ``max_active_runs=1`` on the DAG.
+* ``"blob"``: :class:`~airflow_provider_eh.publishing.blob_store.BlobProducerStateStore` in a container
+  of the ``wasb`` connection (leases and ETag compare-and-swap: safe with concurrent publishers);
+* ``"variable"``: :class:`~airflow_provider_eh.publishing.variable_store.VariableProducerStateStore` over
+  :class:`AirflowVariables`, one Airflow Variable per (group, partition). It is **single-writer**:
+  Airflow 3's Variable API has no compare-and-swap, so runs of one producer group must be serialised
+  (a pool with one slot for the publishing task, or ``max_active_runs=1`` on the DAG).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.errors import InvalidProducerStateError
-from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.state import ProducerStateStore
+from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("blob", "variable")
 
 
-class UnreadableVariableError(Exception):
-    """A Variable row exists but its value cannot be read; never to be mistaken for an absent state."""
-
-
-class _SdkVariables:
+class AirflowVariables:
     """
-    ``airflow.sdk.Variable`` behind the two calls the store needs.
+    ``airflow.sdk.Variable`` behind the two calls the Variables store makes
+    (:class:`~airflow_provider_eh.publishing.variable_store.Variables`).
 
     In a task run by a supervisor (every worker) writes go through the Task SDK. ``dag.test()`` in
     Airflow 3.3 runs tasks in-process without the supervisor channel ``Variable.set`` needs; there,
@@ -81,70 +74,6 @@ class _SdkVariables:
         DbVariable.set(key, value, description=self.description)
 
 
-class VariableProducerStateStore(ProducerStateStore):
-    """
-    Producer state in Airflow Variables, ``eh_producer_state.{group}.{partition}`` (lower-cased).
-
-    Single-writer: runs of the same producer group must be serialised (pool of one slot or
-    ``max_active_runs=1``); see the module docstring. The Variable holds the same JSON as the blob
-    backend, including the namespace and hub it belongs to.
-
-    :param variables: an object with ``get(key) -> str | None`` and ``set(key, value)``; defaults to
-        ``airflow.sdk.Variable`` (task context).
-    :param prefix: Variable name prefix.
-    """
-
-    def __init__(self, variables: Any = None, *, prefix: str = "eh_producer_state"):
-        self.variables = variables or _SdkVariables()
-        self.prefix = prefix
-
-    def variable_name(self, key: StateKey) -> str:
-        return f"{self.prefix}.{key.group}.{key.partition}".lower()
-
-    def describe(self, key: StateKey) -> str:
-        return f"Airflow Variable {self.variable_name(key)!r}"
-
-    def reset_hint(self, key: StateKey) -> str:
-        return f"delete Airflow Variable {self.variable_name(key)!r} (`airflow variables delete {self.variable_name(key)}`)"
-
-    def read(self, key: StateKey) -> ProducerState | None:
-        try:
-            text = self.variables.get(self.variable_name(key))
-        except UnreadableVariableError as exc:
-            raise InvalidProducerStateError(
-                f"producer state {self.describe(key)} for {key}: {exc}. Restore the Fernet key, or to start over "
-                f"{self.reset_hint(key)}."
-            ) from None
-        if text is None:
-            return None
-        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
-
-    def _acquire(self, key: StateKey) -> StateClaim:
-        state = self.read(key) or ProducerState.new(key)
-        return StateClaim(key, state, None, self.describe(key))
-
-    def write(self, claim: StateClaim, state: ProducerState) -> None:
-        claim.check()
-        name = self.variable_name(claim.key)
-        if claim.tag is not None:  # not the claim's own first write: the token must still be ours
-            current = self.read(claim.key)
-            if current is None or current.claim_token != claim.tag:
-                claim.mark_lost("another publisher wrote a new claim token")
-                claim.check()
-        token = state.claim_token or uuid.uuid4().hex
-        state.claim_token = token
-        self.variables.set(name, state.to_json())
-        reread = self.read(claim.key)
-        if reread is None or reread.claim_token != token:
-            claim.mark_lost("the claim token read back is not ours")
-            claim.check()
-        claim.tag = token
-        claim.state = state
-
-    def release(self, claim: StateClaim) -> None:
-        """Nothing to release: the token stays until the next claim replaces it."""
-
-
 class ProducerStateHook(BaseHook):
     """
     The producer-state store of a publishing task.
@@ -172,7 +101,7 @@ class ProducerStateHook(BaseHook):
 
     def get_store(self) -> ProducerStateStore:
         if self.backend == "variable":
-            return VariableProducerStateStore()
+            return VariableProducerStateStore(AirflowVariables())
         from airflow_provider_eh.hooks.blob import BlobStorageHook
         from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 

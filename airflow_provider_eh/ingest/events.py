@@ -16,11 +16,11 @@ from typing import Any
 
 from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data
 
-# The stamps of idempotent-publishing.md, defined once with the publishers that write them.
-from airflow_provider_eh.publishing.stamps import BATCH as STAMP_BATCH
-from airflow_provider_eh.publishing.stamps import GROUP as STAMP_GROUP
-from airflow_provider_eh.publishing.stamps import OWNER as STAMP_OWNER
-from airflow_provider_eh.publishing.stamps import SEQ as STAMP_SEQ
+# The stamps of idempotent-publishing.md, defined once below both engines.
+from airflow_provider_eh.stamps import BATCH as STAMP_BATCH
+from airflow_provider_eh.stamps import GROUP as STAMP_GROUP
+from airflow_provider_eh.stamps import OWNER as STAMP_OWNER
+from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
 __all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
 

@@ -11,6 +11,9 @@ an Airflow exception (fail, skip, sensor timeout, ...)  unchanged: the task alre
 ``ValueError`` (an argument, a setting or a target      ``AirflowFailException``: the same input fails
 that does not parse, after templating)                  the same way on every retry
 anything else                                          unchanged: Airflow's default, retried
+a trigger's error event (:func:`trigger_error`)        by its ``retryable`` flag, as the error it
+                                                       reports: ``AirflowFailException`` when False,
+                                                       else ``AirflowException`` (retried)
 =====================================================  ===============================================
 
 A mapped message starts with ``Task '<task id>':`` and keeps the error's own text, which names the
@@ -23,7 +26,7 @@ its connection) is an output of the publishing operators and an input of the ing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -45,6 +48,28 @@ def airflow_error(exc: BaseException, task_id: str) -> BaseException:
     if isinstance(exc, ValueError):
         return AirflowFailException(f"Task {task_id!r}: {exc}")
     return exc
+
+
+class _ReportedError(EventHubsProviderError):
+    """An error a trigger reported as data (its type and text in the message, and ``retryable``)."""
+
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def trigger_error(task_id: str, doing: str, event: Mapping[str, Any]) -> BaseException:
+    """
+    The exception a task raises for a trigger's ``{"status": "error", "message": ..., "retryable": ...}``.
+
+    A trigger cannot hand over the exception itself, so it reports whether a retry can help; the
+    error is then mapped by :func:`airflow_error` like the same error raised in the task. An event
+    without the flag (written by an older trigger) counts as retryable. The message reads
+    ``Task '<id>': <doing> failed: <the trigger's message>``.
+    """
+    reported = _ReportedError(f"{doing} failed: {event.get('message', '')}", event.get("retryable") is not False)
+    mapped = airflow_error(reported, task_id)
+    return AirflowException(f"Task {task_id!r}: {reported}") if mapped is reported else mapped
 
 
 @contextmanager

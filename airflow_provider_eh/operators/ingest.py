@@ -28,6 +28,7 @@ from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
+from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -185,7 +186,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         checkpoint_interval: float = 1.0,
         dedupe: bool = True,
         session_key: str | None = None,
-        session_sequence: str = "property:eh.seq",
+        session_sequence: str = f"property:{STAMP_SEQ}",
         session_first_sequence: int = 0,
         session_end: str | None = None,
         session_defer_limit: float = 3600.0,

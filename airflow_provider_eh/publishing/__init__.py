@@ -29,18 +29,19 @@ deterministic (read materialised output, order rows by a declared key):
    releases the claim; ``publisher.abort(session)`` on failure leaves the intent for recovery.
 
 Both ways run the one driver loop of :mod:`.driver` (begin, send, commit, retry on transient
-errors); the rules that turn an input into an event are :mod:`.events`; the ledger's records are
+errors); the rules that turn an input into an event are :mod:`.rulebook`; the ledger's records are
 in :mod:`.state`.
 
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
-their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are in
-:mod:`.stamps`; the step boundaries crash tests observe in :mod:`airflow_provider_eh.steps`.
+their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are named in
+:mod:`airflow_provider_eh.stamps`, below both engines (ingestion reads them), and encoded by
+:mod:`.wire`; the step boundaries crash tests observe are in :mod:`airflow_provider_eh.steps`.
 """
 
 from __future__ import annotations
 
 from airflow_provider_eh.publishing.batch_id import derive_batch_id
-from airflow_provider_eh.publishing.events import (
+from airflow_provider_eh.publishing.rulebook import (
     OutgoingEvent,
     encode_body,
     normalise,
@@ -52,6 +53,7 @@ from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan,
 from airflow_provider_eh.publishing.publisher import IdempotentPublisher, PartitionSession
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 __all__ = [
     "BlobProducerStateStore",
@@ -67,6 +69,7 @@ __all__ = [
     "SendReport",
     "StateClaim",
     "StateKey",
+    "VariableProducerStateStore",
     "derive_batch_id",
     "encode_body",
     "fingerprint_of",

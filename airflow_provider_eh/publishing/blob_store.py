@@ -33,12 +33,23 @@ log = logging.getLogger(__name__)
 CLAIM_GRACE_SECONDS = 5.0
 
 
+class BlobStateClaim(StateClaim):
+    """A claim of the blob backend: the blob's lease (``lease``, an azure-storage-blob ``BlobLeaseClient``)
+    and the thread renewing it until ``stop_renewal`` is set."""
+
+    def __init__(self, key: StateKey, state: ProducerState, tag: Any, where: str, lease: Any):
+        super().__init__(key, state, tag, where)
+        self.lease = lease
+        self.stop_renewal = threading.Event()
+        self.renewal: threading.Thread | None = None
+
+
 def default_claim_timeout(lease_seconds: float) -> float:
     """The claim wait used when none is given: one lease plus :data:`CLAIM_GRACE_SECONDS`."""
     return float(lease_seconds) + CLAIM_GRACE_SECONDS
 
 
-class BlobProducerStateStore(ProducerStateStore):
+class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
     """
     Leased, compare-and-swap producer state in one blob container.
 
@@ -66,9 +77,9 @@ class BlobProducerStateStore(ProducerStateStore):
             text = self.container.get_blob_client(key.blob_name).download_blob().readall()
         except ResourceNotFoundError:
             return None
-        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+        return self.decode(key, text)
 
-    def _acquire(self, key: StateKey) -> StateClaim:
+    def _acquire(self, key: StateKey) -> BlobStateClaim:
         blob = self.container.get_blob_client(key.blob_name)
         try:
             blob.upload_blob(ProducerState.new(key).to_json(), overwrite=False)
@@ -106,18 +117,17 @@ class BlobProducerStateStore(ProducerStateStore):
         try:
             downloader = blob.download_blob(lease=lease)
             text = downloader.readall()
-            state = ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+            state = self.decode(key, text)
         except BaseException:
             lease.release()
             raise
-        claim = StateClaim(key, state, downloader.properties.etag, self.describe(key))
-        claim.lease = lease
+        claim = BlobStateClaim(key, state, downloader.properties.etag, self.describe(key), lease)
         claim.renewal = threading.Thread(target=self._renew, args=(claim, claim.stop_renewal),
                                          name=f"eh-lease-{key.partition}", daemon=True)
         claim.renewal.start()
         return claim
 
-    def _renew(self, claim: StateClaim, stop: threading.Event) -> None:
+    def _renew(self, claim: BlobStateClaim, stop: threading.Event) -> None:
         while not stop.wait(self.lease_seconds / 3):
             try:
                 claim.lease.renew()
@@ -126,7 +136,7 @@ class BlobProducerStateStore(ProducerStateStore):
                 claim.mark_lost(f"lease renewal failed: {type(exc).__name__}")
                 return
 
-    def write(self, claim: StateClaim, state: ProducerState) -> None:
+    def write(self, claim: BlobStateClaim, state: ProducerState) -> None:
         claim.check()
         blob = self.container.get_blob_client(claim.key.blob_name)
         try:
@@ -142,7 +152,7 @@ class BlobProducerStateStore(ProducerStateStore):
         claim.tag = result["etag"]
         claim.state = state
 
-    def release(self, claim: StateClaim) -> None:
+    def release(self, claim: BlobStateClaim) -> None:
         claim.stop_renewal.set()
         try:
             claim.lease.release()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:
@@ -75,8 +75,14 @@ def backoff_seconds(attempt: int) -> float:
     return min(2.0**attempt, 10.0)
 
 
-def rank_errors(errors: list[tuple[str, T]], retryable: Callable[[T], bool]) -> list[tuple[str, T]]:
-    """``(partition, error)`` pairs, the ones no retry can cure first (so they are the ones raised)."""
+def rank_errors(errors: list[tuple[str, T]], retryable: Callable[[T], bool] = is_retryable) -> list[tuple[str, T]]:
+    """
+    ``(partition, error)`` pairs, the ones no retry can cure first (so they are the ones raised).
+
+    The rule is :func:`is_retryable`, for exceptions and for :class:`SendOutcome` alike (an outcome
+    carries the rule's answer, ``lambda o: o.retryable``): an SDK ``AuthenticationError`` on one
+    partition is raised before a fenced producer on another, whichever path published them.
+    """
     return sorted(errors, key=lambda item: retryable(item[1]))
 
 
@@ -160,7 +166,7 @@ def _begin_all(publisher: IdempotentPublisher, batch_id: str, counts: Mapping[st
     if errors:
         for session in sessions.values():
             publisher.abort(session)
-        raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
+        raise rank_errors(errors)[0][1]
     return sessions
 
 

@@ -8,13 +8,24 @@ the in-doubt batch (one writer per group and partition), not by the partition's 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import ReadBackStalledError, events_after, partition_span
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
-from airflow_provider_eh.publishing.stamps import read_stamp
+from airflow_provider_eh.stamps import read_stamp
 
 log = logging.getLogger(__name__)
+
+
+def partition_end(client: Any, partition_id: str) -> int:
+    """The partition's last service sequence number now, through an open producer ``client``.
+
+    The one reading of "where the partition ends" the protocol compares: an intent records it as its
+    start point, a send report as the service's end after the send, and a Spark send task checks
+    against it whether its plan was sent before.
+    """
+    return int(client.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
 
 
 def landed_stamps(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import ranges_len
 
 

@@ -31,14 +31,14 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.publishing.events import OutgoingEvent, normalise
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
-from airflow_provider_eh.publishing.landed import landed_stamps
+from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
     CommittedBatch,
     PartialBatch,
@@ -132,9 +132,9 @@ class IdempotentPublisher:
 
     def _partition_end(self, partition_id: str, producer: Any = None) -> int:
         if producer is not None:
-            return int(producer.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
+            return partition_end(producer, partition_id)
         with self.endpoint.producer() as client:
-            return int(client.get_partition_properties(partition_id)["last_enqueued_sequence_number"])
+            return partition_end(client, partition_id)
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids; an unknown hub or bad credential is a non-retryable error."""
@@ -412,7 +412,7 @@ class IdempotentPublisher:
                               type(exc).__name__, exc)
                     errors.append((pid, exc))
         if errors:
-            raise rank_errors(errors, lambda e: getattr(e, "retryable", True))[0][1]
+            raise rank_errors(errors)[0][1]
         total = sum(r.events for r in results.values())
         log.info("group %s batch %s: %d partitions, %d events done in %.2fs",
                  self.producer_group, batch_stamp(batch_id), len(results), total, time.monotonic() - started)

@@ -19,13 +19,13 @@ from azure.eventhub import EventData
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import EventTooLargeError
-from airflow_provider_eh.publishing.events import OutgoingEvent
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.stamps import StampEncoder
+from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.state import from_ranges
-from airflow_provider_eh.publishing.wire import StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
@@ -163,7 +163,7 @@ def send_partition(
             seq += 1
         if pending_in_batch:
             flush(batch, pending_in_batch)
-        end = int(client.get_partition_properties(partition)["last_enqueued_sequence_number"])
+        end = partition_end(client, partition)
     finally:
         if own:
             client.close()

@@ -37,7 +37,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 
@@ -267,7 +267,12 @@ class ProducerState:
 
 
 class StateClaim:
-    """An exclusive hold on one state: the state as last written, its version tag, and a lost flag."""
+    """
+    An exclusive hold on one state: the state as last written, its version tag, and a lost flag.
+
+    What a backend needs besides (the blob backend's lease and its renewal) is in the backend's own
+    subclass (:class:`~airflow_provider_eh.publishing.blob_store.BlobStateClaim`).
+    """
 
     def __init__(self, key: StateKey, state: ProducerState, tag: Any, where: str):
         self.key = key
@@ -276,9 +281,6 @@ class StateClaim:
         self.where = where
         self.lost = threading.Event()
         self.lost_reason = ""
-        self.lease: Any = None  # the blob backend's lease client
-        self.renewal: threading.Thread | None = None  # the blob backend's lease renewal thread
-        self.stop_renewal = threading.Event()
 
     def check(self) -> None:
         """Raise ProducerDisconnectedError when the claim was lost (renewal failed, another owner)."""
@@ -293,8 +295,12 @@ class StateClaim:
         self.lost.set()
 
 
-class ProducerStateStore(ABC):
-    """Claim, compare-and-swap writes and release of producer states; two backends implement it."""
+C = TypeVar("C", bound=StateClaim)
+
+
+class ProducerStateStore(ABC, Generic[C]):
+    """Claim, compare-and-swap writes and release of producer states; two backends implement it, each with
+    its claim type ``C``."""
 
     #: how to reset a broken state, for error messages ("delete blob X", "delete Variable Y")
     @abstractmethod
@@ -307,18 +313,22 @@ class ProducerStateStore(ABC):
     def read(self, key: StateKey) -> ProducerState | None:
         """The state, without claiming it (for ``get_partition_publishing_properties``)."""
 
+    def decode(self, key: StateKey, text: str | bytes) -> ProducerState:
+        """A stored document of ``key``, checked; its errors name where it is and how to reset it."""
+        return ProducerState.from_json(text, key, self.describe(key), self.reset_hint(key))
+
     @abstractmethod
-    def _acquire(self, key: StateKey) -> StateClaim:
+    def _acquire(self, key: StateKey) -> C:
         """Take exclusive ownership and return the claim with the current (or a new) state."""
 
     @abstractmethod
-    def write(self, claim: StateClaim, state: ProducerState) -> None:
+    def write(self, claim: C, state: ProducerState) -> None:
         """Replace the state if this claim still holds it (CAS); else ProducerDisconnectedError."""
 
     @abstractmethod
-    def release(self, claim: StateClaim) -> None: ...
+    def release(self, claim: C) -> None: ...
 
-    def claim(self, key: StateKey, *, owner_level: int | None = None, starting_sequence_number: int | None = None) -> StateClaim:
+    def claim(self, key: StateKey, *, owner_level: int | None = None, starting_sequence_number: int | None = None) -> C:
         """
         Take (group, partition): exclusive hold, owner level raised and written.
 

@@ -23,7 +23,7 @@ from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.operators.common import airflow_errors
+from airflow_provider_eh.operators.common import airflow_errors, trigger_error
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 
 if TYPE_CHECKING:
@@ -237,7 +237,4 @@ class EventHubCheckpointSensor(BaseSensorOperator):
             return progress.checkpoints()
         if status == "timeout":
             raise AirflowSensorTimeout(f"Sensor has timed out after {self.timeout} seconds. {message}")
-        failed = f"Task {self.task_id!r}: waiting on checkpoints failed: {message}"
-        if event.get("retryable") is False:  # the rule of operators.common: no retries for what cannot change
-            raise AirflowFailException(failed)
-        raise AirflowException(failed)
+        raise trigger_error(self.task_id, "waiting on checkpoints", event)

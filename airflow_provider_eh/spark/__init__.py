@@ -1,7 +1,7 @@
 """Publishing a Spark job's output exactly once; no Airflow import here.
 
 - :mod:`.mapping`: row → event (body, properties, partition, order) by the engine's event rulebook
-  (:mod:`airflow_provider_eh.publishing.events`), pickled to executors;
+  (:mod:`airflow_provider_eh.publishing.rulebook`), pickled to executors;
 - :mod:`.executor`: what executors run over Arrow batches (map, fingerprint pass, send pass);
 - :mod:`.job`: the driver (:class:`~.job.SparkPublishJob`, :class:`~.job.SparkSource`), running the
   engine's one driver loop (:mod:`airflow_provider_eh.publishing.driver`) with executors as senders;

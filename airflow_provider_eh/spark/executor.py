@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.driver import SendOutcome
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.landed import landed_stamps
+from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
 from airflow_provider_eh.publishing.sender import send_partition
 from airflow_provider_eh.spark.mapping import BODY_COL, HASH_COL, PARTITION_COL, SLOT_COL, RowMapping, content_hash
 
@@ -129,7 +129,7 @@ def _sent_before(endpoint: EventHubsEndpoint, plan: PartitionPlan, start: int) -
     nothing was sent to the partition since the intent; reads back only when something was.
     """
     with endpoint.producer(retry_total=1) as client:
-        end = int(client.get_partition_properties(plan.partition_id)["last_enqueued_sequence_number"])
+        end = partition_end(client, plan.partition_id)
     if end <= start:
         return False
     found = landed_stamps(endpoint, plan.partition_id, after_sequence_number=start, group=plan.group,

@@ -31,7 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
-from airflow_provider_eh.publishing.stamps import batch_stamp
+from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.errors import InvalidEventError
-from airflow_provider_eh.publishing.events import (
+from airflow_provider_eh.publishing.rulebook import (
     MAX_EVENT_BYTES,
     check_properties,
     check_property_name,
@@ -21,7 +21,6 @@ from airflow_provider_eh.publishing.events import (
     encode_body,
     key_bytes,
     partition_for_key,
-    to_json,
 )
 from airflow_provider_eh.publishing.fingerprint import canonical_properties
 
@@ -38,11 +37,10 @@ __all__ = ["MAX_EVENT_BYTES", "RowMapping", "content_hash"]
 _BODY_HINT = "give a serializer or a body column"
 
 
-def _property_value(value: Any) -> Any:
-    """AMQP application properties take scalars; a column of another type is carried as its JSON text."""
-    if value is None or isinstance(value, (str, bool, int, float, bytes)):
-        return value
-    return to_json(value).decode("utf-8")
+_PROPERTY_FIX = (
+    ": cast the column in the Spark job (a date, timestamp or decimal to string or a number; an array, "
+    "map or struct to_json), or drop it from property_columns"
+)
 
 
 def content_hash(body: bytes, properties: dict[str, Any] | None) -> bytes:
@@ -135,9 +133,12 @@ class RowMapping:
         return encode_body(row, self.describe_row(row), _BODY_HINT)
 
     def event_properties(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """The property columns (nulls skipped, other types as JSON text), checked by the event rulebook."""
-        props = {c: _property_value(row[c]) for c in self.property_columns if row[c] is not None}
-        return check_properties(props, self.describe_row(row)) if props else None
+        """The property columns, by the event rulebook's one rule: a null stays (AMQP null), a value that is
+        not a scalar is refused naming the row and the column."""
+        if not self.property_columns:
+            return None
+        return check_properties({c: row[c] for c in self.property_columns}, self.describe_row(row),
+                                label="property column {name!r}", fix=_PROPERTY_FIX)
 
     def event_partition(self, row: dict[str, Any], partition_ids: Sequence[str]) -> str:
         """The row's partition: its partition column, or its key hashed as the non-Spark path does."""

@@ -16,7 +16,7 @@ from airflow_provider_eh.errors import (
     ProducerDisconnectedError,
     SinkConfigError,
 )
-from airflow_provider_eh.operators.common import airflow_error, airflow_errors
+from airflow_provider_eh.operators.common import airflow_error, airflow_errors, trigger_error
 
 FAILS = AirflowFailException  # no retries
 SAME = "same"  # raised as it is: Airflow retries it (or it already says what it means)
@@ -59,6 +59,19 @@ def test_the_context_manager_chains_the_original_and_lets_retryable_errors_throu
     with pytest.raises(ProducerDisconnectedError) as raised, airflow_errors("t"):
         raise retryable
     assert raised.value is retryable
+
+
+@pytest.mark.parametrize(("retryable", "expected"), [(False, AirflowFailException), (True, AirflowException), (None, AirflowException)])
+def test_a_trigger_error_event_is_mapped_by_the_same_rule(retryable: bool | None, expected: type) -> None:
+    """A trigger reports an error as data; its ``retryable`` flag decides as the error's own would (absent: retried)."""
+    event = {"status": "error", "message": "CheckpointStoreError: container 'c' does not exist"}
+    if retryable is not None:
+        event["retryable"] = retryable
+    mapped = trigger_error("t", "waiting on checkpoints", event)
+    assert type(mapped) is expected
+    assert str(mapped) == "Task 't': waiting on checkpoints failed: CheckpointStoreError: container 'c' does not exist"
+    if retryable is False:  # the same answer the table gives for the error itself
+        assert type(airflow_error(CheckpointStoreError("container 'c' does not exist"), "t")) is expected
 
 
 def test_publish_operator_applies_the_rule_to_its_arguments() -> None:

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_kit import TEST_CONF, SparkSetup
-
-from airflow_provider_eh.spark.session import SparkSettings, get_session
-
+from spark_kit import SparkSetup, start_session
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A ``local[2]`` session shared by the Spark tests (jobs that write outputs, in-process publishes)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs from __del__ after pytest closed its streams
-    session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
-    session.sparkContext.setLogLevel("ERROR")
+    session, owned = start_session()
     yield session
     if owned:
         session.stop()

@@ -43,6 +43,19 @@ ORDERS_SQL = (
 )
 
 
+def start_session() -> tuple[Any, bool]:
+    """The tests' ``local[2]`` session (the running one, if any) and whether it was started here (then stop it)."""
+    import logging
+
+    from airflow_provider_eh.spark.session import SparkSettings, get_session
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs from __del__ after pytest closed its streams
+    session, owned = get_session(SparkSettings(master="local[2]", conf=TEST_CONF))
+    session.sparkContext.setLogLevel("ERROR")
+    return session, owned
+
+
 def write_orders(spark: Any, path: str, rows: int, *, pad: int = 0, files: int = 4, start: int = 0) -> str:
     """A Spark step writing ``rows`` orders as parquet (in ``files`` files, shuffled so order is not given)."""
     cols = list(ORDERS_SQL) + ([f"repeat('x', {pad}) as pad"] if pad else [])

@@ -1,7 +1,7 @@
 """A Spark publish killed at each protocol step, on the driver (the task's process, SIGKILLed) and on an
-executor (a Python worker SIGKILLed mid-send), then run again: reading the hub back finds every row
-exactly once. Each crash is a child process owning its own ``local[2]`` session, all crashing at once;
-the re-runs use the test's session."""
+executor (a Python worker SIGKILLed mid-send), or hit by each of the endpoint's send faults, then run
+again: reading the hub back finds every row exactly once. Each crash is a child process owning its own
+``local[2]`` session, all crashing at once; the faulted runs and the re-runs use the test's session."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import signal
 from collections import Counter
 from typing import Any
 
+import pytest
 from spark_kit import SparkSetup, batch, write_orders
+
+from airflow_provider_eh.errors import EventHubsProviderError
 
 ROWS = 10_000
 # ~1 KB rows: each partition's ~2,500 events take 3 SDK batches, so mid_send:2 cuts a send short.
@@ -55,3 +58,29 @@ def test_rerun_after_driver_or_executor_killed_at_each_step_publishes_each_row_o
         assert len(ids) == ROWS and set(ids.values()) == {1}, f"{point}: {len(read)} events, {len(ids)} distinct"
         statuses = {r.status for r in results.values()}
         assert CRASHES[point] in statuses, (point, statuses)
+
+
+# The endpoint's faults, as the local path's fault matrix (tests/integration/publishing/test_publish_crash_recovery.py)
+FAULTS = [("store_no_ack", {}), ("delay_ack", {"ms": 3000}), ("server_busy", {}), ("drop_after", {"transfers": 3})]
+FAULT_ROWS = 800  # ~2 KB rows: one SDK batch per partition, as in the local matrix
+
+
+@pytest.mark.parametrize(("fault", "params"), FAULTS, ids=[f for f, _ in FAULTS])
+def test_send_faults_then_rerun_publish_each_row_once(spark: Any, setup: SparkSetup, fault: str, params: dict) -> None:
+    path = write_orders(spark, str(setup.tmp / "orders"), FAULT_ROWS, pad=2000, files=2)
+    setup.event_hubs.admin.set_fault(fault, hub=setup.hub, **params)
+    # The first run either recovers in-process (a failed send is followed by read-back) or fails.
+    try:
+        first: dict[str, Any] | None = setup.publish(spark, path, batch(fault), send_timeout=1.5, send_attempts=2)
+    except EventHubsProviderError:
+        first = None
+    finally:
+        left = setup.event_hubs.admin.faults()  # a one-shot fault disappears once it fired
+        setup.event_hubs.admin.clear_faults()
+    assert all(f["triggered"] > 0 for f in left), f"the fault must have hit a send: {left}"
+    results = setup.publish(spark, path, batch(fault), claim_timeout=40)
+    ids = Counter(json.loads(e.body)["id"] for e in setup.read_back())
+    assert len(ids) == FAULT_ROWS and set(ids.values()) == {1}, f"{sum(ids.values())} events, {len(ids)} distinct"
+    assert sum(r.events for r in results.values()) == FAULT_ROWS
+    if first is not None:  # recovered in-process: the re-run finds every partition committed
+        assert {r.status for r in results.values()} == {"already_committed"}

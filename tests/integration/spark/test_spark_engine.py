@@ -13,7 +13,7 @@ from spark_kit import SparkSetup, batch
 
 from airflow_provider_eh.errors import InvalidEventError
 from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
-from airflow_provider_eh.publishing.stamps import RESERVED_PREFIX
+from airflow_provider_eh.stamps import RESERVED_PREFIX
 from airflow_provider_eh.spark.errors import SparkPublishError
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
 from airflow_provider_eh.spark.mapping import RowMapping
@@ -64,19 +64,21 @@ def test_a_property_column_in_the_reserved_prefix_is_refused_as_on_the_local_pat
 def test_the_same_row_gives_byte_identical_events_on_both_paths(spark: Any, setup: SparkSetup) -> None:
     rows = [
         {"id": 1, "customer": "c-1", "amount": decimal.Decimal("12.50"), "day": dt.date(2026, 5, 1),
-         "note": "café ☕", "region": 3, "big": 2**40, "tag": "a"},
+         "note": "café ☕", "region": 3, "big": 2**40, "tag": "a", "gift": None},
         {"id": 2, "customer": "c-2", "amount": decimal.Decimal("-0.05"), "day": dt.date(2026, 5, 2),
-         "note": "", "region": -7, "big": -(2**62), "tag": "b"},
+         "note": "", "region": -7, "big": -(2**62), "tag": "b", "gift": "wrapped"},
     ]
     path = str(setup.tmp / "same")
     spark.createDataFrame(
-        rows, "id long, customer string, amount decimal(10,2), day date, note string, region int, big long, tag string"
+        rows, "id long, customer string, amount decimal(10,2), day date, note string, region int, big long, tag string, "
+        "gift string"
     ).write.parquet(path)
-    mapping = RowMapping(key_column="customer", property_columns=("region", "big", "tag"), order_by=("id",))
+    mapping = RowMapping(key_column="customer", property_columns=("region", "big", "tag", "gift"), order_by=("id",))
     spark_publisher = setup.publisher(group="spark")
     SparkPublishJob(spark, spark_publisher, mapping).publish(SparkSource(path=path), batch("same"))
     local = [{"body": row, "partition_key": row["customer"],
-              "properties": {"region": row["region"], "big": row["big"], "tag": row["tag"]}} for row in rows]
+              "properties": {"region": row["region"], "big": row["big"], "tag": row["tag"], "gift": row["gift"]}}
+             for row in rows]
     setup.publisher(group="local").publish(local, batch_id=batch("same"))
 
     def events_of(group: str) -> list[tuple[str, bytes, dict[str, Any]]]:
@@ -85,5 +87,7 @@ def test_the_same_row_gives_byte_identical_events_on_both_paths(spark: Any, setu
 
     from_spark, from_local = events_of("spark"), events_of("local")
     assert len(from_spark) == 2 and from_spark == from_local
-    assert [type(v) for v in from_spark[0][2].values()] == [int, int, str]
+    assert [type(v) for k, v in from_spark[0][2].items() if k != "gift"] == [int, int, str]
+    # a null property column is an AMQP null on both paths (the Spark path used to drop it)
+    assert sorted((e[2]["gift"] is None, e[2]["gift"]) for e in from_spark) == [(False, "wrapped"), (True, None)]
     assert json.loads(from_spark[0][1])["amount"] in ("12.50", "-0.05") and b'"day":"2026-05-0' in from_spark[0][1]

@@ -7,8 +7,7 @@ from azure.eventhub import EventData
 from azure.eventhub._common import EventDataBatch
 
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available
-from airflow_provider_eh.publishing.stamps import StampEncoder
-from airflow_provider_eh.publishing.wire import StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
 
 
 def fill(mode: str) -> list[EventDataBatch]:

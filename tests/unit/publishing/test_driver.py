@@ -83,3 +83,37 @@ def test_transient_failures_are_begun_again_and_others_end_the_run(monkeypatch: 
               lambda s, p: {"0": SendOutcome.failed("0", ConnectionLostError("x"))}, attempts=2,
               failure=lambda pid, o, n: RuntimeError(f"partition {pid}: {o.error_type}"))
     assert slept == [2.0, 2.0]
+
+
+def test_one_rule_ranks_which_partition_error_is_raised_on_every_path() -> None:
+    """An SDK AuthenticationError (no retry cures it) is raised before a fenced producer (a retry may),
+    whether the partitions failed to begin, to send, or in the local path's per-partition threads."""
+    fenced, refused = ProducerDisconnectedError("another publisher claimed partition 0"), AuthenticationError("bad key")
+    assert driver.rank_errors([("0", fenced), ("1", refused)]) == [("1", refused), ("0", fenced)]
+
+    class FailingBegin(FakePublisher):
+        def begin(self, pid: str, batch_id: str, count: int, fp: str, *, producer: Any = None) -> Session:
+            raise {"0": fenced, "1": refused}[pid]
+
+    with pytest.raises(AuthenticationError) as raised:
+        drive(FailingBegin(), "b" * 64, {"0": (1, "a"), "1": (1, "b")}, lambda s, p: {}, attempts=1)  # type: ignore[arg-type]
+    assert raised.value is refused
+
+    with pytest.raises(AuthenticationError) as raised:
+        drive(FakePublisher(), "b" * 64, {"0": (1, "a"), "1": (1, "b")},  # type: ignore[arg-type]
+              lambda s, p: {"0": SendOutcome.failed("0", fenced, keep=True), "1": SendOutcome.failed("1", refused, keep=True)},
+              attempts=1)
+    assert raised.value is refused
+
+    from airflow_provider_eh.publishing.publisher import IdempotentPublisher
+
+    local = IdempotentPublisher(None, None, producer_group="g")  # type: ignore[arg-type]
+    local.prepare = lambda events, default_partition=None: {"0": [], "1": []}  # type: ignore[method-assign]
+
+    def publish_partition(pid: str, batch_id: str, events: Any) -> Any:
+        raise {"0": fenced, "1": refused}[pid]
+
+    local.publish_partition = publish_partition  # type: ignore[method-assign]
+    with pytest.raises(AuthenticationError) as raised:
+        local.publish([], batch_id="b" * 64)
+    assert raised.value is refused

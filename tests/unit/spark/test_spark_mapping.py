@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import pickle
 
 import pyarrow as pa
 import pytest
 
 from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.publishing import fingerprint_of, partition_for_key
+from airflow_provider_eh.publishing import fingerprint_of, normalise, partition_for_key
 from airflow_provider_eh.publishing.plan import PartitionPlan
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import from_worker_text
@@ -35,10 +37,23 @@ def test_body_is_the_column_or_serializer_or_row_as_sorted_json() -> None:
     assert RowMapping(key_column="customer").event_body(row) == b'{"customer":"c","id":3,"note":"hi"}'
 
 
-def test_properties_skip_nulls_and_carry_non_scalars_as_json_text() -> None:
-    mapping = RowMapping(key_column="k", property_columns=("a", "b", "c"))
-    assert mapping.event_properties({"a": 1, "b": None, "c": [1, 2]}) == {"a": 1, "c": "[1,2]"}
-    assert mapping.event_properties({"a": None, "b": None, "c": None}) is None
+def test_properties_follow_the_local_paths_rule_nulls_kept_and_non_scalars_refused() -> None:
+    mapping = RowMapping(key_column="k", property_columns=("a", "b"))
+    row = {"k": "x", "a": 1, "b": None}
+    _, local = normalise({"body": "x", "partition_id": "0", "properties": {"a": 1, "b": None}}, 0, PIDS)
+    assert mapping.event_properties(row) == local.properties == {"a": 1, "b": None}  # null kept, as AMQP null
+    assert mapping.event_properties({"k": "x", "a": None, "b": None}) == {"a": None, "b": None}
+    assert RowMapping(key_column="k").event_properties(row) is None
+    for value, kind in (([1, 2], "list"), ({"m": 1}, "dict"), (decimal.Decimal("1.5"), "Decimal"), (dt.date(2026, 5, 1), "date")):
+        with pytest.raises(InvalidEventError) as spark_error:
+            mapping.event_of({"k": "x", "a": value, "b": None}, PIDS)
+        assert str(spark_error.value) == (
+            f"row with k='x': property column 'a' is a {kind}; use str, int, float, bool, bytes or None: cast the "
+            "column in the Spark job (a date, timestamp or decimal to string or a number; an array, map or struct "
+            "to_json), or drop it from property_columns"
+        )
+        with pytest.raises(InvalidEventError, match=f"^event 0: field 'properties.a' is a {kind}; use str, int, float, bool, bytes or None$"):
+            normalise({"body": "x", "partition_id": "0", "properties": {"a": value}}, 0, PIDS)
 
 
 def test_mapping_needs_a_partition_or_key_column_and_not_both() -> None:

@@ -1,14 +1,15 @@
 """The event rulebook: how an input becomes an event, the same on every path.
 
 One set of rules, used by :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
-(through :func:`normalise`), by the Spark mapping (:mod:`airflow_provider_eh.spark.mapping`) and, for
-the stamp names, by ingestion:
+(through :func:`normalise`) and by the Spark mapping (:mod:`airflow_provider_eh.spark.mapping`); the
+stamp names it reserves are :mod:`airflow_provider_eh.stamps`, which ingestion reads too:
 
 * **body** (:func:`encode_body`): bytes as they are, str as UTF-8, anything else as canonical JSON
   (sorted keys, no spaces, no NaN), with dates and times as ISO text, decimals as text, bytes as hex
   and Spark rows as objects (:func:`json_default`);
 * **properties** (:func:`check_properties`): str names outside the reserved ``eh.`` prefix of our
-  stamps (:mod:`.stamps`), scalar values, ints inside the signed 64-bit range of an AMQP long;
+  stamps, scalar values (``None`` kept, as AMQP null; nothing converted, anything else refused),
+  ints inside the signed 64-bit range of an AMQP long;
 * **size** (:func:`check_size`): body plus properties within one Event Hubs message, less room for
   the AMQP envelope and the stamps;
 * **partition**: a ``partition_id``, or a ``partition_key`` mapped by our own documented hash.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.publishing.stamps import RESERVED_PREFIX, STAMPS
+from airflow_provider_eh.stamps import RESERVED_PREFIX, STAMPS
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 # Room for the AMQP envelope and our stamps, so an event that passes here fits in an empty SDK batch.
@@ -102,6 +103,7 @@ def _where(where: int | str) -> str:
 
 
 _PROP_TYPES = (str, int, float, bool, bytes, type(None))
+PROPERTY_TYPES = "str, int, float, bool, bytes or None"
 
 
 def check_property_name(name: Any, where: int | str) -> None:
@@ -115,8 +117,19 @@ def check_property_name(name: Any, where: int | str) -> None:
         )
 
 
-def check_properties(properties: Any, where: int | str) -> dict[str, Any] | None:
-    """The user's application properties, checked (names, scalar types, 64-bit ints); ``None`` when empty."""
+def check_properties(
+    properties: Any, where: int | str, *, label: str = "field 'properties.{name}'", fix: str = ""
+) -> dict[str, Any] | None:
+    """
+    The user's application properties, checked; ``None`` when there are none.
+
+    Names are str outside the ``eh.`` prefix; values are scalars (:data:`PROPERTY_TYPES`: ``None``
+    is kept and goes as AMQP null), ints inside the signed 64-bit range of an AMQP long. Nothing is
+    converted: a value of another type is refused, so every path sends the same bytes for the same input.
+
+    :param label: how the error names a property (``{name}`` is its name): the Spark mapping names its column.
+    :param fix: what to do about a value of another type, after the allowed types.
+    """
     if properties is None:
         return None
     if not isinstance(properties, Mapping):
@@ -125,12 +138,11 @@ def check_properties(properties: Any, where: int | str) -> dict[str, Any] | None
         check_property_name(name, where)
         if not isinstance(value, _PROP_TYPES):
             raise InvalidEventError(
-                f"{_where(where)}: field 'properties.{name}' is a {type(value).__name__}; "
-                "use str, int, float, bool, bytes or None"
+                f"{_where(where)}: {label.format(name=name)} is a {type(value).__name__}; use {PROPERTY_TYPES}{fix}"
             )
         if type(value) is int and not -(2**63) <= value < 2**63:
             raise InvalidEventError(
-                f"{_where(where)}: field 'properties.{name}' is an int outside the signed 64-bit range of an AMQP "
+                f"{_where(where)}: {label.format(name=name)} is an int outside the signed 64-bit range of an AMQP "
                 "long; send it as a str"
             )
     return dict(properties) or None

@@ -1,0 +1,93 @@
+"""Producer state in key-value "Variables": one JSON document per (group, partition), single-writer.
+
+The store of the Airflow Variables backend, without Airflow: it reads and writes through an object
+with ``get(key) -> str | None`` and ``set(key, value)`` (:class:`Variables`), which the hook layer
+(:class:`~airflow_provider_eh.hooks.producer_state.AirflowVariables`) builds on ``airflow.sdk.Variable``
+and tests build on a dict. The document is the same JSON as the blob backend's, including the
+namespace and hub it belongs to, under ``eh_producer_state.{group}.{partition}`` (lower-cased).
+
+**Single-writer.** A Variable API has no compare-and-swap, so the claim writes a fresh token,
+re-reads it, and re-checks it before every write; this catches a second publisher that claimed in
+between, but two publishers racing inside the same instant can both pass. Runs of one producer group
+must be serialised (a pool with one slot for the publishing task, or ``max_active_runs=1``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+from airflow_provider_eh.errors import InvalidProducerStateError
+from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+
+
+class UnreadableVariableError(Exception):
+    """Raised by a :class:`Variables` whose key exists but whose value cannot be read (a changed
+    encryption key): never to be mistaken for an absent state."""
+
+
+class Variables(Protocol):
+    """The two calls the store makes; ``get`` raises :class:`UnreadableVariableError` for a value it cannot read."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+class VariableProducerStateStore(ProducerStateStore[StateClaim]):
+    """
+    Producer state in Variables, ``{prefix}.{group}.{partition}`` (lower-cased); single-writer (see the module).
+
+    :param variables: where the documents live (:class:`Variables`).
+    :param prefix: Variable name prefix.
+    """
+
+    def __init__(self, variables: Variables, *, prefix: str = "eh_producer_state"):
+        self.variables = variables
+        self.prefix = prefix
+
+    def variable_name(self, key: StateKey) -> str:
+        return f"{self.prefix}.{key.group}.{key.partition}".lower()
+
+    def describe(self, key: StateKey) -> str:
+        return f"Airflow Variable {self.variable_name(key)!r}"
+
+    def reset_hint(self, key: StateKey) -> str:
+        return f"delete Airflow Variable {self.variable_name(key)!r} (`airflow variables delete {self.variable_name(key)}`)"
+
+    def read(self, key: StateKey) -> ProducerState | None:
+        try:
+            text = self.variables.get(self.variable_name(key))
+        except UnreadableVariableError as exc:
+            raise InvalidProducerStateError(
+                f"producer state {self.describe(key)} for {key}: {exc}. Restore the Fernet key, or to start over "
+                f"{self.reset_hint(key)}."
+            ) from None
+        if text is None:
+            return None
+        return self.decode(key, text)
+
+    def _acquire(self, key: StateKey) -> StateClaim:
+        state = self.read(key) or ProducerState.new(key)
+        return StateClaim(key, state, None, self.describe(key))
+
+    def write(self, claim: StateClaim, state: ProducerState) -> None:
+        claim.check()
+        name = self.variable_name(claim.key)
+        if claim.tag is not None:  # not the claim's own first write: the token must still be ours
+            current = self.read(claim.key)
+            if current is None or current.claim_token != claim.tag:
+                claim.mark_lost("another publisher wrote a new claim token")
+                claim.check()
+        token = state.claim_token or uuid.uuid4().hex
+        state.claim_token = token
+        self.variables.set(name, state.to_json())
+        reread = self.read(claim.key)
+        if reread is None or reread.claim_token != token:
+            claim.mark_lost("the claim token read back is not ours")
+            claim.check()
+        claim.tag = token
+        claim.state = state
+
+    def release(self, claim: StateClaim) -> None:
+        """Nothing to release: the token stays until the next claim replaces it."""

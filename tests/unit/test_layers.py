@@ -1,0 +1,142 @@
+"""Imports only point down: the layers of the README's "How the code is laid out", checked two ways.
+
+From the bottom: ``errors``, ``steps``, ``stamps``, ``client/`` and ``checkpoints/``; then the two
+engines, ``publishing/`` and ``ingest/`` (neither imports the other, nor Airflow); then ``spark/``
+(the publishing engine on executors, no Airflow); then the Airflow shells.
+
+Every ``import`` statement of a layer's source is read (also those inside functions and under
+``TYPE_CHECKING``: an upward import there is still an upward dependency), and every module of a layer
+is imported in a fresh interpreter whose ``sys.modules`` must hold nothing above it. A package's
+``__main__`` is a command-line program on top of its package (``python -m airflow_provider_eh.ingest``
+may read an Airflow connection when asked to) and is not part of the layer.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import airflow_provider_eh
+
+PACKAGE = "airflow_provider_eh"
+ROOT = Path(airflow_provider_eh.__file__).parent
+SHELLS = ("hooks", "operators", "sensors", "triggers", "plugins", "assets", "queues", "version_compat",
+          "get_provider_info")
+ENGINES = ("publishing", "ingest")
+ABOVE_BOTTOM = ("airflow", *ENGINES, "spark", *SHELLS)
+
+# layer (a subpackage or top-level module of the package) -> what it must never import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "errors": ABOVE_BOTTOM,
+    "steps": ABOVE_BOTTOM,
+    "stamps": ABOVE_BOTTOM,
+    "client": ABOVE_BOTTOM,
+    "checkpoints": ABOVE_BOTTOM,
+    "publishing": ("airflow", "ingest", "spark", *SHELLS),
+    "ingest": ("airflow", "publishing", "spark", *SHELLS),
+    "spark": ("airflow", "ingest", *SHELLS),
+}
+
+
+def _qualified(name: str) -> str:
+    """``airflow`` stays as it is; a name of the package (``hooks``) becomes ``airflow_provider_eh.hooks``."""
+    return name if name == "airflow" else f"{PACKAGE}.{name}"
+
+
+def _under(module: str, names: tuple[str, ...]) -> str | None:
+    """The forbidden name ``module`` is, or is inside, if any."""
+    for name in names:
+        prefix = _qualified(name)
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    return None
+
+
+def _sources(layer: str) -> list[Path]:
+    path = ROOT / layer
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    return [f for f in files if f.stem != "__main__"]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, absolute module)`` of every import statement in ``path``; ``from x import y`` counts as ``x.y``."""
+    package = _module_name(path).split(".")
+    if path.stem != "__init__":
+        package = package[:-1]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            out.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_no_import_statement_of_a_layer_points_up(layer: str) -> None:
+    upward = [
+        f"{path.relative_to(ROOT.parent)}:{line} imports {target}"
+        for path in _sources(layer)
+        for line, target in _imports(path)
+        if _under(target, FORBIDDEN[layer])
+    ]
+    assert upward == [], f"{layer} must not import {', '.join(FORBIDDEN[layer])}; found:\n" + "\n".join(upward)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_importing_a_layer_loads_nothing_above_it(layer: str) -> None:
+    modules = [_module_name(path) for path in _sources(layer)]
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    above = [m for m in loaded if _under(m, FORBIDDEN[layer])]
+    assert above == [], f"importing {layer} ({len(modules)} modules) loaded {above}"
+
+
+def test_the_checks_see_an_upward_import() -> None:
+    """The static check resolves relative and nested imports (so an empty finding above means something)."""
+    found = dict(_imports(ROOT / "publishing" / "publisher.py"))
+    assert any(t == f"{PACKAGE}.stamps.batch_stamp" for t in found.values())
+    assert any(_under(t, ("client",)) for t in found.values())
+    assert _under(f"{PACKAGE}.hooks.producer_state", FORBIDDEN["spark"]) == f"{PACKAGE}.hooks"
+    assert _under("airflow.sdk", FORBIDDEN["ingest"]) == "airflow"
+    assert _under("airflow_provider_eh.stamps", FORBIDDEN["ingest"]) is None
+
+
+LOWER = [
+    "airflow_provider_eh.client.endpoint",
+    "airflow_provider_eh.client.receive",
+    "airflow_provider_eh.client.readback",
+    "airflow_provider_eh.checkpoints.blob_layout",
+    "airflow_provider_eh.checkpoints.lag",
+]
+ABOVE = ("airflow", "airflow_provider_eh.publishing", "airflow_provider_eh.ingest", "airflow_provider_eh.spark",
+         "airflow_provider_eh.hooks", "airflow_provider_eh.operators", "airflow_provider_eh.sensors",
+         "airflow_provider_eh.triggers")
+
+
+def test_client_and_checkpoint_modules_import_no_airflow_and_no_engine() -> None:
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {LOWER!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    above = [m for m in loaded if any(m == a or m.startswith(a + ".") for a in ABOVE)]
+    assert above == [], f"the client layer or the checkpoint modules pulled in {above}"
