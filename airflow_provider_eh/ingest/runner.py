@@ -83,7 +83,7 @@ class RunLimits:
     """
 
     batch_size: int | None = None
-    max_wait_time: float = 2.0
+    max_wait_time: float = 1.0
     batch_bytes: int = 4 * 1024 * 1024
     max_events: int | None = None
     max_duration: float | None = None
