@@ -146,6 +146,15 @@ class BasePublishOperator(HubLineage, BaseOperator):
                 if dict(options).get(name) is not None:
                     whole(f"partition_options[{pid!r}][{name!r}]", dict(options)[name], 0)
 
+    def origin(self, context: Context) -> dict[str, Any]:
+        """This task instance, recorded with each batch it publishes (the Event Hubs view links to it)."""
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", None)
+        return {
+            "dag_id": self.dag_id, "task_id": self.task_id, "run_id": context.get("run_id"),
+            "map_index": -1 if map_index is None else int(map_index), "try_number": getattr(ti, "try_number", None),
+        }
+
     def get_publisher(self, **kwargs: Any) -> IdempotentPublisher:
         """The engine's publisher on this task's hub, state store and producer group (arguments checked first)."""
         self.check_arguments()

@@ -78,7 +78,7 @@ class EventHubPublishOperator(BasePublishOperator):
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
         group = self.resolved_producer_group
         with self.provider_errors():
-            publisher = self.get_publisher()
+            publisher = self.get_publisher(origin=self.origin(context))
             batch_id = self.batch_id(context, group)
             self.log.info(
                 "group %s batch %s: publishing to hub %s with the %s state backend (attempt %s)",

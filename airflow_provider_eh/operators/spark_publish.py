@@ -166,7 +166,7 @@ class SparkToEventHubOperator(BasePublishOperator):
                 partition_column=self.partition_column, key_column=self.key_column, order_by=self.order_by,
             )
             settings = spark_settings(self.spark_conn_id, self.spark_conf)
-            publisher = self.get_publisher()
+            publisher = self.get_publisher(origin=self.origin(context))
             batch_id = self.batch_id(context, group)
             self.log.info(
                 "group %s batch %s: publishing %s to hub %s with Spark (%s) and the %s state backend (attempt %s)",

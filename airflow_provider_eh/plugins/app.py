@@ -176,16 +176,23 @@ def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[It
         props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(reading))
         producers = timed("producer_groups", lambda: readers.producer_groups(reading, now))
         props = props_future.result()
-    wanted: dict[str, str] = {}
+    wanted: dict[str, str] = {}  # batches that do not name their task instance: found by their derived ids
+    recorded: dict[str, dict[str, Any]] = {}  # batches whose ledger entry names it
     batches = []
     for group in producers:
         for row in group["partitions"]:
             for batch in filter(None, [row.get("last_committed"), *row.get("open_batches", [])]):
-                wanted[batch["batch_id"]] = group["group"]
+                origin = batch.pop("origin", None)
+                if links.is_origin(origin):
+                    recorded[batch["batch_id"]] = origin
+                else:
+                    wanted[batch["batch_id"]] = group["group"]
                 batches.append(batch)
                 if "age_seconds" in batch:
                     batch["stale"] = readers.is_stale(batch["age_seconds"], threshold)
-    found = timed("task_instances", lambda: links.task_instance_links(wanted, may_read))
+    found = timed("task_instances", lambda: {
+        **links.task_instance_links(wanted, may_read), **links.origin_links(recorded, may_read),
+    })
     for batch in batches:
         batch["task_instance"] = found.get(batch["batch_id"])
     consumers = timed("consumer_groups", lambda: readers.consumer_groups(reading, props, now))

@@ -1,6 +1,8 @@
 """Which task instance published a batch the Event Hubs view shows, for the DAGs the user may read.
 
-A producer ledger keeps a batch's derived id, not who published it. So the view derives, for each
+A batch published by this version's operators names its task instance in the ledger (``origin``:
+dag, task, run and map index): :func:`origin_links` reads its run's interval and returns it. For a
+batch written before ledgers carried ``origin`` (or by a publisher that passed none), the view derives, for each
 publishing task instance, the id that task instance publishes
 (:func:`~airflow_provider_eh.publishing.batch_id.derive_batch_id` over the values its operator used)
 and matches it against the ledger's. What it takes from where:
@@ -135,6 +137,48 @@ def match_batches(
                 found[batch_id] = run.link()
         if len(found) == len(wanted):
             break
+    return found
+
+
+ORIGIN_FIELDS = ("dag_id", "task_id", "run_id")
+
+
+def is_origin(origin: Any) -> bool:
+    """Whether a ledger entry's ``origin`` names an Airflow task instance."""
+    return isinstance(origin, dict) and all(isinstance(origin.get(f), str) and origin.get(f) for f in ORIGIN_FIELDS)
+
+
+def origin_links(
+    recorded: Mapping[str, Mapping[str, Any]], may_read: Callable[[Collection[str]], set[str]],
+) -> dict[str, dict[str, Any]]:
+    """``batch id -> link`` of the batches whose ledger entry names its task instance (``origin``), for
+    the DAGs ``may_read`` keeps; the interval and logical date come from the task instance's DAG run."""
+    if not recorded:
+        return {}
+    readable = may_read(sorted({o["dag_id"] for o in recorded.values()}))
+    mine = {batch_id: o for batch_id, o in recorded.items() if o["dag_id"] in readable}
+    if not mine:
+        return {}
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select, tuple_
+
+    keys = {(o["dag_id"], o["run_id"]) for o in mine.values()}
+    with create_session() as session:
+        runs = {
+            (dag_id, run_id): (start, end, logical)
+            for dag_id, run_id, start, end, logical in session.execute(
+                select(DagRun.dag_id, DagRun.run_id, DagRun.data_interval_start, DagRun.data_interval_end, DagRun.logical_date)
+                .where(tuple_(DagRun.dag_id, DagRun.run_id).in_(sorted(keys)))
+            )
+        }
+    found = {}
+    for batch_id, o in mine.items():
+        start, end, logical = runs.get((o["dag_id"], o["run_id"]), (None, None, None))
+        map_index = o.get("map_index")
+        found[batch_id] = PublishRun(
+            o["dag_id"], o["task_id"], o["run_id"], -1 if map_index is None else int(map_index), start, end, logical,
+        ).link()
     return found
 
 

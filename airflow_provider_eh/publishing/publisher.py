@@ -98,6 +98,8 @@ class IdempotentPublisher:
     :param send_timeout: seconds one SDK batch may take.
     :param keep_committed: prune the ledger to this many most recent committed batches per partition
         (``None``, the default, keeps every batch: a re-run years later stays a no-op).
+    :param origin: who publishes (a JSON object, e.g. the Airflow task instance's ids), recorded with
+        every batch of the ledger this publisher writes.
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class IdempotentPublisher:
         keep_committed: int | None = None,
         send_attempts: int = 3,
         send_timeout: float = 60.0,
+        origin: Mapping[str, Any] | None = None,
     ):
         self.endpoint = endpoint
         self.store = store
@@ -120,6 +123,7 @@ class IdempotentPublisher:
         self.keep_committed = keep_committed
         self.send_attempts = max(1, send_attempts)
         self.send_timeout = send_timeout
+        self.origin = dict(origin) if origin else None
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -223,7 +227,7 @@ class IdempotentPublisher:
             landed = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
             state.partial[pending.batch_id] = PartialBatch(
                 events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(landed),
-                batch_first_seq=pending.first_of_batch,
+                batch_first_seq=pending.first_of_batch, origin=pending.origin,
             )
             state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
             state.pending = None
@@ -274,7 +278,7 @@ class IdempotentPublisher:
             events=count, fingerprint=fingerprint, owner_level=state.owner_level,
             start_sequence_number=self._partition_end(pid, producer), landed=to_ranges(landed),
             batch_first_seq=first_seq if batch_first_seq is None else batch_first_seq,
-            started_at=datetime.now(timezone.utc).isoformat(),
+            started_at=datetime.now(timezone.utc).isoformat(), origin=self.origin,
         )
         plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
                              recovered_from=recovered_from, landed_count=len(landed))
@@ -319,6 +323,7 @@ class IdempotentPublisher:
                 events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
                 owner_level=plan.owner_level, committed_at=datetime.now(timezone.utc).isoformat(),
+                origin=self.origin if state.pending is None else state.pending.origin,
             )
             state.pending = None
             state.last_published_seq = max(state.last_published_seq, last_seq)

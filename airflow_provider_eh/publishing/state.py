@@ -9,14 +9,20 @@ The state is one JSON document (same shape in every backend)::
      "partial": {batch_id: PartialBatch}}
 
     CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
-                     "owner_level"?, "committed_at"?}
+                     "owner_level"?, "committed_at"?, "origin"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
-                     "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?}
-    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?}
+                     "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
+    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}
+    origin:         {"dag_id", "task_id", "run_id", "map_index", "try_number"} (what published the batch;
+                     any JSON object the caller passes, the Airflow operators pass these)
 
 (``?``: absent from documents written before the field existed; such documents load unchanged.)
 The three records are the dataclasses below, the only place their JSON is written and read; a
 unit test checks this layout against them.
+
+``origin`` names who sent the batch (the intent's, carried into the committed or partial record), so
+tools (the Event Hubs view) link a batch to its Airflow task instance; readers ignore fields they do
+not know, so older versions read newer documents too.
 
 ``indexes`` and ``landed`` are event-index sets stored as ``[[start, stop), ...]`` ranges, so a batch
 of a million events costs a few bytes unless its sends were cut into pieces. ``landed`` maps
@@ -97,7 +103,7 @@ class _Record:
 class CommittedBatch(_Record):
     """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin")
 
     events: int
     first_seq: int
@@ -106,13 +112,14 @@ class CommittedBatch(_Record):
     fingerprint: str | None = None
     owner_level: int | None = None
     committed_at: str | None = None
+    origin: dict[str, Any] | None = None
 
 
 @dataclass
 class PendingIntent(_Record):
     """The batch being sent (written before the send): what this attempt sends and from which number."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "started_at")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "started_at", "origin")
 
     batch_id: str
     first_seq: int
@@ -124,6 +131,7 @@ class PendingIntent(_Record):
     landed: list[list[int]]
     batch_first_seq: int | None = None
     started_at: str | None = None
+    origin: dict[str, Any] | None = None
 
     @property
     def attempt_indexes(self) -> list[int]:
@@ -146,12 +154,13 @@ class PendingIntent(_Record):
 class PartialBatch(_Record):
     """A batch of another run found in doubt: the events of it that landed; its retry sends the rest."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "origin")
 
     events: int
     fingerprint: str
     landed: list[list[int]]
     batch_first_seq: int | None = None
+    origin: dict[str, Any] | None = None
 
 
 RECORDS = {"committed": CommittedBatch, "pending": PendingIntent, "partial": PartialBatch}

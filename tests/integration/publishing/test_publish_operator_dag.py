@@ -99,7 +99,8 @@ def assert_success(run: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_rerun_of_same_interval_through_dag_test_publishes_once_with_blob_state(
-    airflow_db: Path, connections: dict[str, str], container: str, event_hubs: Any, tmp_path: Path, monkeypatch: Any
+    airflow_db: Path, connections: dict[str, str], container: str, azurite: Any, event_hubs: Any, tmp_path: Path,
+    monkeypatch: Any,
 ) -> None:
     dags = write_dag(tmp_path, monkeypatch, "blob", container)
     assert_success(run_day(dags, "2026-03-01T00:00:00+00:00"))
@@ -109,6 +110,21 @@ def test_rerun_of_same_interval_through_dag_test_publishes_once_with_blob_state(
     counts = day_counts(event_hubs, connections["hub"])
     assert len(counts) == 1600 and set(counts.values()) == {1}
     assert all(k.startswith("2026-02-28") for k in counts)
+    # each partition's ledger names the task instance that published the batch
+    from azure.storage.blob import ContainerClient
+
+    blobs = ContainerClient.from_connection_string(azurite.connection_string, container)
+    origins = [
+        record["origin"]
+        for blob in blobs.list_blobs() if "/producer-state/" in blob.name
+        for record in json.loads(blobs.download_blob(blob.name).readall())["committed"].values()
+    ]
+    assert len(origins) == 4  # one batch on each partition of the hub
+    assert {json.dumps(o, sort_keys=True) for o in origins} == {json.dumps(
+        {"dag_id": "publish_orders", "task_id": "publish", "run_id": origins[0]["run_id"], "map_index": -1, "try_number": 1},
+        sort_keys=True,
+    )}
+    assert origins[0]["run_id"].startswith("manual__")  # the dag.test() run that published the day
 
 
 def test_worker_killed_mid_send_then_rerun_publishes_once_with_variable_state(

@@ -95,15 +95,17 @@ def test_a_ledger_summary_shows_the_last_committed_batch_the_pending_one_and_par
         "newer": CommittedBatch(10, 10, 19, 19, committed_at="2026-05-04T11:00:00+00:00"),
     }
     state.pending = PendingIntent("p", 20, None, 5, "f", 4, 19, [], started_at=(NOW - timedelta(seconds=90)).isoformat())
-    state.partial = {"q": PartialBatch(5, "f", [[0, 1], [3, 3]])}
+    state.partial = {"q": PartialBatch(5, "f", [[0, 1], [3, 5]], origin={"dag_id": "d", "task_id": "t", "run_id": "r"})}
     modified = NOW - timedelta(minutes=10)
     summary = readers.summarise_state(state, modified, NOW)
     assert (summary["partition"], summary["owner_level"], summary["next_sequence_number"]) == ("3", 4, 30)
     assert summary["last_committed"] == {"batch_id": "newer", "events": 10, "first_seq": 10, "last_seq": 19,
-                                         "committed_at": "2026-05-04T11:00:00+00:00"}
+                                         "committed_at": "2026-05-04T11:00:00+00:00", "origin": None}
     pending, partial = summary["open_batches"]
     assert (pending["kind"], pending["batch_id"], pending["events"], pending["age_seconds"]) == ("pending", "p", 5, 90.0)
+    # landed ranges are [start, stop) event indexes: 0, then 3 and 4
     assert (partial["kind"], partial["batch_id"], partial["events"], partial["landed"]) == ("partial", "q", 5, 3)
+    assert partial["origin"] == {"dag_id": "d", "task_id": "t", "run_id": "r"} and pending["origin"] is None
     assert partial["age_seconds"] == 600.0 and partial["since"] == modified.isoformat()
 
 
