@@ -263,20 +263,20 @@ def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dic
         batch_id, record = committed[-1]
         last = {
             "batch_id": batch_id, "events": record.events, "first_seq": record.first_seq,
-            "last_seq": record.last_seq, "committed_at": record.committed_at,
+            "last_seq": record.last_seq, "committed_at": record.committed_at, "origin": record.origin,
         }
     open_batches = []
     if state.pending:
         started = _parse_time(state.pending.started_at) or modified
         open_batches.append({
             "kind": "pending", "batch_id": state.pending.batch_id, "events": state.pending.events,
-            "since": iso(started), "age_seconds": _age(started, now),
+            "since": iso(started), "age_seconds": _age(started, now), "origin": state.pending.origin,
         })
     for batch_id, part in state.partial.items():
-        landed = sum(high - low + 1 for low, high in part.landed or [])
+        landed = sum(stop - start for start, stop in part.landed or [])  # [start, stop) ranges of event indexes
         open_batches.append({
             "kind": "partial", "batch_id": batch_id, "events": part.events, "landed": landed,
-            "since": iso(modified), "age_seconds": _age(modified, now),
+            "since": iso(modified), "age_seconds": _age(modified, now), "origin": part.origin,
         })
     return {
         "partition": state.partition,
@@ -440,14 +440,14 @@ def _probe_key(endpoint: Any, position: tuple[str, int]) -> tuple[str, str, str,
 
 def _probe(endpoint: Any, consumer_group: str, position: tuple[str, int], timeout: float) -> datetime | None:
     """The enqueued time of the first event after ``position``, read as ``consumer_group``; ``None`` after ``timeout`` seconds."""
-    from airflow_provider_eh.client.receive import STOP, PartitionReader
+    from airflow_provider_eh.client.receive import STOP, PartitionsReader
 
     partition_id, after = position
     what = (f"reading the enqueued time after sequence number {after} of partition {partition_id} "
             f"as consumer group {consumer_group!r}")
     arrived: queue.Queue[Any] = queue.Queue()
-    reader = PartitionReader(endpoint, consumer_group, partition_id, after, max_batch_size=1,
-                             max_wait_time=1.0, prefetch=1, sink=arrived)
+    reader = PartitionsReader(endpoint, consumer_group, {partition_id: after}, sink=arrived, max_batch_size=1,
+                              max_wait_time=1.0, prefetch=1, convert=lambda _partition, fields: fields)
     deadline = time.monotonic() + timeout
     try:
         reader.start()
@@ -462,8 +462,7 @@ def _probe(endpoint: Any, consumer_group: str, position: tuple[str, int], timeou
                 log_failure(what, item)
                 return None
             if item:
-                enqueued = item[0].enqueued_time
-                return enqueued if enqueued is None or enqueued.tzinfo else enqueued.replace(tzinfo=timezone.utc)
+                return item[0].enqueued_time  # UTC
         log.info("Event Hubs view: %s: nothing within %.0f s", what, timeout)
         return None
     except Exception as exc:
