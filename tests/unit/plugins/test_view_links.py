@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from datetime import datetime, timezone
 
+import pytest
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from airflow.sdk import DAG
-from airflow.serialization.serialized_objects import DagSerialization
+
+try:  # the DAG serializer's name from Airflow 3.2 (SerializedDAG before)
+    from airflow.serialization.serialized_objects import DagSerialization
+except ImportError:
+    from airflow.serialization.serialized_objects import SerializedDAG as DagSerialization  # type: ignore[no-redef]
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
 from airflow_provider_eh.plugins import links
@@ -88,7 +94,19 @@ def test_reading_runs_stops_once_every_batch_is_found() -> None:
     assert read == ["newest"]  # the interval, not the run id, makes the id: the newest run of it wins
 
 
+SIMPLE_USERS_HAVE_TEAMS = "teams" in inspect.signature(SimpleAuthManagerUser).parameters
+
+
 def test_links_are_given_only_for_dags_whose_task_instances_the_auth_manager_lets_the_user_read() -> None:
+    manager = SimpleAuthManager()
+    no_teams = {"orders": None, "payroll": None}
+    assert links.readable_dags(manager, SimpleAuthManagerUser(username="bo", role="viewer"), no_teams) == set(no_teams)
+    assert links.readable_dags(manager, SimpleAuthManagerUser(username="cy", role="admin"), no_teams) == set(no_teams)
+    assert links.readable_dags(manager, SimpleAuthManagerUser(username="di", role=None), no_teams) == set()
+
+
+@pytest.mark.skipif(not SIMPLE_USERS_HAVE_TEAMS, reason="the simple auth manager has users with teams from Airflow 3.2")
+def test_in_multi_team_mode_links_are_given_only_for_the_users_teams_dags() -> None:
     manager = SimpleAuthManager()
     teams = {"orders": "sales", "payroll": "finance", "shared": None}
     sales_op = SimpleAuthManagerUser(username="ann", role="op", teams=["sales"])
