@@ -2,7 +2,9 @@
 
 - :mod:`~airflow_provider_eh.client.endpoint`: :class:`EventHubsEndpoint`, plain data naming one hub,
   and the package's one factory of SDK clients;
-- :mod:`~airflow_provider_eh.client.receive`: :class:`PartitionReader`, pull-style batches of one partition;
+- :mod:`~airflow_provider_eh.client.receive`: :class:`PartitionsReader`, pull-style batches of several
+  partitions received on one thread (:class:`PartitionReader`: of one);
+- :mod:`~airflow_provider_eh.client.received`: a received event's fields, read from its AMQP message or ``EventData``;
 - :mod:`~airflow_provider_eh.client.readback`: a partition read back up to its end (publishing's recovery,
   tests and scripts that count what landed).
 
