@@ -1,21 +1,23 @@
 """Transactional ingestion into SQLite, Postgres and MariaDB vs. the SDK's plain receive loop, over the same events.
 
 Starts its own local Event Hubs endpoint, Azurite and throwaway Postgres and MariaDB servers (where
-Debian's ``postgresql`` / ``mariadb-server`` are installed), publishes ``--events`` stamped JSON
-events over the hub's partitions, then, in the same run, measures:
+Debian's ``postgresql`` / ``mariadb-server`` are installed), publishes ``--events`` (100,000) stamped
+JSON events over the hub's partitions, then, in the same run, ``--rounds`` (5) times in turn:
 
 - ``plain``: ``EventHubConsumerClient.receive_batch`` over every partition (batches of 500), counting
   events and doing nothing else (no checkpoint, no storage): the floor any consumer pays;
 - ``ingest`` per database: one :class:`~airflow_provider_eh.ingest.IngestRun` with the default
-  limits (no tuning): ownership claims, per batch one transaction (rows, dedupe marks, checkpoint
-  compare-and-set), then the standard blob checkpoint on Azurite. Each database reads the same
-  events through its own consumer group.
+  limits (``RunLimits()``, what ``EventHubIngestOperator`` passes when not told otherwise): ownership
+  claims, per batch one transaction (rows, dedupe marks, checkpoint compare-and-set), the standard
+  blob checkpoint on Azurite. Each database and round reads the same events through a consumer group
+  of its own, into a table of its own.
 
-The last line is ``ratio_sqlite=... ratio_postgres=... [ratio_mariadb=...] ingest_eps_sqlite=...
-ingest_eps_postgres=... [ingest_eps_mariadb=...] plain_eps=...``.
+Each round's ratio is the plain loop's time over the ingestion's, measured back to back; the last
+line gives the median over the rounds, ``ratio_sqlite=... ratio_postgres=... [ratio_mariadb=...]
+ingest_eps_sqlite=... ingest_eps_postgres=... [ingest_eps_mariadb=...] plain_eps=...``.
 
-Where the time went before the changes of issue #16 (20,000 events, 4 partitions, batches of 500,
-SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion under the profiler):
+Where the time went when ingestion ran at 0.29 of the plain loop (20,000 events, 4 partitions,
+batches of 500, SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion):
 
 - 1.64 s (22 %) writing the blob checkpoint after every commit (two blob writes per batch: one per
   namespace spelling), with the next batch waiting on it;
@@ -25,22 +27,36 @@ SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion unde
 - 0.84 s the partition properties read once at start, 0.21 s ownership claims;
 - the rest waiting for the links (each partition's link received only while its batch was queued).
 
-The changes: the blob checkpoint moved to a background thread (newest per partition, written after
-the commit; a crash before it leaves the blob behind the SQL checkpoint, repaired by the next run);
-a transaction takes every chunk of its partition already received (batches by bytes and by what
-arrived in ``max_wait_time``, not by a fixed count), so per-transaction costs (BEGIN, marks,
-checkpoint, blob write) are paid once per several hundred to thousands of events; the links keep
-receiving into a bounded queue while a batch commits; received events are turned into
-``IngestEvent`` on the receiving threads, and property decoding and row building skip the per-value
-ABC checks (``isinstance(x, Mapping)``) that dominated them; Postgres rows go through
-``execute_values`` (psycopg2's ``executemany`` is a round trip per row).
+What changed, in the order it paid: a transaction takes every chunk of its partition already
+received (batches by bytes and by what arrived in ``max_wait_time``, not by a fixed count), so
+per-transaction costs are paid once per several hundred to thousands of events, while the links
+keep receiving into a bounded queue; the blob checkpoint is written behind the commits by a thread
+of its own, a partition's at most once a second (``checkpoint_interval``) and its last at the end;
+one thread receives every partition (an ``EventProcessor`` per partition spun on the interpreter
+lock until its partition listing came back); events are built on the receiving thread straight from
+the decoded AMQP messages instead of through the SDK's ``EventData`` (checked against it on each
+link's first messages, ``client/received.py``); SQLite rows go as multi-row ``INSERT``s and Postgres
+rows through ``execute_values`` (``executemany`` handed the interpreter lock around, or made a round
+trip, per row).
 
-What bounds the ratio now: CPU. The receiving threads (the SDK's pure-Python AMQP decoder, the same
-work as the plain loop) and the committing thread (``json.loads`` in the row function, building
-parameter tuples, the driver) share one interpreter lock and, here, two cores with the local
-endpoint, Azurite and the database server. Fixed costs per run add about 1.2 s: the partitions'
-last sequence numbers (two rounds of SDK management requests, ~0.4 s each on the local endpoint),
-ownership claims and release, and opening a link per partition.
+Where the time goes now (100,000 events, SQLite; ``py-spy record --gil --threads``, which samples
+whichever thread holds the interpreter lock; per event):
+
+- plain loop, one receiving thread: 45 µs, of it 19 µs reading and decoding frames (the SDK's
+  pure-Python AMQP) and 16 µs building ``EventData``;
+- ingestion's receiving thread: 35 µs, of it 23 µs reading and decoding the same frames and 8 µs
+  building the ``IngestEvent`` from the message (property names decoded once per link, enqueued
+  times shared by the events of one send);
+- ingestion's committing thread: 19 µs, of it 7 µs the default row function (``json.loads``, the
+  row dict) and the rest dedupe, parameter tuples and the driver's SQL calls; the blob-checkpoint
+  thread: under 2 µs.
+
+What bounds the ratio: the interpreter lock. Receiving and committing overlap in time, but only one
+of them runs Python at once, so ingestion costs the sum, about 55 µs of lock time per event against
+the plain loop's 45, plus fixed costs per run: the partitions' last sequence numbers (two rounds of
+SDK management requests at ~0.4 s each: the SDK polls every step of a management link's set-up every
+50 ms), ownership claims and release, and a link per partition, about 1 s together, which a run of
+20,000 events does not amortise (ratio ~0.65 there, ~0.75 at 100,000).
 """
 
 from __future__ import annotations
@@ -49,6 +65,7 @@ import argparse
 import json
 import logging
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
@@ -116,39 +133,41 @@ def plain_receive(conn_str: str, total: int, batch_size: int) -> float:
     return elapsed
 
 
-def ingest(conn_str: str, blob_conn_str: str, conn: Any, label: str, total: int) -> float:
-    """One ingestion run with default limits into ``conn``'s ``orders``; its seconds."""
+def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str, total: int) -> float:
+    """One ingestion run with default limits as consumer group ``group`` into ``conn``'s ``table``; its seconds."""
     cur = conn.cursor()
-    cur.execute("CREATE TABLE orders (id VARCHAR(40) NOT NULL, amount INTEGER, note TEXT)")
+    cur.execute(f"CREATE TABLE {table} (id VARCHAR(40) NOT NULL, amount INTEGER, note TEXT)")
     conn.commit()
-    container = BlobServiceClient.from_connection_string(blob_conn_str).create_container(f"bench-{label}")
+    container = BlobServiceClient.from_connection_string(blob_conn_str).create_container(f"bench-{group}")
     endpoint = EventHubsEndpoint.from_connection_string(conn_str)
-    stream = Stream(endpoint.namespace, endpoint.eventhub_name, label)
+    stream = Stream(endpoint.namespace, endpoint.eventhub_name, group)
     store = SqlIngestStore(conn, stream)
     run = IngestRun(
-        endpoint, label, store, BatchProcessor("orders"), owner_id="bench", container_client=container,
-        limits=RunLimits(strategy="greedy"),
+        endpoint, group, store, BatchProcessor(table), owner_id="bench", container_client=container,
+        limits=RunLimits(),  # the defaults, as EventHubIngestOperator passes them
     )
     started = time.perf_counter()
     summary = run.run()
     elapsed = time.perf_counter() - started
     cur = conn.cursor()
-    cur.execute("SELECT count(DISTINCT id) FROM orders")
+    cur.execute(f"SELECT count(DISTINCT id) FROM {table}")
     rows = cur.fetchone()[0]
     store.close()
     if summary["events"] != total or rows != total:
-        raise SystemExit(f"{label}: ingest applied {summary['events']} events and {rows} rows, expected {total}")
+        raise SystemExit(f"{group}: ingest applied {summary['events']} events and {rows} rows, expected {total}")
     return elapsed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5, help="plain and ingestion runs, interleaved; medians are reported")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     total = args.events // args.partitions * args.partitions
-    groups = ["sqlite", "postgres", "mariadb"]
+    databases = ["sqlite", "postgres", "mariadb"]
+    groups = [f"{db}-{r}" for r in range(args.rounds) for db in databases]
     with tempfile.TemporaryDirectory(prefix="eh-bench-ingest-") as tmp, ExitStack() as stack:
         em = stack.enter_context(EmulatorProcess(
             Path(tmp) / "eh", hubs={"bench": args.partitions}, consumer_groups={"bench": groups},
@@ -159,28 +178,44 @@ def main() -> int:
         mariadb = stack.enter_context(mariadb_server())
         if dsn is None:
             raise SystemExit("no Postgres server installed (initdb, postgres); apt-get install postgresql")
-        conn_str = em.connection_string("bench")
-        publish(conn_str, args.partitions, total)
-        plain_s = plain_receive(conn_str, total, 500)
-        sqlite_db = Path(tmp) / "sink.db"
-        with sqlite3.connect(sqlite_db) as conn:
-            conn.execute("PRAGMA journal_mode = WAL")
-        seconds = {"sqlite": ingest(conn_str, azurite.connection_string, sqlite3.connect(sqlite_db), "sqlite", total)}
         import psycopg2
 
-        seconds["postgres"] = ingest(conn_str, azurite.connection_string, psycopg2.connect(dsn), "postgres", total)
+        connect = {"sqlite": None, "postgres": lambda: psycopg2.connect(dsn)}
         if mariadb is not None:
             import pymysql
 
-            seconds["mariadb"] = ingest(conn_str, azurite.connection_string, pymysql.connect(**mariadb), "mariadb", total)
-    plain_eps = total / plain_s
-    eps = {db: total / s for db, s in seconds.items()}
-    print(f"{total} events over {args.partitions} partitions; plain loop in batches of 500, ingestion with default limits")
-    print(f"plain SDK receive:        {plain_eps:10.0f} events/s ({plain_s:.2f} s)")
-    for db, s in seconds.items():
-        print(f"ingestion into {db:9}  {eps[db]:10.0f} events/s ({s:.2f} s)")
+            connect["mariadb"] = lambda: pymysql.connect(**mariadb)
+        conn_str = em.connection_string("bench")
+        publish(conn_str, args.partitions, total)
+        plain_s: list[float] = []
+        seconds: dict[str, list[float]] = {db: [] for db in connect}
+        ratios: dict[str, list[float]] = {db: [] for db in connect}
+        for r in range(args.rounds):
+            plain = plain_receive(conn_str, total, 500)
+            plain_s.append(plain)
+            for db, opener in connect.items():
+                if opener is None:  # a fresh SQLite file per round, in WAL mode as a deployment would run it
+                    path = Path(tmp) / f"sink-{r}.db"
+                    with sqlite3.connect(path) as conn:
+                        conn.execute("PRAGMA journal_mode = WAL")
+                    conn = sqlite3.connect(path)
+                else:
+                    conn = opener()
+                took = ingest(conn_str, azurite.connection_string, conn, f"{db}-{r}", f"orders_{r}", total)
+                seconds[db].append(took)
+                ratios[db].append(plain / took)
+            print(f"round {r + 1}: plain {total / plain:.0f} events/s; " + ", ".join(
+                f"{db} {total / s[-1]:.0f} events/s (ratio {ratios[db][-1]:.3f})" for db, s in seconds.items()), flush=True)
+    plain_eps = total / statistics.median(plain_s)
+    eps = {db: total / statistics.median(s) for db, s in seconds.items()}
+    ratio = {db: statistics.median(r) for db, r in ratios.items()}
+    print(f"{total} events over {args.partitions} partitions, {args.rounds} rounds; plain loop in batches of 500, "
+          "ingestion with default limits; medians")
+    print(f"plain SDK receive:        {plain_eps:10.0f} events/s")
+    for db in eps:
+        print(f"ingestion into {db:9}  {eps[db]:10.0f} events/s (ratio {ratio[db]:.3f})")
     print(
-        " ".join(f"ratio_{db}={eps[db] / plain_eps:.3f}" for db in eps) + " "
+        " ".join(f"ratio_{db}={ratio[db]:.3f}" for db in eps) + " "
         + " ".join(f"ingest_eps_{db}={eps[db]:.0f}" for db in eps) + f" plain_eps={plain_eps:.0f}"
     )
     return 0
