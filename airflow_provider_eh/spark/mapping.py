@@ -127,17 +127,17 @@ class RowMapping:
                 raise InvalidEventError(
                     f"{self.describe_row(row)}: body column {self.body_column!r} is null; filter or fill it in the Spark job"
                 )
-            return encode_body(value, self.describe_row(row), _BODY_HINT)
+            return encode_body(value, _RowLabel(self, row), _BODY_HINT)
         if self.serializer:
-            return encode_body(self.serializer(row), self.describe_row(row), _BODY_HINT)
-        return encode_body(row, self.describe_row(row), _BODY_HINT)
+            return encode_body(self.serializer(row), _RowLabel(self, row), _BODY_HINT)
+        return encode_body(row, _RowLabel(self, row), _BODY_HINT)
 
     def event_properties(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The property columns, by the event rulebook's one rule: a null stays (AMQP null), a value that is
         not a scalar is refused naming the row and the column."""
         if not self.property_columns:
             return None
-        return check_properties({c: row[c] for c in self.property_columns}, self.describe_row(row),
+        return check_properties({c: row[c] for c in self.property_columns}, _RowLabel(self, row),
                                 label="property column {name!r}", fix=_PROPERTY_FIX)
 
     def event_partition(self, row: dict[str, Any], partition_ids: Sequence[str]) -> str:
@@ -177,6 +177,21 @@ class RowMapping:
         partition = self.event_partition(row, partition_ids)
         body = self.event_body(row)
         props = self.event_properties(row)
-        check_size(body, props, f"{self.describe_row(row)} (partition {partition})",
+        check_size(body, props, _RowLabel(self, row, f" (partition {partition})"),
                    hint="split the row or drop columns from its body")
         return partition, body, props
+
+
+class _RowLabel:
+    """A row's description for the rulebook's error messages, written only when a message is (once per row is costly)."""
+
+    __slots__ = ("mapping", "row", "suffix")
+
+    def __init__(self, mapping: RowMapping, row: dict[str, Any], suffix: str = ""):
+        self.mapping, self.row, self.suffix = mapping, row, suffix
+
+    def __str__(self) -> str:
+        return self.mapping.describe_row(self.row) + self.suffix
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
