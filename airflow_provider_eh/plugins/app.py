@@ -29,7 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, status
 from fastapi.responses import FileResponse, HTMLResponse
 
 from airflow_provider_eh.plugins import links, readers
-from airflow_provider_eh.plugins.event_hubs_view import URL_PREFIX, base_path
+from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
 from airflow_provider_eh.plugins.redaction import ViewReadError, log_failure, scrub
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ entry. The option is declared in the provider's configuration (``airflow config 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 
-URL_PREFIX = "/eventhubs"
+from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
+
 CONFIG_SECTION = "azure_event_hubs"
 CONFIG_OPTION = "view_enabled"
 
@@ -28,14 +28,6 @@ def view_enabled() -> bool:
     from airflow.configuration import conf
 
     return conf.getboolean(CONFIG_SECTION, CONFIG_OPTION, fallback=True)
-
-
-def base_path() -> str:
-    """The path Airflow is served under (``[api] base_url``'s path), ending in ``/``: ``/`` when it has none."""
-    from airflow.configuration import conf
-
-    path = urlsplit(conf.get("api", "base_url", fallback="") or "").path
-    return path.rstrip("/") + "/"
 
 
 def _fastapi_apps() -> list[dict[str, Any]]:
