@@ -2,9 +2,12 @@
 
 The blobs are those every Azure SDK's processor uses (``<ns>/<hub>/<group>/ownership/<partition>``,
 metadata ``ownerid``); they are read with the package's checkpoint reader and claimed with the SDK's
-``BlobCheckpointStore.claim_ownership`` (``if_match`` on the ETag read, ``if_none_match="*"`` for a
-first claim), so a claim that races another one fails with HTTP 412 and is dropped. A claim not renewed
-within ``expiry`` counts as abandoned and may be taken over; owners renew after every batch.
+``BlobCheckpointStore.claim_ownership`` with ``if_match`` on the ETag read, so a claim that races
+another one fails with HTTP 412 and is dropped. A partition that has no ownership blob yet first gets a
+released one (created with ``if_none_match="*"``; losing that race is harmless), and is then claimed on
+its ETag like any other: the SDK's own first claim sets metadata with ``if_none_match="*"``, which
+Azurite does not enforce on an existing blob, so two instances could both win it there. A claim not
+renewed within ``expiry`` counts as abandoned and may be taken over; owners renew after every batch.
 
 :func:`plan_claims` is the load-balancing decision, pure so that it can be tested alone:
 
@@ -27,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader, Ownership
+from airflow_provider_eh.checkpoints.blob_layout import OWNERSHIP, CheckpointReader, Ownership, blob_prefix
 
 log = logging.getLogger(__name__)
 
@@ -175,11 +178,30 @@ class PartitionOwnership:
             self.owned.update(got)
         return set(got)
 
+    def _first_etag(self, partition_id: str) -> str | None:
+        """
+        Create the partition's ownership blob released (unless it exists) and return its ETag, or
+        ``None`` when another instance already holds it.
+        """
+        from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
+
+        name = f"{blob_prefix(self.namespace, self.eventhub_name, self.consumer_group)}{OWNERSHIP}/{partition_id}"
+        blob = self.reader.container_client.get_blob_client(name)
+        try:
+            return blob.upload_blob(b"", metadata={"ownerid": ""}, if_none_match="*")["etag"]
+        except (ResourceExistsError, ResourceModifiedError):
+            properties = blob.get_blob_properties()  # created meanwhile: claimable only if still released
+            return None if properties.metadata.get("ownerid") else properties.etag
+
     def claim(self, partition_ids: Iterable[str], claims: Mapping[str, Claim]) -> set[str]:
         """Try to claim ``partition_ids`` against the ETags of the listing ``claims``; return those won."""
-        wanted = list(partition_ids)
-        won = self._write_ownership(wanted, self.owner_id, {p: claims[p].etag if p in claims else None for p in wanted})
-        for p in wanted:
+        etags = {p: claims[p].etag if p in claims else None for p in partition_ids}
+        for p, etag in list(etags.items()):
+            if etag is None:
+                etags[p] = self._first_etag(p)
+        wanted = [p for p, etag in etags.items() if etag is not None]
+        won = self._write_ownership(wanted, self.owner_id, etags)
+        for p in etags:
             if p in won:
                 log.info("Instance %s claimed partition %s of %s/%s", self.owner_id, p, self.eventhub_name, self.consumer_group)
             else:
