@@ -39,10 +39,10 @@ def backfilled_twice(example_stack: ExampleStack) -> dict[str, Any]:
     """The three days run, the hub read back, the same three days run again, the hub read back again."""
     conf = {"hub": example_stack.hub, "rows": ROWS}
     first, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
-    assert [r.get("state") for r in first] == ["success"] * 3, (first, proc.stderr[-3000:])
+    assert [r.get("state") for r in first] == ["success"] * 3, (first, proc.stderr[-3000:], proc.stdout[-6000:])
     after_first = hub_events(example_stack)
     second, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
-    assert [r.get("state") for r in second] == ["success"] * 3, (second, proc.stderr[-3000:])
+    assert [r.get("state") for r in second] == ["success"] * 3, (second, proc.stderr[-3000:], proc.stdout[-6000:])
     return {"after_first": after_first, "after_second": hub_events(example_stack), "log": proc.stdout}
 
 
