@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import sys
 import tempfile
@@ -30,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from airflow_provider_eh.testing.stack import connection_env  # noqa: E402
 
 
 async def start_once(trigger_class: type) -> str:
@@ -75,10 +75,7 @@ def main() -> int:
         })
         with EmulatorProcess(root / "eh", hubs={"present": 2}, extra_args=["--log-level", "WARNING"]) as eh, \
                 AzuriteProcess(root / "azurite") as azurite:
-            os.environ["AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT"] = json.dumps(
-                {"conn_type": "azure_event_hubs", "extra": {"connection_string": eh.connection_string()}})
-            os.environ["AIRFLOW_CONN_WASB_DEFAULT"] = json.dumps(
-                {"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}})
+            os.environ.update(connection_env(event_hubs=eh.connection_string(), blob=azurite.connection_string))
             warm, last = asyncio.run(soak(args.starts, args.warmup))
     growth = 100.0 * (last - warm) / warm
     print(f"starts={args.starts} rss_warm_mib={warm:.1f} rss_last_mib={last:.1f} rss_growth_pct={growth:.1f}")

@@ -54,6 +54,11 @@ def blob_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_gro
     return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/".lower()
 
 
+def partition_blob(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, kind: str, partition_id: str) -> str:
+    """The standard blob of a partition's ``kind`` (:data:`CHECKPOINT` or :data:`OWNERSHIP`), lower-cased as the SDKs write it."""
+    return f"{blob_prefix(fully_qualified_namespace, eventhub_name, consumer_group)}{kind}/{partition_id}".lower()
+
+
 def namespace_spellings(fully_qualified_namespace: str) -> list[str]:
     """The namespace as SDKs write it in blob paths: as given, and without its port if it has one."""
     host, sep, port = fully_qualified_namespace.rpartition(":")

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_eh.checkpoints.blob_layout import OWNERSHIP, CheckpointReader, Ownership, blob_prefix
+from airflow_provider_eh.checkpoints.blob_layout import OWNERSHIP, CheckpointReader, Ownership, partition_blob
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +185,9 @@ class PartitionOwnership:
         """
         from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
 
-        name = f"{blob_prefix(self.namespace, self.eventhub_name, self.consumer_group)}{OWNERSHIP}/{partition_id}"
-        blob = self.reader.container_client.get_blob_client(name)
+        blob = self.reader.container_client.get_blob_client(
+            partition_blob(self.namespace, self.eventhub_name, self.consumer_group, OWNERSHIP, partition_id)
+        )
         try:
             return blob.upload_blob(b"", metadata={"ownerid": ""}, if_none_match="*")["etag"]
         except (ResourceExistsError, ResourceModifiedError):
@@ -195,10 +196,7 @@ class PartitionOwnership:
 
     def claim(self, partition_ids: Iterable[str], claims: Mapping[str, Claim]) -> set[str]:
         """Try to claim ``partition_ids`` against the ETags of the listing ``claims``; return those won."""
-        etags = {p: claims[p].etag if p in claims else None for p in partition_ids}
-        for p, etag in list(etags.items()):
-            if etag is None:
-                etags[p] = self._first_etag(p)
+        etags = {p: (claims[p].etag if p in claims else None) or self._first_etag(p) for p in partition_ids}
         wanted = [p for p, etag in etags.items() if etag is not None]
         won = self._write_ownership(wanted, self.owner_id, etags)
         for p in etags:

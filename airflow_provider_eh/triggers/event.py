@@ -54,6 +54,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
@@ -143,11 +144,6 @@ def receive_error(exc: BaseException, eventhub_name: str, consumer_group: str, p
             "or fix consumer_group"
         )
     return exc
-
-
-def checkpoint_blob_name(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str, partition_id: str) -> str:
-    """The standard checkpoint blob of a partition (what ``BlobCheckpointStore`` writes, lower-cased)."""
-    return f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/checkpoint/{partition_id}".lower()
 
 
 def batch_payload(
@@ -419,8 +415,8 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             raise EventTriggerConfigError("checkpointing needs a checkpoint_container")
         await self._ensure_container()
         for pid, (seq, offset) in sorted(positions.items()):
-            name = checkpoint_blob_name(self.endpoint.fully_qualified_namespace, self.kw["eventhub_name"],
-                                        self.kw["consumer_group"], pid)
+            name = partition_blob(self.endpoint.fully_qualified_namespace, self.kw["eventhub_name"],
+                                  self.kw["consumer_group"], CHECKPOINT, pid)
             await self._container.upload_blob(
                 name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
             )
