@@ -10,12 +10,20 @@ export PATH := $(abspath $(VENV)/bin):$(PATH)
 # Test processes (pytest-xdist): each has its own Airflow home, endpoint, Azurite and Spark; a test
 # file stays on one process. Most integration tests wait on subprocesses, so 2 pay off even on 2 cores.
 TEST_WORKERS ?= 2
+# Prerequisites to run the tests without (`make test SKIP=mariadb,chromium`): their tests are skipped,
+# and the end of the run lists them. Names: scripts/prerequisites.py (the one list of prerequisites).
+SKIP ?=
+# `make test SHUFFLE=<seed>`: test files in an order drawn from the seed (other neighbours on each process)
+SHUFFLE ?=
+PREREQS := $(PYTHON) scripts/prerequisites.py
 
-.PHONY: help check-tools venv node test test-unit demo services-up services-down services-status bench clean
+.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh demo services-up services-down services-status bench clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
-	@echo "make test            run the whole test suite (unit, integration, DAGs)"
+	@echo "make test            run the whole test suite (unit, integration, DAGs); SKIP=mariadb,... to run without some"
+	@echo "make prerequisites   install what make test needs from Debian's packages (Java, Node, Chromium, Postgres, MariaDB)"
+	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD, one after another"
 	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
 	@echo "make bench           run every benchmark and write bench/results.md"
@@ -23,9 +31,15 @@ help:
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.11+). Install it, or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "missing: Python 3.11+ ($(PYTHON) is older)"; exit 1; }
-	@command -v java >/dev/null || { echo "missing: java (Java 17 runs Spark local mode). Install openjdk-17-jre-headless"; exit 1; }
-	@command -v node >/dev/null && command -v npm >/dev/null || { echo "missing: node and npm (Node 18+ runs Azurite). Install nodejs and npm"; exit 1; }
-	@node -e 'process.exit(parseInt(process.versions.node) < 18 ? 1 : 0)' || { echo "missing: Node 18+ (found $$(node --version))"; exit 1; }
+	@$(PREREQS) check --for demo
+
+# Before anything runs: one line per missing prerequisite, with the command that installs it.
+check-test-tools: check-tools
+	@$(PREREQS) check --for test --skip "$(SKIP)"
+
+prerequisites:
+	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.11+): apt-get install python3 python3-venv"; exit 1; }
+	$(PREREQS) install --for test --skip "$(SKIP)"
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/dev.lock pyproject.toml | check-tools
@@ -42,9 +56,15 @@ node_modules/.installed: package.json package-lock.json | check-tools
 
 # The suite's temporary folders live in the checkout: pytest prunes /tmp/pytest-of-$USER by age, so
 # another pytest session on the machine would delete files from under a running test there.
-test: venv node
+test: check-test-tools venv node
 	mkdir -p $(LOCAL)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest --durations=15 tests
+	EH_SKIP="$(SKIP)" EH_TEST_SHUFFLE="$(SHUFFLE)" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest --durations=15 tests
+
+# The proof that the suite is green on a fresh machine's checkout, every time: RUNS clones of HEAD,
+# each built from nothing, tested one after another; a summary line per run in .local/fresh/.
+RUNS ?= 5
+test-fresh:
+	$(PYTHON) scripts/test_fresh.py --runs $(RUNS) --skip "$(SKIP)" $(if $(FRESH_SHUFFLE),--shuffle)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

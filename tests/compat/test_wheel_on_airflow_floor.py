@@ -210,6 +210,8 @@ def test_unit_tests_pass_against_the_installed_wheel_on_the_floor(compat: Compat
     copy = compat.work / "checkout-tests"
     shutil.copytree(REPO / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "dags", copy / "dags", ignore=shutil.ignore_patterns("__pycache__"))
+    # the suite's list of prerequisites, which tests/support/prerequisites.py reads (not part of the package)
+    shutil.copytree(REPO / "scripts", copy / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
     env = {"AZURITE_BIN": str(REPO / "node_modules" / ".bin" / "azurite-blob")}
     proc = subprocess.run([str(compat.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit",

@@ -19,6 +19,7 @@ from worker import rows
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
+from tests.support.prerequisites import require
 
 WORKER = Path(__file__).with_name("worker.py")
 TABLE = "CREATE TABLE IF NOT EXISTS events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)"
@@ -108,24 +109,17 @@ def trace(tmp_path: Path) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
-    """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Skipped where none is installed."""
+    """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Fails where none is installed (``SKIP=postgres`` skips)."""
+    require("postgres")
     with sinks.postgres_server() as dsn:
-        if dsn is None:
-            if os.environ.get("EH_REQUIRE_POSTGRES"):
-                pytest.fail("EH_REQUIRE_POSTGRES is set but no Postgres server is installed (initdb, postgres)")
-            pytest.skip("no Postgres server installed (initdb, postgres); apt-get install postgresql")
+        assert dsn is not None, "the Postgres server's binaries were found, then not: see sinks.postgres_server"
         yield dsn
 
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[dict]:
-    """
-    A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Skipped where
-    none is installed (``.ci/run`` installs ``mariadb-server``, and then sets EH_REQUIRE_MARIADB).
-    """
+    """A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Fails where none is installed (``SKIP=mariadb`` skips)."""
+    require("mariadb")
     with sinks.mariadb_server() as args:
-        if args is None:
-            if os.environ.get("EH_REQUIRE_MARIADB"):
-                pytest.fail("EH_REQUIRE_MARIADB is set but no MariaDB server is installed (mariadb-install-db, mariadbd)")
-            pytest.skip("no MariaDB server installed (mariadb-install-db, mariadbd); apt-get install mariadb-server")
+        assert args is not None, "the MariaDB server's binaries were found, then not: see sinks.mariadb_server"
         yield args

@@ -13,7 +13,7 @@ from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, Sql
 from airflow_provider_eh.operators.ingest import _sql_connection
 from tests.conftest import connection_env
 
-psycopg2 = pytest.importorskip("psycopg2", reason="the Postgres sink needs apache-airflow-providers-postgres")
+import psycopg2  # noqa: E402 (apache-airflow-providers-postgres, in requirements/dev.lock)
 
 
 

@@ -188,6 +188,7 @@ def test_no_secret_reaches_a_response_also_when_a_key_is_refused_or_a_container_
         assert MARK not in answer.text.replace(f"nothing-{MARK}", "").replace(f"nocp-{MARK}", ""), name
 
 
+@pytest.mark.requires("chromium")
 def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: ViewStack, tmp_path: Path) -> None:
     from cdp import Chromium
 
