@@ -549,6 +549,17 @@ def migrate_airflow_home(home: Path) -> None:
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
 
 
+def stop_fork_server() -> None:
+    """Stop the fork server and resource tracker the attempts started: they would otherwise live as long
+    as this interpreter (a test session's process, say). ``_stop`` is what CPython's own tests call."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(server, "_stop", None)
+        if stop is not None:
+            stop()
+
+
 def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, variable_share: float = 0.3,
               spark_runs: int = 0, work_dir: Path | None = None, tag: str = "",
               partition_counts: tuple[int, ...] = PARTITION_COUNTS, blob_groups: int = 1) -> dict[str, int]:
@@ -571,6 +582,7 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
             chaos.run()
         finally:
             chaos.kill_children()
+            stop_fork_server()
         published = time.monotonic()
         figures = chaos.check()
     t = chaos.tally

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,18 +21,25 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
+from tests.support import hygiene, prerequisites
+
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
 # time, and must not move the session to a new, unmigrated Airflow home. Each pytest-xdist worker
 # (which inherits the controller's environment) gets a home and SQLite DB of its own.
 _HOME_VAR = "EH_TESTS_AIRFLOW_HOME_" + os.environ.get("PYTEST_XDIST_WORKER", "main").upper()
+_OWN_HOME = not os.environ.get(_HOME_VAR)  # this process made the home, and removes it at the end
 _AIRFLOW_HOME = Path(os.environ.get(_HOME_VAR) or tempfile.mkdtemp(prefix="eh-tests-airflow-"))
 os.environ[_HOME_VAR] = str(_AIRFLOW_HOME)
+# The session's DAGs folder is an empty one of its own: anything that parses the DAGs folder into the
+# shared metadata DB (an in-process dag.test() syncs its bundle) must not register the example DAGs'
+# assets with this process's environment; a test that runs DAGs names its own folder.
+(_AIRFLOW_HOME / "dags").mkdir(exist_ok=True)
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_AIRFLOW_HOME),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(_AIRFLOW_HOME / "dags"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
@@ -41,12 +50,45 @@ os.environ.update(
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Two plugins for the whole session (a conftest's own hooks do not see session fixtures):
+    every test file leaves os.environ and the process table as it found them (``hygiene``), and a
+    test whose server or browser is missing fails unless ``make test SKIP=...`` opted out of it
+    (``prerequisites``)."""
+    for plugin in (hygiene, prerequisites):
+        if not config.pluginmanager.is_registered(plugin):
+            config.pluginmanager.register(plugin, f"eh-{plugin.__name__.rsplit('.', 1)[-1]}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_HOME:
+        shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/integration, tests/dags and tests/compat needs the local stack."""
+    """Everything under tests/integration, tests/dags and tests/compat needs the local stack.
+
+    With ``EH_TEST_SHUFFLE=<seed>`` (``make test SHUFFLE=<seed>``) the test files run in an order drawn
+    from the seed (a file's tests stay in order): other files share a pytest-xdist process, so a
+    file that leaks into the next one shows. Every xdist process draws the same order from the seed.
+    """
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] in ("integration", "dags", "compat"):
             item.add_marker(pytest.mark.integration)
+    seed = os.environ.get("EH_TEST_SHUFFLE")
+    if seed:
+        files: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            files.setdefault(str(item.path), []).append(item)
+        order = list(files)
+        random.Random(seed).shuffle(order)
+        items[:] = [item for path in order for item in files[path]]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = os.environ.get("EH_TEST_SHUFFLE")
+    return f"test files shuffled with seed {seed} (EH_TEST_SHUFFLE)" if seed else None
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +106,19 @@ def airflow_db() -> Path:
         if getattr(settings, "engine", None) is not None:
             settings.engine.dispose()
     return _AIRFLOW_HOME
+
+
+@pytest.fixture
+def restored_environ() -> Iterator[None]:
+    """``os.environ`` put back as it was after the test.
+
+    For tests that run ``dag.test()`` in this process: Airflow's task runner exports ``AIRFLOW_CTX_*``
+    for each task it runs and leaves them, and every later child process would inherit them.
+    """
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")

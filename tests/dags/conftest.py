@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from airflow.dag_processing.dagbag import BundleDagBag
+from airflow_provider_eh.testing.dag_test import failed_tasks
 
 dags, dag_id, dates, confs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 dag = BundleDagBag(dag_folder=str(dags), bundle_path=dags).get_dag(dag_id)
@@ -35,11 +36,14 @@ for date in dates:
     for conf in confs:
         logical_date = datetime.fromisoformat(date).replace(tzinfo=timezone.utc) if date else None
         try:
-            state = str(dag.test(logical_date=logical_date, run_conf=conf or None).state)
+            run = dag.test(logical_date=logical_date, run_conf=conf or None)
         except Exception as exc:
             print("RESULT " + json.dumps({"date": date, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
         else:
-            print("RESULT " + json.dumps({"date": date, "state": state}), flush=True)
+            result = {"date": date, "state": str(run.state)}
+            if str(run.state) != "success":
+                result["failed"] = failed_tasks(run)
+            print("RESULT " + json.dumps(result), flush=True)
 """
 
 
@@ -72,27 +76,46 @@ class ExampleStack:
         return results, proc
 
 
+def explain(results: list[dict[str, Any]], proc: subprocess.CompletedProcess) -> str:
+    """For an assertion message: each run's outcome, then why the failed ones failed (tasks, errors, log tail)."""
+    from airflow_provider_eh.testing.dag_test import failure_report
+
+    failed = [task for r in results for task in r.get("failed", [])]
+    outcomes = ", ".join(f"{r['date']}: {r.get('state') or r.get('error')}" for r in results) or "no run reported"
+    return f"runs: {outcomes} (exit {proc.returncode})\n" + failure_report(proc.stdout + proc.stderr, failed)
+
+
 def order_event_keys(events: list[Any]) -> Counter:
     """How often each order event ``(order_id, step)`` is in the hub."""
     return Counter((e.properties["order_id"], int(e.properties["step"])) for e in events)
 
 
 @pytest.fixture(scope="module")
-def example_stack(airflow_db: Path, event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> ExampleStack:
+def example_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> ExampleStack:
     """A 2-partition hub with the ``analytics`` consumer group, a SQLite file and a data dir; env for the DAGs.
 
-    One per test module: a module's tests follow one hub through several runs.
+    One per test module: a module's tests follow one hub through several runs. The runs get an Airflow
+    home and metadata DB of their own, migrated here, as a new deployment's: the test process's shared
+    DB holds what other test files left (DAG bundles, DAGs, assets), and an asset the example DAGs
+    declare, registered there earlier under another data dir, is inactive for these runs.
     """
     tmp_path = tmp_path_factory.mktemp("example")
     hub = unique_name("orders")
     event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
     db = tmp_path / "example.db"
     data_dir = tmp_path / "data"
+    home = tmp_path / "airflow"
+    home.mkdir()
     env = {
         **os.environ,
         **example_env(db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string,
                       spark_master="local[2]"),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
     }
+    migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                              env=env, timeout=600)
+    assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
     return ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)

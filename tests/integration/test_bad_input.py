@@ -30,9 +30,7 @@ import pytest
 from azure.storage.blob import ContainerClient
 
 sys.path.insert(0, str(Path(__file__).with_name("publishing")))
-sys.path.insert(0, str(Path(__file__).with_name("spark")))
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # noqa: E402
-from spark_kit import start_session  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
@@ -51,15 +49,6 @@ PATHS = ("local", "spark")
 SPARK_MAPPING = {"body_column": "body", "partition_column": "partition_id", "property_columns": ("i",), "order_by": ("i",)}
 
 Publish = Callable[[IdempotentPublisher, list[dict[str, Any]], str], Any]
-
-
-@pytest.fixture(scope="module")
-def spark_session() -> Iterator[Any]:
-    """The module's one ``local[2]`` session (the running one, when the Spark tests started it first)."""
-    session, owned = start_session()
-    yield session
-    if owned:
-        session.stop()
 
 
 def write_rows(events: list[dict[str, Any]], directory: Path) -> str:
@@ -85,7 +74,7 @@ def publish(request: pytest.FixtureRequest, tmp_path: Path) -> Publish:
     from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
     from airflow_provider_eh.spark.mapping import RowMapping
 
-    spark = request.getfixturevalue("spark_session")
+    spark = request.getfixturevalue("spark")
 
     def through_spark(publisher: IdempotentPublisher, events: list[dict[str, Any]], batch_id: str) -> Any:
         source = SparkSource(path=write_rows(events, tmp_path))

@@ -18,6 +18,9 @@ import pytest
 
 from airflow_provider_eh.testing.dag_test import deferred_to, returned, when
 
+# dag.test() runs the tasks in this process, and the task runner leaves AIRFLOW_CTX_* in os.environ
+pytestmark = pytest.mark.usefixtures("restored_environ")
+
 CONSUMER_GROUP = "analytics"  # created beside $Default by the `hub` fixture
 TRIGGER = "airflow_provider_eh.triggers.checkpoint.EventHubCheckpointTrigger"
 

@@ -23,6 +23,9 @@ from airflow_provider_eh.testing.events import send_json
 
 from airflow_provider_eh.testing.dag_test import deferred_to, returned, when
 
+# dag.test() runs the tasks in this process, and the task runner leaves AIRFLOW_CTX_* in os.environ
+pytestmark = pytest.mark.usefixtures("restored_environ")
+
 DAGS_FILE = Path(__file__).with_name("dags") / "await_event_dags.py"
 TRIGGER = "airflow_provider_eh.triggers.event.EventHubAwaitEventTrigger"
 

@@ -1,22 +1,13 @@
-"""Fixtures of the Spark publishing tests: one ``local[2]`` session for all of them, a hub and container per test."""
+"""Fixtures of the Spark publishing tests: a hub and container per test (the ``spark`` session is in
+``tests/integration/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_kit import SparkSetup, start_session
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """A ``local[2]`` session shared by the Spark tests (jobs that write outputs, in-process publishes)."""
-    session, owned = start_session()
-    yield session
-    if owned:
-        session.stop()
+from spark_kit import SparkSetup
 
 
 @pytest.fixture
