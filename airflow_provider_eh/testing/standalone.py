@@ -142,12 +142,29 @@ class AirflowStandalone:
             runs = self.runs(dag_id)
             failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
             if failed:
-                raise StandaloneError(f"runs failed: {failed}\n{self.tail()}")
+                raise StandaloneError(f"runs failed: {failed}\n{self.failure_report(dag_id, failed)}\n"
+                                      f"standalone's log:\n{self.tail(2000)}")
             if len(runs) >= count and all(r["state"] == "success" for r in runs):
                 return runs
             if time.monotonic() > deadline:
                 raise StandaloneError(f"runs not done in {timeout} s: {[(r['dag_run_id'], r['state']) for r in runs]}")
             time.sleep(3)
+
+    def failure_report(self, dag_id: str, run_ids: list[str], tail: int = 40) -> str:
+        """Each failed task of these runs: its state, its error, and the tail of its log file."""
+        from airflow_provider_eh.testing.dag_test import FAILED_STATES, log_tail
+
+        home = Path(self.env["AIRFLOW_HOME"])
+        parts = []
+        for run_id in run_ids:
+            for ti in self.task_instances(dag_id, run_id):
+                if ti["state"] not in FAILED_STATES:
+                    continue
+                logs = sorted((home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={ti['task_id']}")
+                              .glob("**/attempt=*.log"))
+                parts.append(f"task {ti['task_id']} of {run_id}: {ti['state']} (try {ti.get('try_number')})")
+                parts.extend(log_tail(path, tail) for path in logs[-1:])
+        return "\n".join(parts) or "no failed task instance found"
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         response = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.conftest import ExampleStack, order_event_keys
+from tests.dags.conftest import ExampleStack, explain, order_event_keys
 
 # dag.test(logical_date=D) of a daily data-interval schedule processes the day before D
 RUN_DATES = ["2026-11-03", "2026-11-04", "2026-11-05"]
@@ -39,10 +39,10 @@ def backfilled_twice(example_stack: ExampleStack) -> dict[str, Any]:
     """The three days run, the hub read back, the same three days run again, the hub read back again."""
     conf = {"hub": example_stack.hub, "rows": ROWS}
     first, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
-    assert [r.get("state") for r in first] == ["success"] * 3, (first, proc.stderr[-3000:], proc.stdout[-6000:])
+    assert [r.get("state") for r in first] == ["success"] * 3, explain(first, proc)
     after_first = hub_events(example_stack)
     second, proc = example_stack.run("eh_daily_orders", RUN_DATES, conf)
-    assert [r.get("state") for r in second] == ["success"] * 3, (second, proc.stderr[-3000:], proc.stdout[-6000:])
+    assert [r.get("state") for r in second] == ["success"] * 3, explain(second, proc)
     return {"after_first": after_first, "after_second": hub_events(example_stack), "log": proc.stdout}
 
 
@@ -74,7 +74,7 @@ def test_ingest_dag_loads_each_order_event_once_and_dead_letters_unknown_currenc
     # a load, then a second run with the replay: nothing new is loaded, and the dead letters fail again
     # (their cause is not fixed) and stay dead with one more attempt
     results, proc = example_stack.run("eh_ingest_orders", [None], conf, {**conf, "replay_dead_letters": True})
-    assert results == [{"date": None, "state": "success"}] * 2, proc.stderr[-3000:]
+    assert results == [{"date": None, "state": "success"}] * 2, explain(results, proc)
 
     generated = generated_events(example_stack)
     valid = Counter((e["order_id"], e["step"]) for e in generated if e["currency"] != "XXX")
@@ -105,6 +105,6 @@ def test_invalid_params_fail_the_run_with_the_params_message(example_stack: Exam
         ({"hub": "no spaces"}, "Invalid input for param hub: 'no spaces' does not match"),
     ]
     results, proc = example_stack.run("eh_daily_orders", [RUN_DATES[0]], *[conf for conf, _ in cases], timeout=360)
-    assert len(results) == len(cases), proc.stderr[-3000:]
+    assert len(results) == len(cases), explain(results, proc)
     for (conf, message), result in zip(cases, results):
         assert message in result.get("error", ""), (conf, result)

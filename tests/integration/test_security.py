@@ -67,6 +67,7 @@ with DAG(dag_id="secure_publish", schedule="@daily", start_date=datetime(2026, 1
 
 RUN = """
 import importlib.util, json, sys
+from airflow_provider_eh.testing.dag_test import failure_report
 from datetime import datetime
 spec = importlib.util.spec_from_file_location("secure_publish", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
@@ -142,10 +143,10 @@ def test_secrets_appear_in_no_log_xcom_state_or_metadata_of_a_publish_run(
     result_path = tmp_path / "result.json"
     run = subprocess.run([sys.executable, "-c", RUN, str(dags / "secure_publish.py"), "2026-06-02T00:00:00+00:00",
                           str(result_path)], capture_output=True, text=True, timeout=300, env=env)
-    assert result_path.exists(), run.stderr[-3000:]
+    assert result_path.exists(), failure_report(run.stdout + run.stderr)
     result = json.loads(result_path.read_text())
     assert result["states"] == {"publish_blob": "success", "publish_variable": "success", "publish_refused": "failed"}, \
-        run.stdout[-2000:] + run.stderr[-3000:]
+        failure_report(run.stdout + run.stderr)
 
     found = haystacks(airflow_db, run, result, secure_stack["blob"])
     output = run.stdout + run.stderr

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 
 from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator, EventHubIngestOperator
+from airflow_provider_eh.testing.dag_test import failure_report
 
 
 def accept_raw(event):
@@ -76,8 +77,8 @@ def test_mapped_ingest_and_dead_letter_replay_through_dag_test(airflow_db, conne
         [sys.executable, "-c", RUN_DAG_TEST, str(dags / "ingest_orders.py")],
         capture_output=True, text=True, timeout=360, env=os.environ.copy(),
     )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip().splitlines()[-1] == "state=success", run.stdout[-3000:]
+    assert run.returncode == 0, failure_report(run.stdout + run.stderr)
+    assert run.stdout.strip().splitlines()[-1] == "state=success", failure_report(run.stdout + run.stderr)
     with sqlite3.connect(db) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM orders")]
         letters = conn.execute("SELECT partition_id, status FROM eh_ingest_dead_letter").fetchall()

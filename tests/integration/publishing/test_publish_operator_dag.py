@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.testing.dag_test import failure_report
 
 
 def orders(context):
@@ -94,8 +95,9 @@ def day_counts(event_hubs: Any, hub: str) -> dict[str, int]:
 
 
 def assert_success(run: subprocess.CompletedProcess[str]) -> None:
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"state": "success", "ti": "success"}, run.stdout[-2000:]
+    assert run.returncode == 0, failure_report(run.stdout + run.stderr)
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"state": "success", "ti": "success"}, \
+        failure_report(run.stdout + run.stderr)
 
 
 def test_rerun_of_same_interval_through_dag_test_publishes_once_with_blob_state(

@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG, task
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.testing.dag_test import failure_report
 
 with DAG(dag_id="publish_upstream", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
 
@@ -66,13 +67,13 @@ def test_events_from_an_upstream_output_are_published_after_it_ran_and_unrendere
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = subprocess.run([sys.executable, "-c", RUN_DAG_TEST, str(dags / "publish_upstream.py")],
                          capture_output=True, text=True, timeout=480, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, failure_report(run.stdout + run.stderr)
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report == {
         "upstream_of_publish": ["todays_orders"],
         "states": {"todays_orders": "success", "publish": "success"},
         "upstream_ended_before_publish_started": True,
-    }, run.stdout[-3000:] + run.stderr[-3000:]
+    }, failure_report(run.stdout + run.stderr)
 
     hub = connections["hub"]
     bodies = sorted(e.body.decode() for e in read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub)))

@@ -1,7 +1,7 @@
 """``dag.test()`` of one DAG file in its own process, as a script (PySpark treats a ``python -c`` main as its doctests).
 
 ``python dag_test_runner.py DAG_FILE LOGICAL_DATE``: runs the file's ``dag`` for the date and prints
-``RESULT {"state", "ti" (of task ``publish``), "xcom"}`` as one JSON line.
+``RESULT {"state", "ti" (of task ``publish``), "xcom", "failed"}`` as one JSON line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from sqlalchemy import select
 
+from airflow_provider_eh.testing.dag_test import failed_tasks
+
 
 def main(dag_file: str, logical_date: str) -> None:
     spec = importlib.util.spec_from_file_location("dag_under_test", dag_file)
@@ -25,7 +27,8 @@ def main(dag_file: str, logical_date: str) -> None:
     with create_session() as session:
         rows = session.scalars(select(XComModel).where(XComModel.dag_id == run.dag_id, XComModel.run_id == run.run_id)).all()
         xcom = {f"{x.task_id}.{x.key}": XComModel.deserialize_value(x) for x in rows}
-    print("RESULT " + json.dumps({"state": str(run.state), "ti": str(ti.state), "xcom": xcom}), flush=True)
+    print("RESULT " + json.dumps({"state": str(run.state), "ti": str(ti.state), "xcom": xcom,
+                                   "failed": failed_tasks(run)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -138,9 +138,14 @@ def run_dag_test(dag_file: Path, day: str, env: dict[str, str] | None = None) ->
 
 
 def outcome_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The runner's RESULT, with ``report``: why the run failed (tasks, errors, output tail) for an assertion message."""
+    from airflow_provider_eh.testing.dag_test import failure_report
+
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stdout[-2000:] + run.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    assert lines, f"exit {run.returncode}, no RESULT\n" + failure_report(run.stdout + run.stderr)
+    outcome = json.loads(lines[-1][len("RESULT "):])
+    outcome["report"] = failure_report(run.stdout + run.stderr, outcome.get("failed"))
+    return outcome
 
 
 def pyspark_only_from(distribution: str, target: Path, *, without: tuple[str, ...] = ()) -> Path:

@@ -55,7 +55,7 @@ def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     first = run_dag_test(dags / "publish_spark_orders.py", "2026-06-02T00:00:00+00:00")
     assert first.returncode == 0, first.stderr[-3000:]
     outcome = outcome_of(first)
-    assert (outcome["state"], outcome["ti"]) == ("success", "success"), first.stderr[-3000:]
+    assert (outcome["state"], outcome["ti"]) == ("success", "success"), outcome["report"]
     returned = outcome["xcom"]["publish.return_value"]
     assert list(outcome["xcom"]) == ["publish.return_value"]
     assert sorted(returned) == ["0", "1", "2", "3"]
@@ -66,7 +66,7 @@ def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     rerun = run_dag_test(dags / "publish_spark_orders.py", "2026-06-02T00:00:00+00:00")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     again = outcome_of(rerun)
-    assert again["ti"] == "success" and again["xcom"]["publish.return_value"] == returned
+    assert again["ti"] == "success" and again["xcom"]["publish.return_value"] == returned, again["report"]
     assert "already committed" in rerun.stdout + rerun.stderr
 
     hub = connections["hub"]
