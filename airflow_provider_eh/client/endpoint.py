@@ -29,6 +29,30 @@ def parse_connection_string(conn_str: str) -> dict[str, str]:
     return parts
 
 
+#: the ports a namespace is reached on when none is written: AMQP over TLS, and AMQP over WebSockets
+DEFAULT_PORTS = ("5671", "443")
+
+
+def canonical_namespace(namespace: str) -> str:
+    """One spelling of a namespace, for what is keyed by it (producer state, ingestion checkpoints).
+
+    ``MyNs.servicebus.windows.net``, ``mynamespace.servicebus.windows.net:5671`` and
+    ``sb://mynamespace.servicebus.windows.net/`` name the same namespace, so they must name the same
+    producer state: two spellings would give one hub two ledgers and no mutual exclusion. The scheme,
+    any path, a default port (5671, 443) and the case are dropped; another port (the local endpoint's)
+    is kept.
+    """
+    text = namespace.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    text = text.split("/", 1)[0].lower()
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")  # [::1]:5671; a bare IPv6 address has no port
+    if sep and port in DEFAULT_PORTS and host and (bracketed or ":" not in host):
+        return host
+    return text
+
+
 @dataclass(frozen=True)
 class EventHubsEndpoint:
     """
@@ -70,8 +94,8 @@ class EventHubsEndpoint:
 
     @property
     def namespace(self) -> str:
-        """Lower-cased namespace as used in blob paths (the SDK's checkpoint layout does the same)."""
-        return self.fully_qualified_namespace.lower()
+        """The namespace's one spelling (:func:`canonical_namespace`), as producer state and ingestion key it."""
+        return canonical_namespace(self.fully_qualified_namespace)
 
     def with_hub(self, eventhub_name: str) -> EventHubsEndpoint:
         """The same namespace and credential, another hub."""

@@ -4,7 +4,10 @@ The blob ``"{namespace}/{hub}/{group}/producer-state/{partition}"`` (lower-cased
 blob lease for the whole claim; a background thread renews it. Every write carries the lease and
 an ETag ``if_match``: a write that finds another ETag or no lease fails with
 ProducerDisconnectedError, and a renewal that fails marks the claim lost, which stops the sender
-before its next SDK batch. A crashed holder's lease expires after ``lease_seconds``; a new claim
+before its next SDK batch. A renewal that does not answer cannot keep a paused or cut-off holder
+sending either: every call under the lease is bounded to a third of it, and the claim's deadline
+(the start of the last successful acquire or renewal, plus the lease, less :func:`safety_margin`)
+stops the sender before its next SDK batch once it has passed. A crashed holder's lease expires after ``lease_seconds``; a new claim
 waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisconnectedError
 (retryable: Airflow's retry back-off is the wait). By default it waits a little longer than one
 lease (:data:`CLAIM_GRACE_SECONDS` more), so a task cleared right after its SIGKILLed run publishes
@@ -31,6 +34,21 @@ log = logging.getLogger(__name__)
 
 #: how much longer than one lease a claim waits by default: a crashed holder's lease has expired by then
 CLAIM_GRACE_SECONDS = 5.0
+
+
+def safety_margin(lease_seconds: float) -> float:
+    """How long before its lease can expire a holder stops: a fifth of the lease, at least 2 s."""
+    return max(2.0, lease_seconds / 5)
+
+
+def call_timeouts(lease_seconds: float) -> dict[str, float]:
+    """Time bounds of one blob call made under a lease (renew, write, release): a third of the lease.
+
+    A renewal that hangs (storage unreachable, a frozen connection) then fails well before the lease
+    can expire, and the claim is marked lost instead of waiting in silence.
+    """
+    bound = lease_seconds / 3
+    return {"timeout": max(1, int(bound)), "connection_timeout": bound, "read_timeout": bound}
 
 
 class BlobStateClaim(StateClaim):
@@ -95,8 +113,9 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
             ) from None
         deadline = time.monotonic() + self.claim_timeout
         while True:
+            started = time.monotonic()
             try:
-                lease = blob.acquire_lease(lease_duration=self.lease_seconds)
+                lease = blob.acquire_lease(lease_duration=self.lease_seconds, **call_timeouts(self.lease_seconds))
                 break
             except HttpResponseError as exc:
                 if getattr(exc, "status_code", None) != 409:
@@ -122,6 +141,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
             lease.release()
             raise
         claim = BlobStateClaim(key, state, downloader.properties.etag, self.describe(key), lease)
+        claim.hold(started, self.lease_seconds, safety_margin(self.lease_seconds))
         claim.renewal = threading.Thread(target=self._renew, args=(claim, claim.stop_renewal),
                                          name=f"eh-lease-{key.partition}", daemon=True)
         claim.renewal.start()
@@ -129,8 +149,10 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
 
     def _renew(self, claim: BlobStateClaim, stop: threading.Event) -> None:
         while not stop.wait(self.lease_seconds / 3):
+            started = time.monotonic()
             try:
-                claim.lease.renew()
+                claim.lease.renew(**call_timeouts(self.lease_seconds))
+                claim.hold(started, self.lease_seconds, safety_margin(self.lease_seconds))
             except Exception as exc:  # any failure means we can no longer prove ownership
                 log.warning("%s: renewing the lease on %s failed: %s", claim.key, claim.where, exc)
                 claim.mark_lost(f"lease renewal failed: {type(exc).__name__}")
@@ -142,7 +164,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
         try:
             result: dict[str, Any] = blob.upload_blob(
                 state.to_json(), overwrite=True, lease=claim.lease, etag=claim.tag,
-                match_condition=MatchConditions.IfNotModified,
+                match_condition=MatchConditions.IfNotModified, **call_timeouts(self.lease_seconds),
             )
         except HttpResponseError as exc:
             if getattr(exc, "status_code", None) in (409, 412):
@@ -155,6 +177,6 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
     def release(self, claim: BlobStateClaim) -> None:
         claim.stop_renewal.set()
         try:
-            claim.lease.release()
+            claim.lease.release(**call_timeouts(self.lease_seconds))
         except Exception as exc:  # an expired or broken lease needs no release
             log.debug("%s: releasing the lease on %s: %s", claim.key, claim.where, exc)

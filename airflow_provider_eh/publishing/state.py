@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -277,10 +278,14 @@ class ProducerState:
 
 class StateClaim:
     """
-    An exclusive hold on one state: the state as last written, its version tag, and a lost flag.
+    An exclusive hold on one state: the state as last written, its version tag, a lost flag, and a deadline.
 
-    What a backend needs besides (the blob backend's lease and its renewal) is in the backend's own
-    subclass (:class:`~airflow_provider_eh.publishing.blob_store.BlobStateClaim`).
+    The deadline (``held_until``, on this process's monotonic clock) is until when the hold is surely
+    ours: the start of the last successful acquire or renewal, plus the hold's length, less a safety
+    margin. A publisher that was paused (a frozen VM, a long GC, SIGSTOP) or cut off from its store
+    past it may have been taken over without knowing: :meth:`check`, called before every SDK batch,
+    stops it. What a backend needs besides (the blob backend's lease and its renewal) is in the
+    backend's own subclass (:class:`~airflow_provider_eh.publishing.blob_store.BlobStateClaim`).
     """
 
     def __init__(self, key: StateKey, state: ProducerState, tag: Any, where: str):
@@ -290,9 +295,20 @@ class StateClaim:
         self.where = where
         self.lost = threading.Event()
         self.lost_reason = ""
+        self.held_until: float | None = None
+
+    def hold(self, started: float, seconds: float, margin: float) -> None:
+        """The hold was confirmed by a call started at ``started`` (monotonic) and lasts ``seconds``."""
+        until = started + seconds - margin
+        if self.held_until is None or until > self.held_until:
+            self.held_until = until
 
     def check(self) -> None:
-        """Raise ProducerDisconnectedError when the claim was lost (renewal failed, another owner)."""
+        """Raise ProducerDisconnectedError when the claim was lost or its deadline has passed."""
+        if not self.lost.is_set() and self.held_until is not None and time.monotonic() >= self.held_until:
+            late = time.monotonic() - self.held_until
+            self.mark_lost(f"its hold was last confirmed too long ago: the deadline passed {late:.1f}s ago, a "
+                           "pause or a store that did not answer; another publisher may have taken over")
         if self.lost.is_set():
             raise ProducerDisconnectedError(
                 f"{self.key}: lost ownership of {self.where} ({self.lost_reason}); another publisher may own the "
@@ -300,7 +316,8 @@ class StateClaim:
             )
 
     def mark_lost(self, reason: str) -> None:
-        self.lost_reason = reason
+        if not self.lost.is_set():
+            self.lost_reason = reason
         self.lost.set()
 
 

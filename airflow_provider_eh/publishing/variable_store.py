@@ -7,13 +7,16 @@ and tests build on a dict. The document is the same JSON as the blob backend's, 
 namespace and hub it belongs to, under ``eh_producer_state.{group}.{partition}`` (lower-cased).
 
 **Single-writer.** A Variable API has no compare-and-swap, so the claim writes a fresh token,
-re-reads it, and re-checks it before every write; this catches a second publisher that claimed in
-between, but two publishers racing inside the same instant can both pass. Runs of one producer group
-must be serialised (a pool with one slot for the publishing task, or ``max_active_runs=1``).
+re-reads it, and re-checks it before every write and before every SDK batch; this catches a second
+publisher that claimed in between (a paused publisher resumes, reads a token that is not its own,
+and stops), but two publishers racing inside the same instant can both pass. Runs of one producer
+group must be serialised (a pool with one slot for the publishing task, or ``max_active_runs=1``).
+A token check that does not answer within ``hold_seconds`` stops the publisher too.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Protocol
 
@@ -34,17 +37,43 @@ class Variables(Protocol):
     def set(self, key: str, value: str) -> None: ...
 
 
-class VariableProducerStateStore(ProducerStateStore[StateClaim]):
+class VariableStateClaim(StateClaim):
+    """A claim of the Variables backend: its tag is the claim token, checked again before every SDK batch."""
+
+    def __init__(self, key: StateKey, state: ProducerState, where: str, store: VariableProducerStateStore):
+        super().__init__(key, state, None, where)
+        self.store = store
+
+    def check(self) -> None:
+        """Read the token back: another publisher's means a takeover; then the deadline, as for every claim."""
+        if not self.lost.is_set() and self.tag is not None:
+            started = time.monotonic()
+            try:
+                current = self.store.read(self.key)
+            except Exception as exc:  # an unreadable token proves nothing: stop, a retry recovers
+                self.mark_lost(f"the claim token could not be read back: {type(exc).__name__}")
+            else:
+                if current is None or current.claim_token != self.tag:
+                    self.mark_lost("another publisher wrote a new claim token")
+                else:
+                    self.hold(started, self.store.hold_seconds, 0.0)
+        super().check()
+
+
+class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
     """
     Producer state in Variables, ``{prefix}.{group}.{partition}`` (lower-cased); single-writer (see the module).
 
     :param variables: where the documents live (:class:`Variables`).
     :param prefix: Variable name prefix.
+    :param hold_seconds: how long a confirmed claim token counts as held: a check of the token that
+        takes longer (a pause, an API that does not answer) stops the sender.
     """
 
-    def __init__(self, variables: Variables, *, prefix: str = "eh_producer_state"):
+    def __init__(self, variables: Variables, *, prefix: str = "eh_producer_state", hold_seconds: float = 15.0):
         self.variables = variables
         self.prefix = prefix
+        self.hold_seconds = hold_seconds
 
     def variable_name(self, key: StateKey) -> str:
         return f"{self.prefix}.{key.group}.{key.partition}".lower()
@@ -67,12 +96,12 @@ class VariableProducerStateStore(ProducerStateStore[StateClaim]):
             return None
         return self.decode(key, text)
 
-    def _acquire(self, key: StateKey) -> StateClaim:
+    def _acquire(self, key: StateKey) -> VariableStateClaim:
         state = self.read(key) or ProducerState.new(key)
-        return StateClaim(key, state, None, self.describe(key))
+        return VariableStateClaim(key, state, self.describe(key), self)
 
-    def write(self, claim: StateClaim, state: ProducerState) -> None:
-        claim.check()
+    def write(self, claim: VariableStateClaim, state: ProducerState) -> None:
+        StateClaim.check(claim)  # the token is read back below
         name = self.variable_name(claim.key)
         if claim.tag is not None:  # not the claim's own first write: the token must still be ours
             current = self.read(claim.key)
@@ -81,6 +110,7 @@ class VariableProducerStateStore(ProducerStateStore[StateClaim]):
                 claim.check()
         token = state.claim_token or uuid.uuid4().hex
         state.claim_token = token
+        started = time.monotonic()
         self.variables.set(name, state.to_json())
         reread = self.read(claim.key)
         if reread is None or reread.claim_token != token:
@@ -88,6 +118,7 @@ class VariableProducerStateStore(ProducerStateStore[StateClaim]):
             claim.check()
         claim.tag = token
         claim.state = state
+        claim.hold(started, self.hold_seconds, 0.0)
 
-    def release(self, claim: StateClaim) -> None:
+    def release(self, claim: VariableStateClaim) -> None:
         """Nothing to release: the token stays until the next claim replaces it."""

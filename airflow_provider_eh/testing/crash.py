@@ -1,14 +1,17 @@
-"""Crash tests for your own pipelines: SIGKILL a process at one step of the publishing protocol.
+"""Crash and stall tests for your own pipelines: SIGKILL or pause a process at one step of the protocol.
 
 ``crash_at("mid_send:2")`` makes this process kill itself with SIGKILL the moment the engine
 reaches that step (:data:`airflow_provider_eh.steps.PUBLISH_STEPS`; ``mid_send:K`` once K SDK
 batches of a partition are acknowledged): no ``finally`` block, no lease release, no flush, like a
 worker lost to the OOM killer. A retry of the same task must then publish each event once.
 
+``pause_at("mid_send:1")`` stops the process with SIGSTOP there instead, as a frozen VM, a long
+GC pause or a suspended laptop would: the test takes over meanwhile and resumes it with SIGCONT.
+
 Processes a test does not start itself (Spark's Python workers, an Airflow task subprocess) are
-reached through the environment: set ``AIRFLOW_PROVIDER_EH_CRASH_AT`` and have the process call
-:func:`crash_at_from_env` on start (a ``sitecustomize`` module on the test's ``PYTHONPATH`` can).
-Nothing in the engine reads that variable.
+reached through the environment: set ``AIRFLOW_PROVIDER_EH_CRASH_AT`` (or ``..._PAUSE_AT``) and have
+the process call :func:`crash_at_from_env` on start (a ``sitecustomize`` module on the test's
+``PYTHONPATH`` can). Nothing in the engine reads those variables.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Callable
 from airflow_provider_eh.steps import INGEST_STEPS, PUBLISH_STEPS, observe
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
+PAUSE_ENV = "AIRFLOW_PROVIDER_EH_PAUSE_AT"
 
 
 def parse(point: str) -> tuple[str, int]:
@@ -33,8 +37,8 @@ def parse(point: str) -> tuple[str, int]:
     return name, int(count or 0)
 
 
-def crash_at(point: str) -> Callable[[], None]:
-    """SIGKILL this process when the engine reaches ``point``; returns the function that disarms it."""
+def crash_at(point: str, signum: int = signal.SIGKILL) -> Callable[[], None]:
+    """SIGKILL (or ``signum``) this process when the engine reaches ``point``; returns the function that disarms it."""
     name, count = parse(point)
 
     def observer(step: str, reached_count: int, _detail: Mapping[str, Any]) -> None:
@@ -43,12 +47,21 @@ def crash_at(point: str) -> Callable[[], None]:
             (name != "mid_send" and name not in INGEST_STEPS) or reached_count == count
             or (name in INGEST_STEPS and reached_count >= count)
         ):
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
 
     return observe(observer)
 
 
+def pause_at(point: str) -> Callable[[], None]:
+    """Stop this process (SIGSTOP) when the engine reaches ``point``, until something sends it SIGCONT."""
+    return crash_at(point, signal.SIGSTOP)
+
+
 def crash_at_from_env() -> Callable[[], None] | None:
-    """:func:`crash_at` the point named by ``AIRFLOW_PROVIDER_EH_CRASH_AT``, if it is set."""
+    """:func:`crash_at` the point named by ``AIRFLOW_PROVIDER_EH_CRASH_AT``, else :func:`pause_at` the
+    one named by ``AIRFLOW_PROVIDER_EH_PAUSE_AT``, if either is set."""
     point = os.environ.get(ENV, "").strip()
-    return crash_at(point) if point else None
+    if point:
+        return crash_at(point)
+    paused = os.environ.get(PAUSE_ENV, "").strip()
+    return pause_at(paused) if paused else None

@@ -15,7 +15,7 @@ from azure.storage.blob import ContainerClient
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id
-from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
+from airflow_provider_eh.testing.crash import ENV as CRASH_ENV, PAUSE_ENV
 from airflow_provider_eh.client.readback import read_hub
 
 RUNNER = Path(__file__).with_name("publish_runner.py")
@@ -44,17 +44,17 @@ class PublishSetup:
         return IdempotentPublisher(self.endpoint, store, producer_group=group, **kwargs)
 
     def start(self, events: list[Any], batch_id: str, *, group: str = "g", crash_at: str | None = None,
-              claim_timeout: float = 0, **options: Any) -> subprocess.Popen[str]:
+              pause_at: str | None = None, claim_timeout: float = 0, **options: Any) -> subprocess.Popen[str]:
         config = {
             "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub,
             "blob": self.azurite.connection_string, "container": self.container_name,
             "group": group, "batch_id": batch_id, "events": events, "claim_timeout": claim_timeout,
             **options,
         }
-        env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, PAUSE_ENV)}
         env["PYTHONPATH"] = str(REPO)
-        if crash_at:  # armed in every Python process it starts, by a test-side sitecustomize
-            env[CRASH_ENV] = crash_at
+        if crash_at or pause_at:  # armed in every Python process it starts, by a test-side sitecustomize
+            env.update({CRASH_ENV: crash_at} if crash_at else {PAUSE_ENV: str(pause_at)})
             env["PYTHONPATH"] += os.pathsep + str(REPO / "tests" / "support" / "crash_site")
         fd, path = tempfile.mkstemp(prefix="publish-", suffix=".json")
         with os.fdopen(fd, "w") as fh:

@@ -85,7 +85,7 @@ def test_the_shared_claim_holds_no_backend_field_and_the_blob_claim_adds_its_lea
     from airflow_provider_eh.publishing.blob_store import BlobStateClaim
 
     shared = StateClaim(KEY, ProducerState.new(KEY), None, "memory")
-    assert set(vars(shared)) == {"key", "state", "tag", "where", "lost", "lost_reason"}
+    assert set(vars(shared)) == {"key", "state", "tag", "where", "lost", "lost_reason", "held_until"}
     blob = BlobStateClaim(KEY, ProducerState.new(KEY), '"etag"', "blob c/x", lease="the lease client")
     assert set(vars(blob)) - set(vars(shared)) == {"lease", "renewal", "stop_renewal"} and blob.lease == "the lease client"
 
