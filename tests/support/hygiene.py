@@ -70,8 +70,13 @@ def _describe(proc: psutil.Process) -> str:
         return f"pid {proc.pid}"
 
 
+#: pytest's own, set and removed around every test phase
+_PYTEST_OWN = "PYTEST_CURRENT_TEST"
+
+
 def _env_diff(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """The changed names only: values may be secrets (connection strings)."""
+    before, after = ({k: v for k, v in env.items() if k != _PYTEST_OWN} for env in (before, after))
     lines = [f"set {k}" for k in sorted(after.keys() - before.keys())]
     lines += [f"removed {k}" for k in sorted(before.keys() - after.keys())]
     lines += [f"changed {k}" for k in sorted(k for k in before.keys() & after.keys() if before[k] != after[k])]
@@ -98,8 +103,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     state = _state.pop(path)
     leaks = _env_diff(state.env, dict(os.environ))
     if leaks:
+        current = os.environ.get(_PYTEST_OWN)
         os.environ.clear()
-        os.environ.update(state.env)
+        os.environ.update({k: v for k, v in state.env.items() if k != _PYTEST_OWN})
+        if current is not None:
+            os.environ[_PYTEST_OWN] = current
     left = {pid: _describe(proc) for pid, proc in _children().items() if pid not in state.pids}
     for pid in left:
         try:
