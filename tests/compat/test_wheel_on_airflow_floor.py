@@ -30,6 +30,7 @@ from packaging.version import Version
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
 from airflow_provider_eh.testing.stack import connection_env
+from airflow_provider_eh.testing.dag_test import failure_report
 from tests.conftest import REPO, unique_name
 
 COMPAT_AIRFLOW = os.environ.get("EH_COMPAT_AIRFLOW", "3.1.8")
@@ -274,7 +275,8 @@ def test_publish_dag_run_on_the_floor_lands_each_event_once_and_a_rerun_adds_non
     compat.run_ok("-m", "airflow", "db", "migrate", env=env, timeout=600)
     for attempt in ("first run", "re-run"):
         proc = compat.run_ok("-c", RUN_DAG_TEST, str(dags / "compat_publish.py"), "2026-03-02T00:00:00+00:00", env=env)
-        assert result_line(proc) == {"run": "success", "publish": "success"}, (attempt, proc.stdout[-5000:], proc.stderr[-3000:])
+        assert result_line(proc) == {"run": "success", "publish": "success"}, \
+            f"attempt {attempt}\n" + failure_report(proc.stdout + proc.stderr)
 
     events = read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub))
     counts = Counter(json.loads(event.body)["id"] for event in events)

@@ -35,6 +35,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.azurite import AzuriteProcess
 from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env, unique_name
+from airflow_provider_eh.testing.dag_test import failure_report
 
 MARK = uuid.uuid4().hex[:10]
 EH_KEY = f"EhSasKey-{MARK}-do-not-log"
@@ -67,7 +68,6 @@ with DAG(dag_id="secure_publish", schedule="@daily", start_date=datetime(2026, 1
 
 RUN = """
 import importlib.util, json, sys
-from airflow_provider_eh.testing.dag_test import failure_report
 from datetime import datetime
 spec = importlib.util.spec_from_file_location("secure_publish", sys.argv[1])
 module = importlib.util.module_from_spec(spec)

@@ -28,6 +28,7 @@ from tests.conftest import REPO, connection_env
 
 # in requirements/dev.lock: a missing provider is a broken environment, not a reason to skip
 import airflow.providers.microsoft.azure  # noqa: E402, F401
+from airflow_provider_eh.testing.dag_test import failure_report  # noqa: E402
 
 RUN_DAG_TEST = """
 import importlib.util, sys
@@ -47,7 +48,6 @@ from airflow.sdk import DAG, BaseHook, task
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
-from airflow_provider_eh.testing.dag_test import failure_report
 
 STATE, CHECKPOINTS = os.environ["EH_STATE_CONTAINER"], os.environ["EH_CHECKPOINT_CONTAINER"]
 

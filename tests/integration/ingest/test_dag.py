@@ -15,6 +15,7 @@ import textwrap
 from conftest import publish, stamped
 
 from tests.conftest import connection_env
+from airflow_provider_eh.testing.dag_test import failure_report
 
 RUN_DAG_TEST = """
 import importlib.util, sys
@@ -30,7 +31,6 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 
 from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator, EventHubIngestOperator
-from airflow_provider_eh.testing.dag_test import failure_report
 
 
 def accept_raw(event):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
+import psycopg2  # apache-airflow-providers-postgres brings it (requirements/dev.lock)
 from conftest import publish, stamped
 from worker import rows
 
@@ -12,9 +12,6 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 from airflow_provider_eh.operators.ingest import _sql_connection
 from tests.conftest import connection_env
-
-import psycopg2  # noqa: E402 (apache-airflow-providers-postgres, in requirements/dev.lock)
-
 
 
 def test_postgres_sink_dedupes_dead_letters_and_resumes_from_its_checkpoint(airflow_db, postgres, eh_conn_str, monkeypatch):

@@ -18,6 +18,7 @@ from publish_kit import REPO
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.crash import ENV as CRASH_ENV
 from airflow_provider_eh.client.readback import read_hub
+from airflow_provider_eh.testing.dag_test import failure_report
 
 RUN_DAG_TEST = """
 import importlib.util, json, sys
@@ -37,7 +38,6 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
-from airflow_provider_eh.testing.dag_test import failure_report
 
 
 def orders(context):

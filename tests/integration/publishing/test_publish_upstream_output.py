@@ -19,6 +19,7 @@ from publish_kit import REPO
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
+from airflow_provider_eh.testing.dag_test import failure_report
 
 RUN_DAG_TEST = """
 import importlib.util, json, sys
@@ -41,7 +42,6 @@ from datetime import datetime, timezone
 from airflow.sdk import DAG, task
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
-from airflow_provider_eh.testing.dag_test import failure_report
 
 with DAG(dag_id="publish_upstream", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
 
