@@ -149,6 +149,9 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
 
     def _renew(self, claim: BlobStateClaim, stop: threading.Event) -> None:
         while not stop.wait(self.lease_seconds / 3):
+            if claim.lapse_if_due():  # woken after a pause: the lease may be another's already
+                log.warning("%s: the lease on %s was not renewed in time: %s", claim.key, claim.where, claim.lost_reason)
+                return
             started = time.monotonic()
             try:
                 claim.lease.renew(**call_timeouts(self.lease_seconds))

@@ -303,13 +303,21 @@ class StateClaim:
         if self.held_until is None or until > self.held_until:
             self.held_until = until
 
-    def check(self) -> None:
-        """Raise ProducerDisconnectedError when the claim was lost or its deadline has passed."""
+    def lapse_if_due(self) -> bool:
+        """Mark the claim lost if its deadline has passed; whether it is lost.
+
+        Called by the sender before every SDK batch and by a backend before renewing: after a pause,
+        whichever runs first records the same reason, the deadline.
+        """
         if not self.lost.is_set() and self.held_until is not None and time.monotonic() >= self.held_until:
             late = time.monotonic() - self.held_until
             self.mark_lost(f"its hold was last confirmed too long ago: the deadline passed {late:.1f}s ago, a "
                            "pause or a store that did not answer; another publisher may have taken over")
-        if self.lost.is_set():
+        return self.lost.is_set()
+
+    def check(self) -> None:
+        """Raise ProducerDisconnectedError when the claim was lost or its deadline has passed."""
+        if self.lapse_if_due():
             raise ProducerDisconnectedError(
                 f"{self.key}: lost ownership of {self.where} ({self.lost_reason}); another publisher may own the "
                 "partition now. Stopped before sending more; a retry after back-off recovers safely."

@@ -90,3 +90,15 @@ def test_a_variables_claim_whose_token_cannot_be_read_stops(clock: Clock) -> Non
     variables.fail = True
     with pytest.raises(ProducerDisconnectedError, match="the claim token could not be read back: ConnectionError"):
         claim.check()
+
+
+def test_a_renewal_woken_after_the_deadline_records_the_deadline_not_its_own_failure(clock: Clock) -> None:
+    """After a pause the renewal thread and the sender wake together: either way the reason is the deadline."""
+    claim = StateClaim(KEY, ProducerState.new(KEY), None, "blob c/x")
+    claim.hold(started=clock.now, seconds=15, margin=3)
+    assert claim.lapse_if_due() is False
+    clock.now += 20
+    assert claim.lapse_if_due() is True
+    claim.mark_lost("lease renewal failed: ResourceExistsError")  # too late: the first reason stays
+    with pytest.raises(ProducerDisconnectedError, match="the deadline passed 8.0s ago"):
+        claim.check()
