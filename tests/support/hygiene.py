@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 _kept: set[int] = set()
+EXIT_GRACE = 5.0
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -108,10 +109,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         os.environ.update({k: v for k, v in state.env.items() if k != _PYTEST_OWN})
         if current is not None:
             os.environ[_PYTEST_OWN] = current
-    left = {pid: _describe(proc) for pid, proc in _children().items() if pid not in state.pids}
-    for pid in left:
+    # a process told to stop in a tear-down may take a moment to go: only one still there after
+    # EXIT_GRACE seconds is left behind
+    leftover = [proc for pid, proc in _children().items() if pid not in state.pids]
+    _gone, alive = psutil.wait_procs(leftover, timeout=EXIT_GRACE) if leftover else ([], [])
+    left = {proc.pid: _describe(proc) for proc in alive}
+    for proc in alive:
         try:
-            psutil.Process(pid).kill()
+            proc.kill()
         except psutil.Error:
             pass
     problems = [f"os.environ: {line}" for line in leaks] + [f"still running (killed): {d}" for d in left.values()]
