@@ -63,6 +63,8 @@ def main() -> int:
         where = args.root / f"{head}-run{run}"
         shutil.rmtree(where, ignore_errors=True)
         subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(where)], check=True)
+        cloned = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True,
+                                check=True).stdout.strip()  # HEAD may have moved since the first run
         log = args.root / f"{head}-run{run}.log"
         started = time.monotonic()
         with log.open("w") as out:
@@ -73,7 +75,7 @@ def main() -> int:
         ok = code == 0 and minutes <= args.limit_minutes
         ok_runs += ok
         order = f"files shuffled with seed {run}" if args.shuffle and run > 1 else "files in order"
-        row = (f"run {run} of {args.runs} at {head} ({order}): {'green' if ok else 'RED'}, exit {code}, {minutes:.1f} min, "
+        row = (f"run {run} of {args.runs} at {cloned} ({order}): {'green' if ok else 'RED'}, exit {code}, {minutes:.1f} min, "
                f"{closing_line(log)}; log {log}")
         rows.append(row)
         print(row, flush=True)
