@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,18 @@ class FakePublisher:
 
 def test_transient_failures_are_begun_again_and_others_end_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(driver.time, "sleep", slept.append)
+
+    class DriverTime:
+        """The driver's own ``time``: its back-off sleeps are recorded, and nobody else's. Replacing
+        ``time.sleep`` itself would stop every thread of the process from sleeping (a background thread
+        of an earlier test file spinning through its waits appended 100,000 of them)."""
+
+        sleep = staticmethod(slept.append)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(time, name)
+
+    monkeypatch.setattr(driver, "time", DriverTime())
     pub = FakePublisher()
     failures = {"0": [ConnectionLostError("lost")], "1": []}
 
