@@ -101,7 +101,10 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
         return VariableStateClaim(key, state, self.describe(key), self)
 
     def write(self, claim: VariableStateClaim, state: ProducerState) -> None:
-        StateClaim.check(claim)  # the token is read back below
+        if claim.lost.is_set():
+            claim.check()  # raises with the reason recorded
+        # no deadline here: the token read back below is the proof, however long ago the last write was
+        # (a Spark stage or a long read-back between two writes is no pause)
         name = self.variable_name(claim.key)
         if claim.tag is not None:  # not the claim's own first write: the token must still be ours
             current = self.read(claim.key)

@@ -102,3 +102,16 @@ def test_a_renewal_woken_after_the_deadline_records_the_deadline_not_its_own_fai
     claim.mark_lost("lease renewal failed: ResourceExistsError")  # too late: the first reason stays
     with pytest.raises(ProducerDisconnectedError, match="the deadline passed 8.0s ago"):
         claim.check()
+
+
+def test_a_variables_claim_may_write_long_after_its_last_confirmation_when_the_token_is_still_its_own(clock: Clock) -> None:
+    """A Spark stage or a long read-back between two writes is no pause: the write's own read-back is the proof."""
+    store = VariableProducerStateStore(Variables(), hold_seconds=15)
+    claim = store.claim(KEY)
+    clock.now += 600
+    store.write(claim, claim.state)
+    claim.check()
+    store.claim(KEY)  # a takeover
+    clock.now += 600
+    with pytest.raises(ProducerDisconnectedError, match="another publisher wrote a new claim token"):
+        store.write(claim, claim.state)
