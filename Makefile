@@ -30,7 +30,6 @@ help:
 
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.11+). Install it, or run make PYTHON=/path/to/python3.11"; exit 1; }
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "missing: Python 3.11+ ($(PYTHON) is older)"; exit 1; }
 	@$(PREREQS) check --for demo
 
 # Before anything runs: one line per missing prerequisite, with the command that installs it.

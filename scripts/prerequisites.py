@@ -89,9 +89,6 @@ class Prerequisite:
     needed_for: tuple[str, ...] = ("test",)
     skippable: bool = True
 
-    def problem(self) -> str | None:
-        return self.check()
-
 
 PREREQUISITES: tuple[Prerequisite, ...] = (
     Prerequisite("python", "Python 3.11+ with venv", "python3 python3-venv", "everything (`.venv/`)",
@@ -130,7 +127,7 @@ def install_command(items: list[Prerequisite]) -> str:
 
 def missing(purpose: str, skip: set[str]) -> list[tuple[Prerequisite, str]]:
     return [(p, problem) for p in PREREQUISITES
-            if purpose in p.needed_for and p.key not in skip and (problem := p.problem())]
+            if purpose in p.needed_for and p.key not in skip and (problem := p.check())]
 
 
 def check(purpose: str, skip: set[str]) -> int:

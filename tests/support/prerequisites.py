@@ -28,7 +28,7 @@ def require(key: str) -> None:
     prerequisite = BY_KEY[key]
     if key in skipped_keys():
         pytest.skip(f"{OPTED_OUT}{key}: {prerequisite.used_by} not checked")
-    problem = prerequisite.problem()
+    problem = prerequisite.check()
     if problem:
         pytest.fail(f"{prerequisite.what} is missing ({problem}); it is needed for {prerequisite.used_by}. "
                     f"Install it: {install_command([prerequisite])} (or `make prerequisites`), "

@@ -73,5 +73,5 @@ def test_a_test_needing_an_opted_out_prerequisite_is_skipped_with_the_reason(mon
 def test_this_machine_has_what_the_suite_needs_unless_skipped() -> None:
     """The suite itself runs here, so every prerequisite the user did not skip is present."""
     skipped = suite.skipped_keys()
-    assert {p.key: p.problem() for p in prerequisites.PREREQUISITES if p.key not in skipped} == \
+    assert {p.key: p.check() for p in prerequisites.PREREQUISITES if p.key not in skipped} == \
         {p.key: None for p in prerequisites.PREREQUISITES if p.key not in skipped}
