@@ -10,6 +10,15 @@ name, with the ingest operator's exactly-once guarantees (one transaction per ba
 checkpoint and dedupe marks), into ``live_order_events`` of ``eh_example_db``. A batch fired twice
 after a triggerer restart loads nothing the second time.
 
+Airflow can strand an asset event: stored, but consumed by no run (scheduler races fixed in
+apache/airflow pull requests 62501 and 70972; issue 56050, still open, with ``max_active_runs``). The
+DAG makes that harmless instead of trusting every asset event to start a run: each run loads from the
+SQL checkpoint, so any later run also loads what a stranded event named; a safety run on a schedule
+(``EH_EXAMPLE_SAFETY_SCHEDULE``, a cron expression, default every 15 minutes) has no asset events and
+loads up to the hub's end, so the last events of the day wait at most that long; and runs may overlap
+(no ``max_active_runs=1``): concurrent loads share the partitions through the ownership blobs and the
+checkpoint's compare-and-set, one run after the other per partition.
+
 ``EH_EXAMPLE_EVENTS_HUB`` names the hub (default ``orders-live``); it needs the consumer group
 ``airflow-watcher``. The triggerer must be running (``airflow standalone`` starts one).
 """
@@ -23,6 +32,12 @@ import pendulum
 
 from airflow.sdk import Asset, AssetWatcher, dag, task
 
+try:
+    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
+except ImportError:  # Airflow 3.1: not in the Task SDK yet
+    from airflow.timetables.assets import AssetOrTimeSchedule
+    from airflow.timetables.trigger import CronTriggerTimetable
+
 import _orders as orders
 from airflow_provider_eh.lineage import eventhub_uri
 from airflow_provider_eh.operators.ingest_events import EventHubIngestEventsOperator
@@ -30,6 +45,8 @@ from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
 HUB = os.environ.get("EH_EXAMPLE_EVENTS_HUB", "orders-live")
 WATCHER_GROUP = "airflow-watcher"
+# The safety run: loads up to the hub's end whatever no asset-triggered run loaded (a stranded asset event)
+SAFETY_SCHEDULE = os.environ.get("EH_EXAMPLE_SAFETY_SCHEDULE", "*/15 * * * *")
 TABLE = "live_order_events"  # the warehouse table's columns; a table of its own, so the daily example's counts stay put
 
 
@@ -60,10 +77,9 @@ NEW_ORDERS = Asset(
 
 
 @dag(
-    schedule=[NEW_ORDERS],
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(SAFETY_SCHEDULE, timezone="UTC"), assets=[NEW_ORDERS]),
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
     default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=10)},
     tags=["event-hubs", "example", "event-driven"],
     doc_md=__doc__,

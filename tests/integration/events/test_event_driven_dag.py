@@ -11,6 +11,8 @@ A new triggerer takes over. Then every published event is in the sink exactly on
 every sequence number is named by an asset event (none lost), and the events named twice are exactly
 those the killed triggerer had stored but not checkpointed: the asset events of about its last
 state-sync round. The runs wrote each event once although those events were named twice.
+Last, a stranded asset event's effect, made for certain: with the triggerer stopped, orders that no
+asset event names reach the sink through the DAG's safety run (every minute here) alone.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ RUN_SLACK = 15.0
 # (one second) before the crash; allowed here with room for a loaded machine.
 LAST_SYNC_ROUNDS = 5.0
 ORDERS_AT_MOST = 200  # the steady publisher's cap (3 events an order)
+SAFETY_EVERY = 60.0  # EH_EXAMPLE_SAFETY_SCHEDULE below
 
 
 @dataclass
@@ -73,6 +76,7 @@ def live(example_stack: ExampleStack, tmp_path: Path) -> Iterator[Live]:
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "8",  # a killed triggerer's triggers move on soon
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "EH_EXAMPLE_SAFETY_SCHEDULE": "* * * * *",  # the safety run: every minute
     })
     instance = AirflowStandalone(env, port, tmp_path / "standalone.log")
     state = Live(instance, env, hub, home)
@@ -208,11 +212,12 @@ def test_events_start_runs_that_load_each_event_once_across_a_triggerer_kill(exa
     # Wave 1: a run within the batch window
     sent_at = time.time()
     published = publish_orders(endpoint, "w1", 4)  # 12 events: fewer than a batch, so the window fires it
-    _wait(lambda: sum(_sink(example_stack.db, "w1").values()) == published, 180, "wave 1 in the sink", airflow)
+    # (a safety run may load it first: the asset event and its run come all the same)
+    _wait(lambda: sum(_sink(example_stack.db, "w1").values()) == published and _stored(live.home, hub)
+          and any(r["run_type"] == "asset_triggered" for r in airflow.runs(DAG_ID)), 180, "wave 1 in the sink", airflow)
     first = _stored(live.home, hub)
-    assert first, "no asset event"
     assert first[0].at - sent_at <= BATCH_WINDOW + STORE_SLACK, "the asset event came later than the batch window allows"
-    run = min(airflow.runs(DAG_ID), key=lambda r: r["run_after"])
+    run = min((r for r in airflow.runs(DAG_ID) if r["run_type"] == "asset_triggered"), key=lambda r: r["run_after"])
     assert sent_at <= _posix(run["run_after"]) and _posix(run["queued_at"]) - sent_at <= BATCH_WINDOW + RUN_SLACK, (
         f"the run was queued {_posix(run['queued_at']) - sent_at:.1f} s after the events were published"
     )
@@ -298,3 +303,24 @@ def test_events_start_runs_that_load_each_event_once_across_a_triggerer_kill(exa
     # The watcher's group is checkpointed in the SDK's layout up to the end of each partition
     last = {pid: max(s for p, s in named_count if p == pid) for pid, _ in named_count}
     _wait(lambda: checkpoints() == last, 60, f"the watcher's checkpoints at {last}", airflow)
+
+    # A stranded asset event, made for certain: no triggerer, so no asset event names wave 3; the
+    # safety run (no asset events: up to the hub's end) loads it within its schedule
+    for proc in live.extra:
+        stop_group(proc)
+    live.extra.clear()
+    stored_before = len(_stored(live.home, hub))
+    runs_before = {r["dag_run_id"] for r in airflow.wait_for_runs(DAG_ID, 1, timeout=300)}
+    wave3 = publish_orders(endpoint, "w3", 3)
+    _wait(lambda: sum(_sink(example_stack.db, "w3").values()) == wave3, SAFETY_EVERY + RUN_SLACK + 120,
+          "wave 3 in the sink through a safety run", airflow)
+    assert len(_stored(live.home, hub)) == stored_before, "an asset event named wave 3 (the triggerer was stopped)"
+    later = [r for r in airflow.wait_for_runs(DAG_ID, 1, timeout=300) if r["dag_run_id"] not in runs_before]
+    assert later and {r["run_type"] for r in later} == {"scheduled"}, [(r["dag_run_id"], r["run_type"]) for r in later]
+    wrote = 0
+    for run in later:
+        xcom = airflow.get(f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
+        assert xcom.status_code == 200 and xcom.json()["value"]["ranges"] == {}, xcom.text
+        wrote += xcom.json()["value"]["rows_written"]
+    sink = _sink(example_stack.db, "w1", "w2", "w3")
+    assert wrote == wave3 and set(sink.values()) == {1} and sum(sink.values()) == published + wave3
