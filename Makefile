@@ -23,7 +23,7 @@ help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
 	@echo "make test            run the whole test suite (unit, integration, DAGs); SKIP=mariadb,... to run without some"
 	@echo "make prerequisites   install what make test needs from Debian's packages (Java, Node, Chromium, Postgres, MariaDB)"
-	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD, one after another"
+	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD (or COMMIT), one after another"
 	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
 	@echo "make bench           run every benchmark and write bench/results.md"
@@ -59,11 +59,12 @@ test: check-test-tools venv node
 	mkdir -p $(LOCAL)
 	EH_SKIP="$(SKIP)" EH_TEST_SHUFFLE="$(SHUFFLE)" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$(abspath $(LOCAL))/pytest --durations=15 tests
 
-# The proof that the suite is green on a fresh machine's checkout, every time: RUNS clones of HEAD,
+# The proof that the suite is green on a fresh machine's checkout, every time: RUNS clones of one commit
+# (HEAD when they start, or COMMIT),
 # each built from nothing, tested one after another; a summary line per run in .local/fresh/.
 RUNS ?= 5
 test-fresh:
-	$(PYTHON) scripts/test_fresh.py --runs $(RUNS) --skip "$(SKIP)" $(if $(FRESH_SHUFFLE),--shuffle)
+	$(PYTHON) scripts/test_fresh.py --runs $(RUNS) --skip "$(SKIP)" $(if $(FRESH_SHUFFLE),--shuffle) $(if $(COMMIT),--commit $(COMMIT))
 
 test-unit: venv
 	$(PY) -m pytest tests/unit

@@ -1,11 +1,12 @@
-"""``make test`` in fresh clones of HEAD, one after another, as a newcomer's machine would run it.
+"""``make test`` in fresh clones of one commit, one after another, as a newcomer's machine would run it.
 
-Each run clones the repository into a new directory (nothing of this checkout is reused: no
+Every run checks out the commit HEAD named when the first run started (``--commit`` names another),
+so commits made while the runs go on do not mix into them. Each run clones the repository into a new directory (nothing of this checkout is reused: no
 ``.venv``, ``node_modules`` or ``.local``), runs ``make test`` there with a clean environment and
 records its exit code, its time and pytest's closing line. A run's clone is removed when it passes
 and kept, with its log, when it fails. The summary goes to stdout and to ``.local/fresh/summary.txt``.
 
-    python3 scripts/test_fresh.py --runs 5 [--skip mariadb] [--limit-minutes 30] [--shuffle]
+    python3 scripts/test_fresh.py --runs 5 [--skip mariadb] [--limit-minutes 30] [--shuffle] [--commit REV]
 
 ``--shuffle`` runs every run after the first with its test files in another order
 (``make test SHUFFLE=<run>``), so that each file meets other neighbours on its pytest-xdist process.
@@ -48,12 +49,14 @@ def main() -> int:
     parser.add_argument("--limit-minutes", type=float, default=30.0, help="a run longer than this counts as failed")
     parser.add_argument("--shuffle", action="store_true", help="runs 2.. shuffle the test files (seed: the run's number)")
     parser.add_argument("--root", type=Path, default=REPO / ".local" / "fresh")
+    parser.add_argument("--commit", default="HEAD", help="the commit every run tests (default: HEAD when the runs start)")
     args = parser.parse_args()
 
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout.strip()
-    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                      text=True).stdout.strip():
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{args.commit}^{{commit}}"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    head = commit[:7]
+    if args.commit == "HEAD" and subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                                capture_output=True, text=True).stdout.strip():
         print("note: uncommitted changes are not in the clones; they test HEAD", head, flush=True)
     args.root.mkdir(parents=True, exist_ok=True)
     env = clean_env()
@@ -63,8 +66,9 @@ def main() -> int:
         where = args.root / f"{head}-run{run}"
         shutil.rmtree(where, ignore_errors=True)
         subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(where)], check=True)
+        subprocess.run(["git", "checkout", "--quiet", "--detach", commit], cwd=where, check=True)
         cloned = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True,
-                                check=True).stdout.strip()  # HEAD may have moved since the first run
+                                check=True).stdout.strip()
         log = args.root / f"{head}-run{run}.log"
         started = time.monotonic()
         with log.open("w") as out:
