@@ -1,7 +1,8 @@
 """The engines' step boundaries, announced to whoever observes them; nobody does in production.
 
-Publishing (:data:`PUBLISH_STEPS`, in order): ``after_claim``; ``after_intent``; ``mid_send`` with the
-count of the partition's SDK batches acknowledged so far; ``after_send`` (everything sent, nothing
+Publishing (:data:`PUBLISH_STEPS`, in order): ``after_claim``; ``after_intent``; ``before_send`` with
+the number of the SDK batch about to go out (its claim just checked); ``mid_send`` with the count of
+the partition's SDK batches acknowledged so far; ``after_send`` (everything sent, nothing
 committed); ``during_commit`` (the commit written, the lease not yet released).
 
 Ingestion (:data:`INGEST_STEPS`): ``ingest_<stage>`` for each stage of a batch
@@ -18,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
-PUBLISH_STEPS = ("after_claim", "after_intent", "mid_send", "after_send", "during_commit")
+PUBLISH_STEPS = ("after_claim", "after_intent", "before_send", "mid_send", "after_send", "during_commit")
+COUNTED_STEPS = ("before_send", "mid_send")  # ``step:K`` names the K-th SDK batch
 INGEST_STEPS = ("ingest_received", "ingest_rows_written", "ingest_committed", "ingest_blob_checkpointed")
 
 StepObserver = Callable[[str, int, Mapping[str, Any]], None]

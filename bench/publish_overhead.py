@@ -6,12 +6,14 @@ events of ``--size`` bytes spread over 4 partitions:
 - ``sdk``: ``EventHubProducerClient.send_batch`` per partition (one client and thread per partition,
   as the engine uses), filling SDK batches to the link's limit: the floor any producer pays;
 - ``engine``: :meth:`IdempotentPublisher.publish` with the blob state store on Azurite: validation,
-  fingerprints, claim, intent, stamped send, commit;
+  fingerprints, claim, intent, stamped send on idempotent-producer links (the hub's fencing), commit;
+  and ``unfenced``: the same with ``hub_fencing=False`` (plain sender links, the claim's deadline alone);
 - ``recovery``: the engine's retry of a batch whose every event landed but whose commit never
   happened (read-back of the whole in-doubt batch, nothing resent) vs. ``read``: a plain read of the
   same hub's events with the SDK consumer.
 
-The last line is ``ratio=<engine/sdk eps> engine_eps=... sdk_eps=... recovery_ratio=<recovery/read time>``.
+The last line is ``ratio=<engine/sdk eps> engine_eps=... sdk_eps=... recovery_ratio=<recovery/read time>
+unfenced_ratio=<unfenced/sdk eps>``.
 """
 
 from __future__ import annotations
@@ -74,12 +76,14 @@ def plain_sdk(endpoint: EventHubsEndpoint, events: list[dict]) -> float:
     return time.perf_counter() - started
 
 
-def engine(endpoint: EventHubsEndpoint, container, events: list[dict], batch_id: str) -> float:
-    publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(container), producer_group="bench")
+def engine(endpoint: EventHubsEndpoint, container, events: list[dict], batch_id: str, hub_fencing: bool = True) -> float:
+    publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(container), producer_group="bench",
+                                    hub_fencing=hub_fencing)
     started = time.perf_counter()
     results = publisher.publish(events, batch_id=batch_id)
     elapsed = time.perf_counter() - started
     assert sum(r.events for r in results.values()) == len(events)
+    assert {r.fencing for r in results.values()} == {"hub" if hub_fencing else "lease"}
     return elapsed
 
 
@@ -117,11 +121,12 @@ def main() -> None:
             EmulatorProcess(Path(tmp) / "eh") as eh, AzuriteProcess(Path(tmp) / "azurite") as azurite:
         container = BlobServiceClient.from_connection_string(azurite.connection_string).create_container("publish-state")
         hubs = {name: EventHubsEndpoint.from_connection_string(eh.connection_string(name), name)
-                for name in ("bench-sdk", "bench-engine", "bench-recovery")}
+                for name in ("bench-sdk", "bench-engine", "bench-unfenced", "bench-recovery")}
         for name in hubs:
             eh.admin.create_hub(name, partitions=PARTITIONS)
         sdk_s = plain_sdk(hubs["bench-sdk"], events)
         engine_s = engine(hubs["bench-engine"], container, events, "e" * 64)
+        unfenced_s = engine(hubs["bench-unfenced"], container, events, "u" * 64, hub_fencing=False)
         in_doubt(hubs["bench-recovery"], container, events, "r" * 64)
         read_started = time.perf_counter()
         read = read_hub(hubs["bench-recovery"])
@@ -131,10 +136,11 @@ def main() -> None:
     sdk_eps, engine_eps = len(events) / sdk_s, len(events) / engine_s
     print(f"plain SDK send_batch: {len(events)} events in {sdk_s:.2f}s = {sdk_eps:.0f} events/s")
     print(f"engine publish:       {len(events)} events in {engine_s:.2f}s = {engine_eps:.0f} events/s")
+    print(f"engine, hub fencing off: {len(events)} events in {unfenced_s:.2f}s = {len(events) / unfenced_s:.0f} events/s")
     print(f"plain read:           {len(events)} events in {read_s:.2f}s")
     print(f"recovery (read-back): {len(events)} events in {recovery_s:.2f}s")
     print(f"ratio={engine_eps / sdk_eps:.3f} engine_eps={engine_eps:.0f} sdk_eps={sdk_eps:.0f} "
-          f"recovery_ratio={recovery_s / read_s:.3f}")
+          f"recovery_ratio={recovery_s / read_s:.3f} unfenced_ratio={len(events) / unfenced_s / sdk_eps:.3f}")
 
 
 if __name__ == "__main__":

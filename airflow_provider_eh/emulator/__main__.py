@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--retention-bytes", type=int, default=None, help="per partition")
     parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024, help="log segment size")
     parser.add_argument("--require-auth", action="store_true", help="validate SAS tokens put on $cbs")
+    parser.add_argument("--no-idempotent-producers", dest="idempotent_producers", action="store_false",
+                        help="do not offer the idempotent-producer capability (a namespace without the feature)")
     parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
     parser.add_argument("--sas-key", default=DEFAULT_KEY)
     parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid} as JSON once listening")
@@ -63,7 +65,7 @@ async def serve(args: argparse.Namespace) -> None:
             raise StoreError(f"--consumer-group {spec!r} must be HUB:GROUP")
         store.add_consumer_group(hub, group)
     validator = SasValidator(args.sas_key_name, args.sas_key) if args.require_auth else None
-    broker = Broker(store, fsync=args.fsync, validator=validator,
+    broker = Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
                     retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
     server = Server(broker, args.host, args.port)
     admin = AdminServer(broker, "127.0.0.1", args.admin_port)

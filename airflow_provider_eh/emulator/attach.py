@@ -124,7 +124,7 @@ def _producer_attach(conn: Conn, link: IngressLink, desired_capabilities: Any,
         requested = idempotence.link_request(desired_capabilities, properties)
     except CodecError as exc:
         raise Refused("amqp:invalid-field", str(exc)) from None
-    if requested is None:
+    if requested is None or not conn.broker.idempotent_producers:
         return
     attached = conn.broker.join_producer_group(link.hub, link.partition, link.address, requested)
     link.producer_attach = attached

@@ -60,12 +60,14 @@ class Broker:
     """Everything shared by the connections of one server."""
 
     def __init__(self, store: Store, *, fsync: str = "batch", validator: SasValidator | None = None,
-                 retention_seconds: float | None = None, retention_bytes: int | None = None):
+                 retention_seconds: float | None = None, retention_bytes: int | None = None,
+                 idempotent_producers: bool = True):
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync policy {fsync!r} is not one of {FSYNC_POLICIES}")
         self.store = store
         self.fsync = fsync
         self.validator = validator
+        self.idempotent_producers = idempotent_producers  # off: the capability is not offered (ordinary links)
         self.retention_seconds = retention_seconds
         self.retention_bytes = retention_bytes
         self.faults = Faults()

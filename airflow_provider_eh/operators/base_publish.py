@@ -43,6 +43,9 @@ class BasePublishOperator(HubLineage, BaseOperator):
     :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
         default ``None``: a little longer than ``lease_seconds``, so a run cleared right after a crashed
         one publishes (the crashed holder's lease expires), while a live holder still fences it off.
+    :param hub_fencing: attach the sender links as idempotent producers where the hub offers it, so the
+        hub itself refuses a stalled publisher once another one took over (default ``True``; each
+        partition's result says which fence held its send: ``"hub"`` or ``"lease"``).
     """
 
     template_fields: Sequence[str] = (
@@ -72,6 +75,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         send_attempts: int = 3,
         lease_seconds: int = 15,
         claim_timeout: float | None = None,
+        hub_fencing: bool = True,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -87,6 +91,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         self.send_attempts = send_attempts
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
+        self.hub_fencing = hub_fencing
         self._lineage_hub: tuple[str, str] | None = None
 
     @property
@@ -167,7 +172,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
             endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
-            keep_committed=self.keep_committed, send_attempts=self.send_attempts, **kwargs,
+            keep_committed=self.keep_committed, send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
         )
 
     def provider_errors(self) -> AbstractContextManager[None]:
@@ -175,13 +180,18 @@ class BasePublishOperator(HubLineage, BaseOperator):
         (:func:`~airflow_provider_eh.operators.common.airflow_error`)."""
         return airflow_errors(self.task_id)
 
-    def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, int]]:
-        """Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq, service_last_sequence_number}``."""
+    def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, Any]]:
+        """
+        Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq,
+        service_last_sequence_number, fencing}`` (``fencing``: ``"hub"`` or ``"lease"`` when this try
+        sent events, ``""`` when it sent none).
+        """
         for pid, result in sorted(results.items()):
             self.log.info(
-                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s",
+                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s%s",
                 self.resolved_producer_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
                 result.service_last_sequence_number,
                 f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
+                f"; fenced by the {result.fencing}" if result.fencing else "",
             )
-        return {pid: result.sequence_range() for pid, result in sorted(results.items())}
+        return {pid: {**result.sequence_range(), "fencing": result.fencing} for pid, result in sorted(results.items())}

@@ -36,6 +36,7 @@ class PartitionResult:
     status: str  # "published" | "already_committed" | "recovered"
     landed_count: int = 0  # recovery: events of the batch found already landed
     resent: int = 0
+    fencing: str = ""  # how the send was fenced: "hub" (idempotent-producer link) or "lease"; "" nothing sent
 
     def sequence_range(self) -> dict[str, int]:
         return {
@@ -58,7 +59,8 @@ class PartitionPlan:
     events whose indexes are in ``indexes`` (``[start, stop)`` ranges; ``None`` means all
     ``event_count``), in index order, stamped with producer sequence numbers ``first_seq``,
     ``first_seq + 1``, ... ``landed_count`` is how many events recovery found already landed (0 on a
-fresh batch; the ledger's ``landed`` is the index ranges themselves).
+fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the sender
+    attaches as an idempotent producer where the hub offers it (the publisher's ``hub_fencing``).
     """
 
     group: str
@@ -73,6 +75,7 @@ fresh batch; the ledger's ``landed`` is the index ranges themselves).
     recovered_from: str | None = None  # None | "pending" | "partial"
     landed_count: int = 0
     result: PartitionResult | None = None
+    hub_fencing: bool = True
 
     @property
     def batch_stamp(self) -> str:

@@ -37,6 +37,7 @@ from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
+from airflow_provider_eh.client.fencing import open_fenced
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
@@ -100,6 +101,9 @@ class IdempotentPublisher:
         (``None``, the default, keeps every batch: a re-run years later stays a no-op).
     :param origin: who publishes (a JSON object, e.g. the Airflow task instance's ids), recorded with
         every batch of the ledger this publisher writes.
+    :param hub_fencing: attach every sender link as an idempotent producer (owner level = the ledger's)
+        where the hub offers it, so that the hub refuses a stalled publisher's late sends once another
+        one claimed the partition (default on; off: the claim's deadline alone fences).
     """
 
     def __init__(
@@ -114,8 +118,10 @@ class IdempotentPublisher:
         send_attempts: int = 3,
         send_timeout: float = 60.0,
         origin: Mapping[str, Any] | None = None,
+        hub_fencing: bool = True,
     ):
         self.endpoint = endpoint
+        self.hub_fencing = hub_fencing
         self.store = store
         self.producer_group = producer_group
         self.partition_options = {str(k): v for k, v in (partition_options or {}).items()}
@@ -206,6 +212,20 @@ class IdempotentPublisher:
             raise
         return PartitionSession(key, claim, plan)
 
+    def _fence(self, key: StateKey, owner_level: int) -> None:
+        """Raise the hub's owner level of the group on the partition before reading back an in-doubt batch.
+
+        A publisher that stalled with an SDK batch in flight must not land it after the read-back
+        decided what to resend: from this attach on, the hub refuses its sends (where it offers
+        idempotent producers; otherwise the stalled one's claim deadline is the only fence).
+        """
+        if not self.hub_fencing:
+            return
+        with self.endpoint.producer(retry_total=0) as client:
+            fence = open_fenced(client, key.partition, group=key.group, owner_level=owner_level, send_timeout=self.send_timeout)
+        log.info("group %s partition %s: %s before the read-back", key.group, key.partition,
+                 f"owner level {owner_level} raised at the hub" if fence is not None else "no hub fencing (not offered)")
+
     def _readback(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> set[int]:
         """Indexes of ``pending``'s attempt that landed, by reading the partition back."""
         found = landed_stamps(
@@ -221,8 +241,10 @@ class IdempotentPublisher:
         state = claim.state
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
         base = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
-                    event_count=count, fingerprint=fingerprint)
+                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
         pending = state.pending
+        if pending is not None:
+            self._fence(key, state.owner_level)
         if pending is not None and pending.batch_id != batch_id:
             landed = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
             state.partial[pending.batch_id] = PartialBatch(
@@ -340,7 +362,8 @@ class IdempotentPublisher:
                 f"; recovery: {plan.landed_count} had landed, {plan.send_count} resent" if plan.recovered_from else "",
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
-                                   landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0)
+                                   landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0,
+                                   fencing=report.fencing if report is not None and plan.send_count else "")
         finally:
             self.store.release(claim)
 

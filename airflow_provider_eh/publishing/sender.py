@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from azure.eventhub import EventData
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.fencing import HUB, LEASE, FencedLink, fenced_error, open_fenced
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
@@ -48,6 +49,7 @@ class SendReport:
     sent: int
     service_last_sequence_number: int
     seconds: float
+    fencing: str = LEASE  # "hub": sent on an idempotent-producer link; "lease": the claim's deadline alone
 
 
 def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
@@ -59,20 +61,33 @@ def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
             yield body, props
 
 
-def _message_path(group: str, stamp: str, owner: int, fast: bool) -> tuple[Callable[[bytes, Any, int], Any], Callable[[Any, Any], None]]:
+def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedLink | None = None,
+                  ) -> tuple[Callable[[bytes, Any, int], Any], Callable[[Any, Any], None]]:
     """``(make, add)``: build one stamped message and add it to an SDK batch (``ValueError`` when full).
 
     Straight AMQP bytes (:mod:`~airflow_provider_eh.publishing.wire`) when the SDK's layout was proven
     and no tracer needs per-message properties; otherwise ``EventData`` through the SDK's encoder.
+    On a fenced link each message also carries the hub's producer annotations, numbered in the order
+    the messages are made (each is made once, and sent in that order).
     """
-    encoder = StampedMessageEncoder.create(group, stamp, owner) if fast and not tracing_enabled() else None
+    encoder = (StampedMessageEncoder.create(group, stamp, owner, annotated=fence is not None)
+               if fast and not tracing_enabled() else None)
     if encoder is not None:
-        return encoder.encode, add_encoded
+        if fence is None:
+            return encoder.encode, add_encoded
+        encode = encoder.encode
+
+        def make_fenced(body: bytes, props: Any, seq: int) -> bytes:
+            return encode(body, props, seq, fence.annotation_bytes(fence.take()))
+
+        return make_fenced, add_encoded
     stamps = StampEncoder(group, stamp, owner)
 
     def make(body: bytes, props: Any, seq: int) -> EventData:
         event = EventData(body)
         event.properties = stamps.properties(props, seq)
+        if fence is not None:
+            event.raw_amqp_message.annotations.update(fence.annotations(fence.take()))
         return event
 
     return make, functools.partial(add_event, fast=fast)
@@ -102,6 +117,10 @@ def send_partition(
         in-memory events (the driver-side ``publish``); executors leave it None so the report proves
         what they iterated.
 
+    Unless ``plan.hub_fencing`` is off, the partition's link is attached as an idempotent producer
+    (:mod:`~airflow_provider_eh.client.fencing`) with the plan's owner level, where the hub offers it:
+    once a publisher with a higher owner level attaches, the hub refuses this one's sends.
+
     The producer it builds has the SDK's own retries off: a retried SDK send after a lost
     acknowledgement would land the same stamps twice. Failures surface; the publisher recovers
     by read-back instead.
@@ -123,14 +142,29 @@ def send_partition(
         nonlocal sent, batches
         if stop_check is not None:
             stop_check()
-        client.send_batch(batch, timeout=send_timeout)
+        reached("before_send", batches + 1)
+        try:
+            client.send_batch(batch, timeout=send_timeout)
+        except Exception as exc:
+            fenced = fenced_error(exc) if fence is not None else None
+            if fenced is not None:
+                raise fenced from exc
+            raise
         batches += 1
         sent += events_in_batch
         reached("mid_send", batches)
 
+    fence: FencedLink | None = None
     try:
+        if plan.hub_fencing:
+            fence = open_fenced(client, partition, group=group, owner_level=owner, send_timeout=send_timeout)
+            if fence is not None:
+                fence.reserve(plan.send_count)
+        log.info("group %s partition %s batch %s: %s", group, partition, stamp,
+                 f"fenced at the hub (owner level {owner}, producer group id {fence.producer_id})" if fence is not None
+                 else "fenced by the claim's deadline alone (no idempotent-producer link)")
         batch = client.create_batch(partition_id=partition)
-        make, add = _message_path(group, stamp, owner, fast_path_available(batch))
+        make, add = _message_path(group, stamp, owner, fast_path_available(batch), fence)
         pending_in_batch = 0
         for index, (body, props) in enumerate(_pairs(events)):
             count += 1
@@ -172,4 +206,5 @@ def send_partition(
         "group %s partition %s batch %s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
         group, partition, stamp, sent, batches, seconds, sent / seconds if seconds else 0.0,
     )
-    return SendReport(partition, plan.batch_id, count, fp.hexdigest() if fp is not None else str(fingerprint), sent, end, seconds)
+    return SendReport(partition, plan.batch_id, count, fp.hexdigest() if fp is not None else str(fingerprint), sent, end,
+                      seconds, HUB if fence is not None else LEASE)

@@ -93,7 +93,7 @@ def _long(value: int) -> bytes:
     return b"\x81" + _pack_q(value)
 
 
-def _sdk_bytes(body: bytes, properties: dict[str, Any]) -> bytes:
+def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes, Any] | None = None) -> bytes:
     """One event's encoding by the SDK's own path (the reference the fast path must match)."""
     from azure.eventhub import EventData
 
@@ -101,6 +101,8 @@ def _sdk_bytes(body: bytes, properties: dict[str, Any]) -> bytes:
 
     event = EventData(body)
     event.properties = properties
+    if annotations:
+        event.raw_amqp_message.annotations.update(annotations)
     return bytes(sdk_encode(event))
 
 
@@ -125,8 +127,12 @@ class StampedMessageEncoder:
         if not key_only:
             self._encode_value(out, value)
 
-    def encode(self, body: bytes, properties: Mapping[str, Any] | None, seq: int) -> bytes:
-        """The stamped event's bytes, exactly as the SDK would append them to a batch."""
+    def encode(self, body: bytes, properties: Mapping[str, Any] | None, seq: int, annotations: bytes = b"") -> bytes:
+        """The stamped event's bytes, exactly as the SDK would append them to a batch.
+
+        ``annotations``: the message-annotations section, already encoded (a fenced link's, see
+        :meth:`airflow_provider_eh.client.fencing.FencedLink.annotation_bytes`); it precedes the rest.
+        """
         if properties:
             user = bytearray()
             user_value = self._stamps.user_value
@@ -144,11 +150,14 @@ class StampedMessageEncoder:
             head = _APP_PROPERTIES + b"\xd1" + _pack_L(size + 4) + _pack_L(count)
         n = len(body)
         data = _DATA + (bytes((0xA0, n)) if n <= 255 else b"\xb0" + _pack_L(n))
-        return b"".join((head, items, data, body))
+        return b"".join((annotations, head, items, data, body))
 
     @classmethod
-    def create(cls, group: str, batch: str, owner: int) -> StampedMessageEncoder | None:
-        """An encoder proven byte-identical to the SDK on probe events, or None (use the SDK path)."""
+    def create(cls, group: str, batch: str, owner: int, *, annotated: bool = False) -> StampedMessageEncoder | None:
+        """An encoder proven byte-identical to the SDK on probe events, or None (use the SDK path).
+
+        ``annotated``: also prove it with a fenced link's message annotations in front.
+        """
         try:
             encoder = cls(group, batch, owner)
             stamps = encoder._stamps
@@ -158,10 +167,18 @@ class StampedMessageEncoder:
                 (b"w" * 70_000, None, 2**40), (b"q", {"a": "b", "n": 7, "l": 2**40, "f": 1.5, "t": True, "b": b"\x00", "z": None}, 5),
                 (b"r" * 10, wide, 300),
             ]
+            from airflow_provider_eh.client.fencing import FencedLink
+
+            fence = FencedLink("0", 2**62 + 1, 7, -1)
             for body, props, seq in probes:
                 if encoder.encode(body, props, seq) != _sdk_bytes(body, stamps.properties(props, seq)):
                     log.debug("stamped-message encoder differs from the SDK on a probe; using the SDK path")
                     return None
+                for pseq in (0, 128, 2**31 - 1) if annotated else ():  # with a fenced link's annotations
+                    if (encoder.encode(body, props, seq, fence.annotation_bytes(pseq))
+                            != _sdk_bytes(body, stamps.properties(props, seq), fence.annotations(pseq))):
+                        log.debug("stamped-message encoder differs from the SDK on an annotated probe; using the SDK path")
+                        return None
             return encoder
         except Exception as exc:  # any SDK layout we do not know: the SDK path
             log.debug("stamped-message encoder unavailable (%s: %s); using the SDK path", type(exc).__name__, exc)

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from airflow_provider_eh.steps import INGEST_STEPS, PUBLISH_STEPS, observe
+from airflow_provider_eh.steps import COUNTED_STEPS, INGEST_STEPS, PUBLISH_STEPS, observe
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 PAUSE_ENV = "AIRFLOW_PROVIDER_EH_PAUSE_AT"
@@ -44,7 +44,7 @@ def crash_at(point: str, signum: int = signal.SIGKILL) -> Callable[[], None]:
     def observer(step: str, reached_count: int, _detail: Mapping[str, Any]) -> None:
         # ingest_*:K: the K-th batch, or the first later one (a blob checkpoint may cover several)
         if step == name and (
-            (name != "mid_send" and name not in INGEST_STEPS) or reached_count == count
+            (name not in COUNTED_STEPS and name not in INGEST_STEPS) or reached_count == count
             or (name in INGEST_STEPS and reached_count >= count)
         ):
             os.kill(os.getpid(), signum)

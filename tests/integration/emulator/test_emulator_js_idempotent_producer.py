@@ -55,3 +55,48 @@ def test_js_producer_group_state_survives_a_restart(private_emulator, js, receiv
     assert second["publishing"]["lastPublishedSequenceNumber"] == 3
     # r2-again (sequence number 2) is what the service stored before the restart: dropped, not stored twice
     assert _bodies(receive(em.connection_string("idem"), "0", 5, timeout=4)) == ["r0", "r1", "r2", "r3"]
+
+
+def test_the_providers_fenced_links_and_the_js_idempotent_producer_share_one_producer_group(hub, emulator, js, receive):
+    """The provider's sender links (client.fencing) speak the same link properties and annotations as
+    Microsoft's JavaScript SDK: each continues the other's numbering, and a higher owner level of
+    either fences the other."""
+    import pytest
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    from airflow_provider_eh.client.fencing import open_fenced, producer_group_id
+    from airflow_provider_eh.errors import ProducerDisconnectedError
+
+    group = "orders_dag.publish"
+    group_id = producer_group_id(group)
+
+    def annotated(link, body):
+        event = EventData(json.dumps(body))  # JSON, as the JavaScript SDK encodes a string body
+        event.raw_amqp_message.annotations.update(link.annotations(link.take()))
+        return event
+
+    with EventHubProducerClient.from_connection_string(hub.conn_str, retry_total=0) as client:
+        link = open_fenced(client, "0", group=group, owner_level=1)
+        assert link is not None and link.last_sequence == -1
+        client.send_batch([annotated(link, f"py-{i}") for i in range(3)], partition_id="0")
+
+        # the JS SDK joins the group at a higher owner level: the hub answers it with Python's numbering
+        (result,) = js(emulator, hub.name, [{"op": "idempotentSend", "partitionId": "0", "rounds": [["js-0"]],
+                                             "partitionOptions": {"producerGroupId": group_id, "ownerLevel": 2}}])
+        assert not result["errors"], result["errors"]
+        publishing = result["publishing"]
+        assert (publishing["producerGroupId"], publishing["ownerLevel"], publishing["lastPublishedSequenceNumber"]) == (
+            group_id, 2, 3)
+
+        # the provider's older link is refused, and so is a new one at the old owner level
+        with pytest.raises(Exception, match="producer-epoch-stolen"):
+            client.send_batch([annotated(link, "py-late")], partition_id="0")
+        with pytest.raises(ProducerDisconnectedError, match="fenced at the hub"):
+            open_fenced(client, "0", group=group, owner_level=1)
+
+        # a higher owner level of the provider takes the group back and continues after JS's event
+        taken = open_fenced(client, "0", group=group, owner_level=3)
+        assert taken is not None and taken.last_sequence == 3
+        client.send_batch([annotated(taken, "py-3")], partition_id="0")
+
+    assert _bodies(receive(hub.conn_str, "0", 6, timeout=4)) == ["py-0", "py-1", "py-2", "js-0", "py-3"]

@@ -21,6 +21,7 @@ def test_200k_rows_land_once_on_their_key_partition_with_properties_in_declared_
     results = setup.publish(spark, path, batch("scale"))
     assert sum(r.events for r in results.values()) == 200_000
     assert {r.status for r in results.values()} == {"published"}
+    assert {r.fencing for r in results.values()} == {"hub"}  # the executors sent on idempotent-producer links
 
     read = setup.read_back()
     rows = [json.loads(e.body) for e in read]

@@ -120,9 +120,15 @@ class MemoryStore(ProducerStateStore):
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> tuple[IdempotentPublisher, dict[str, Any]]:
     """A publisher over the memory store; the partition's 'log' is a dict the fake read-back consults."""
-    log: dict[str, Any] = {"end": -1, "landed": {}}
+    log: dict[str, Any] = {"end": -1, "landed": {}, "steps": []}
+
+    def read_back(*a: Any, **k: Any) -> dict[int, int]:
+        log["steps"].append("read-back")
+        return dict(log["landed"])
+
     monkeypatch.setattr(IdempotentPublisher, "_partition_end", lambda self, pid, producer=None: log["end"])
-    monkeypatch.setattr(publisher_module, "landed_stamps", lambda *a, **k: dict(log["landed"]))
+    monkeypatch.setattr(IdempotentPublisher, "_fence", lambda self, key, level: log["steps"].append(f"fence {level}"))
+    monkeypatch.setattr(publisher_module, "landed_stamps", read_back)
     endpoint = EventHubsEndpoint("ns.example", "hub", connection_string="Endpoint=sb://x/")
     return IdempotentPublisher(endpoint, MemoryStore(), producer_group="g"), log
 
@@ -153,6 +159,8 @@ def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbe
     log["landed"] = {0: 0, 1: 1, 2: 2, 3: 3}
     r = pub.begin("0", "b" * 64, 10, "fp")
     assert r.plan.recovered_from == "pending" and r.plan.landed_count == 4
+    # the new claim's owner level is raised at the hub before the read-back decides what to resend
+    assert log["steps"] == [f"fence {r.plan.owner_level}", "read-back"] and r.plan.owner_level == 2
     assert r.plan.indexes == ((4, 10),) and r.plan.first_seq == 10  # above every number assigned before
     result = pub.commit(r, report(r.plan))
     assert (result.status, result.first_seq, result.last_seq, result.resent) == ("recovered", 0, 15, 6)
@@ -225,7 +233,7 @@ def test_crash_at_kills_the_process_at_its_step_and_nowhere_else() -> None:
 
 
 def test_an_unknown_crash_point_is_refused_naming_the_steps() -> None:
-    with pytest.raises(ValueError, match="unknown step; choose one of after_claim, after_intent, mid_send"):
+    with pytest.raises(ValueError, match="unknown step; choose one of after_claim, after_intent, before_send, mid_send"):
         crash_at("nowhere")
     with pytest.raises(ValueError, match="whole number"):
         crash_at("mid_send:x")

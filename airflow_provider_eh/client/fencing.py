@@ -1,0 +1,266 @@
+"""A partition's sender link as an idempotent producer: the hub itself fences a stalled publisher.
+
+Event Hubs' idempotent publishing (seed 000; the local endpoint implements it, as do namespaces with
+the feature) lets a sender attach to a partition with the link capability
+``com.microsoft:idempotent-producer`` and three link properties: its producer group id (a long), its
+owner level (``com.microsoft:producer-epoch``, a short) and, optionally, the last sequence number it
+published (an int). The hub answers with the group's state, and from then on refuses the sends of any
+sender of that group with a lower owner level (``com.microsoft:producer-epoch-stolen``): a publisher
+that was paused while another one claimed the partition with a higher owner level lands nothing
+once it resumes. Every event then carries the three values as message annotations; the hub drops an
+event whose sequence number it already stored and refuses one that leaves a gap.
+
+The Python SDK does not offer this on its public API. :func:`open_fenced` opens the partition's
+producer of an ``EventHubProducerClient`` with the capability and the properties (typed as the hub
+expects them) and reads the hub's answer; :class:`FencedLink` numbers the events the hub way and
+builds their annotations, both for ``EventData`` and as ready AMQP bytes. Where the hub does not
+offer the capability, :func:`open_fenced` returns ``None`` and the link is an ordinary one.
+
+The numbering is the hub's own, separate from the ledger's ``eh.seq``: each link continues from the
+last number the hub stored for the group (its attach answer), so the numbers stay contiguous across
+recoveries that resend some events of a batch with fresh ``eh.seq`` values. The owner level is the
+ledger's (raised by every claim); the group id is derived from the producer group's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
+
+log = logging.getLogger(__name__)
+
+CAPABILITY = b"com.microsoft:idempotent-producer"
+PRODUCER_ID = b"com.microsoft:producer-id"
+PRODUCER_EPOCH = b"com.microsoft:producer-epoch"
+PRODUCER_SEQUENCE = b"com.microsoft:producer-sequence-number"
+EPOCH_STOLEN = "producer-epoch-stolen"
+OUT_OF_ORDER = "out-of-order-sequence"
+MAX_OWNER_LEVEL = 2**15 - 1  # an AMQP short on the wire
+MAX_SEQUENCE = 2**31 - 1  # an AMQP int on the wire
+
+HUB = "hub"  # the hub fences: owner level and sequence numbers on the link
+LEASE = "lease"  # the hub does not offer it: the claim's deadline alone
+
+
+def producer_group_id(group: str) -> int:
+    """
+    The hub's producer group id for a ledger's producer group: 48 bits of SHA-256 of its name.
+
+    48 bits, as the hub's own ids: every SDK can hold it (JavaScript's numbers are exact to 2**53), and
+    two group names of one partition collide with a chance of about one in 10**14.
+    """
+    return int.from_bytes(hashlib.sha256(group.encode()).digest()[:6], "big")
+
+
+def fenced_error(exc: BaseException) -> ProducerDisconnectedError | None:
+    """``exc`` as the error of a fenced sender (a higher owner level took the group over), else ``None``."""
+    text = f"{type(exc).__name__}: {exc}"
+    if EPOCH_STOLEN in text:
+        return ProducerDisconnectedError(
+            "the hub refused this publisher: another publisher claimed the partition with a higher "
+            f"owner level (fenced at the hub; {text.splitlines()[0][:300]}). Nothing of this send landed; the "
+            "new owner recovers the batch."
+        )
+    return None
+
+
+class OutOfRangeError(EventHubsProviderError):
+    """The hub's numbering or owner level no longer fits its wire types for this producer group."""
+
+
+@dataclass
+class FencedLink:
+    """
+    An attached idempotent sender link: the group, the owner level and the hub's numbering after attach.
+
+    :param partition_id: the partition.
+    :param producer_id: the hub's producer group id.
+    :param owner_level: this sender's owner level.
+    :param last_sequence: the last producer sequence number the hub stored for the group (``-1``: none).
+    """
+
+    partition_id: str
+    producer_id: int
+    owner_level: int
+    last_sequence: int
+    _next: int = field(init=False)
+    _fixed: bytes = field(init=False, default=b"")
+
+    def __post_init__(self) -> None:
+        self._next = self.last_sequence + 1
+
+    def reserve(self, count: int) -> None:
+        """Check that ``count`` more events fit in the hub's 32-bit numbering (before anything is sent)."""
+        if self._next + count - 1 > MAX_SEQUENCE:
+            raise OutOfRangeError(
+                f"partition {self.partition_id}: the hub's producer sequence numbers of producer group id "
+                f"{self.producer_id} reach {MAX_SEQUENCE} with this batch (last stored {self.last_sequence}); "
+                "publish under a new producer_group. Nothing was sent."
+            )
+
+    def take(self) -> int:
+        """The next event's producer sequence number."""
+        seq = self._next
+        self._next += 1
+        return seq
+
+    def annotations(self, seq: int) -> dict[bytes, Any]:
+        """The event's message annotations, typed for the SDK's encoder (long, short, int)."""
+        from azure.eventhub._pyamqp._encode import TYPE, VALUE
+        from azure.eventhub._pyamqp.types import AMQPTypes
+
+        return {
+            PRODUCER_ID: {TYPE: AMQPTypes.long, VALUE: self.producer_id},
+            PRODUCER_EPOCH: {TYPE: AMQPTypes.short, VALUE: self.owner_level},
+            PRODUCER_SEQUENCE: {TYPE: AMQPTypes.int, VALUE: seq},
+        }
+
+    def annotation_bytes(self, seq: int) -> bytes:
+        """The message-annotations section of the event, as the SDK's encoder writes it (checked by the wire encoder)."""
+        if not self._fixed:
+            from azure.eventhub._pyamqp._encode import encode_value
+
+            out = bytearray()
+            for key, value in self.annotations(0).items():
+                if key == PRODUCER_SEQUENCE:
+                    break
+                encode_value(out, _symbol(key))
+                encode_value(out, value)
+            encode_value(out, _symbol(PRODUCER_SEQUENCE))
+            self._fixed = bytes(out)
+        items = self._fixed + (b"\x54" + struct.pack(">b", seq) if -128 <= seq <= 127 else b"\x71" + struct.pack(">i", seq))
+        return b"\x00\x53\x72\xc1" + bytes((len(items) + 1, 6)) + items
+
+
+def _symbol(name: bytes) -> dict[str, Any]:
+    from azure.eventhub._pyamqp._encode import TYPE, VALUE
+    from azure.eventhub._pyamqp.types import AMQPTypes
+
+    return {TYPE: AMQPTypes.symbol, VALUE: name}
+
+
+def _typed_link_properties(existing: Any, producer_id: int, owner_level: int) -> dict[Any, Any]:
+    from azure.eventhub._pyamqp._encode import TYPE, VALUE
+    from azure.eventhub._pyamqp.types import AMQPTypes
+
+    props = dict(existing or {})
+    props[PRODUCER_ID] = {TYPE: AMQPTypes.long, VALUE: producer_id}
+    props[PRODUCER_EPOCH] = {TYPE: AMQPTypes.short, VALUE: owner_level}
+    return props
+
+
+def _offers(capabilities: Any) -> bool:
+    caps = capabilities if isinstance(capabilities, (list, tuple)) else [capabilities]
+    return any(isinstance(c, (bytes, bytearray)) and bytes(c) == CAPABILITY for c in caps)
+
+
+def _value(props: Any, key: bytes) -> Any:
+    for k, v in (props or {}).items():
+        if (bytes(k) if isinstance(k, (bytes, bytearray)) else str(k).encode()) == key:
+            return v
+    return None
+
+
+def _detach_error(handler: Any, wait: float = 0.2) -> str | None:
+    """The error of a detach that follows the attach answer at once (a refused link), else ``None``.
+
+    A hub refuses a link by answering the attach and detaching it with the error right after; the SDK
+    counts the link as attached on the answer alone. This reads the connection for up to ``wait``
+    seconds (only when the capability was not offered) to tell a refusal from a hub without the feature.
+    """
+    import time
+
+    link, connection = handler._link, getattr(handler, "_connection", None)
+    deadline = time.monotonic() + wait
+    while connection is not None and link.state.value == 3 and time.monotonic() < deadline:  # ATTACHED
+        connection.listen(wait=0.05)
+    if link.state.value == 3:
+        return None
+    error = getattr(link, "_error", None)
+    return f"{type(error).__name__}: {error}" if error is not None else f"link state {link.state.name}"
+
+
+def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
+                send_timeout: float | None = None) -> FencedLink | None:
+    """
+    Attach ``client``'s sender link of ``partition_id`` as an idempotent producer of ``group``.
+
+    A fresh attach every call (an open link of the partition is closed first), so that the hub's answer
+    is current and, with a raised owner level, older senders are fenced from this moment on.
+
+    :returns: the link's state, or ``None`` when the hub does not offer the capability (then the link
+        is an ordinary sender) or the SDK's internals are not the ones this builds on.
+    :raises ProducerDisconnectedError: the hub refused the attach: a higher owner level holds the group.
+    :raises OutOfRangeError: the owner level does not fit the hub's 16 bits.
+    """
+    if owner_level > MAX_OWNER_LEVEL:
+        raise OutOfRangeError(
+            f"partition {partition_id}: owner level {owner_level} of producer group {group!r} is beyond the "
+            f"hub's {MAX_OWNER_LEVEL}; publish under a new producer_group, or turn hub fencing off "
+            "(fencing='lease'). Nothing was sent."
+        )
+    producer_id = producer_group_id(group)
+    try:
+        client._start_producer(partition_id, send_timeout)
+        producer = client._producers[partition_id]
+        original = type(producer)._create_handler
+    except (AttributeError, KeyError, TypeError) as exc:  # another SDK layout
+        log.warning("partition %s: the Event Hubs SDK's producer internals differ (%s); hub fencing off", partition_id, exc)
+        return None
+
+    def create_handler(auth: Any) -> None:
+        original(producer, auth)
+        handler = producer._handler
+        handler._link_properties = _typed_link_properties(handler._link_properties, producer_id, owner_level)
+        ready = handler._client_ready
+
+        def client_ready() -> bool:
+            session = getattr(handler, "_session", None)
+            if handler._link is None and session is not None:
+                create = session.create_sender_link
+
+                def create_sender_link(target_address: Any, **kwargs: Any) -> Any:
+                    return create(target_address, desired_capabilities=[CAPABILITY], **kwargs)
+
+                session.create_sender_link = create_sender_link
+                try:
+                    return ready()
+                finally:
+                    del session.create_sender_link
+            return ready()
+
+        handler._client_ready = client_ready
+
+    producer._create_handler = create_handler
+    if getattr(producer, "running", False):
+        producer._close_handler()
+    try:
+        producer._open_with_retry()
+    except Exception as exc:
+        fenced = fenced_error(exc)
+        if fenced is not None:
+            raise fenced from None
+        raise
+    link = producer._handler._link
+    if not _offers(link.offered_capabilities):
+        refused = _detach_error(producer._handler)
+        if refused is not None:
+            fenced = fenced_error(Exception(refused))
+            if fenced is not None:
+                raise fenced
+            raise ProducerDisconnectedError(f"partition {partition_id}: the hub refused the sender link: {refused}")
+        log.info("partition %s: the hub does not offer idempotent producers; fencing by the claim's deadline alone", partition_id)
+        return None
+    last = _value(link.remote_properties, PRODUCER_SEQUENCE)
+    epoch = _value(link.remote_properties, PRODUCER_EPOCH)
+    if epoch is not None and int(epoch) != owner_level:
+        raise ProducerDisconnectedError(
+            f"partition {partition_id}: the hub holds producer group {group!r} at owner level {epoch}, not this "
+            f"publisher's {owner_level}; another publisher claimed it."
+        )
+    return FencedLink(str(partition_id), producer_id, owner_level, -1 if last is None else int(last))
