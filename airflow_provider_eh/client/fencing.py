@@ -185,6 +185,20 @@ def _detach_error(handler: Any, wait: float = 0.2) -> str | None:
     return f"{type(error).__name__}: {error}" if error is not None else f"link state {link.state.name}"
 
 
+def unfence(client: Any, partition_id: str) -> None:
+    """Make ``client``'s sender link of ``partition_id`` an ordinary one again (after :func:`open_fenced`).
+
+    A producer client kept between sends (Spark workers keep theirs) may carry a fenced link of an
+    earlier send; a send with hub fencing off must not attach as an idempotent producer without
+    numbering its events.
+    """
+    producer = (getattr(client, "_producers", None) or {}).get(partition_id)
+    if producer is not None and "_create_handler" in vars(producer):
+        del producer._create_handler
+        if getattr(producer, "running", False):
+            producer._close_handler()
+
+
 def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
                 send_timeout: float | None = None) -> FencedLink | None:
     """

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from azure.eventhub import EventData
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.fencing import HUB, LEASE, FencedLink, fenced_error, open_fenced
+from airflow_provider_eh.client.fencing import HUB, LEASE, FencedLink, fenced_error, open_fenced, unfence
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
@@ -160,6 +160,8 @@ def send_partition(
             fence = open_fenced(client, partition, group=group, owner_level=owner, send_timeout=send_timeout)
             if fence is not None:
                 fence.reserve(plan.send_count)
+        else:
+            unfence(client, partition)
         log.info("group %s partition %s batch %s: %s", group, partition, stamp,
                  f"fenced at the hub (owner level {owner}, producer group id {fence.producer_id})" if fence is not None
                  else "fenced by the claim's deadline alone (no idempotent-producer link)")

@@ -140,3 +140,23 @@ def test_without_the_hubs_fencing_the_one_batch_in_flight_lands_twice(setup: Pub
         assert twice, err[-3000:]
     else:  # the connection it had before the pause was gone: the send failed, nothing or all of it landed
         assert "Traceback" in err, err[-3000:]
+
+
+def test_a_producer_client_kept_between_sends_sends_plainly_again_with_fencing_off(setup: PublishSetup) -> None:
+    """Spark workers keep their producer clients between tasks: a fenced send, then one with fencing off."""
+    from airflow_provider_eh.publishing import Fingerprint, send_partition
+
+    events = events_for("kept", 20, partitions=1)
+    with setup.endpoint.producer(retry_total=0) as client:
+        for fencing, part in ((True, events[:10]), (False, events[10:])):
+            publisher = setup.publisher(hub_fencing=fencing)
+            outgoing = publisher.prepare(part)["0"]
+            fp = Fingerprint()
+            for event in outgoing:
+                fp.update(event.body, event.properties)
+            session = publisher.begin("0", batch(f"kept-{fencing}"), fp.count, fp.hexdigest())
+            report = send_partition(setup.endpoint, session.plan, outgoing, producer=client)
+            assert publisher.commit(session, report).fencing == ("hub" if fencing else "lease")
+    assert_exactly_once(setup.read_back(), events)
+    notes = _annotations(setup, "0", 20)
+    assert [PRODUCER_SEQUENCE in n for n in notes] == [True] * 10 + [False] * 10
