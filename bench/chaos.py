@@ -13,7 +13,11 @@ step the attempt is bound to reach (``airflow_provider_eh.testing.crash``: after
 intent, after the K-th SDK batch of a partition where K is at most the batches its bytes need,
 after the send, during the commit), or an endpoint fault (drop_after within the attempt's own
 transfers, store_no_ack, server_busy, delay_ack) on the run's hub, held until it has fired and
-lifted a seeded while later. An attempt that ends before its disruption took effect (it failed
+lifted a seeded while later, or a pause: SIGSTOP at a step the attempt reaches (after the intent,
+before or after its K-th SDK batch of a partition), as a frozen VM or a long GC pause stops one; a
+short pause (under 3 s) is simply continued, a long one (blob runs) outlasts the lease: a retry takes
+the partitions over and commits while the paused attempt is stopped, then it is continued (the hub
+fences its late sends; its claim's deadline stops it at its next check). An attempt that ends before its disruption took effect (it failed
 early, say on a lease held by a killed run) is disrupted again; a run counts as disrupted only
 when an attempt was killed or ran under a fault that fired. Retries may be killed again; the last
 one runs clean. Meanwhile a backfill process works through other intervals in the same blob
@@ -33,7 +37,7 @@ Attempts fork from a fork server that imported the SDK, the provider and Airflow
 starts in milliseconds; each is still a process of its own, killed with SIGKILL (its whole session).
 ``CHAOS_TRACE=1`` prints every attempt with its disruption, exit status and duration.
 
-Last line: ``runs=… disrupted=… kills=… faults=… events=… duplicates=… losses=…``.
+Last line: ``runs=… disrupted=… kills=… faults=… pauses=… events=… duplicates=… losses=…``.
 """
 
 from __future__ import annotations
@@ -139,9 +143,12 @@ def child_entry(config: dict[str, Any], crash_at: str | None, files: dict[str, s
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     if crash_at:
-        from airflow_provider_eh.testing.crash import crash_at as arm
+        from airflow_provider_eh.testing.crash import crash_at as arm, pause_at
 
-        arm(crash_at)
+        if crash_at.startswith("pause:"):
+            pause_at(crash_at.removeprefix("pause:"))
+        else:
+            arm(crash_at)
     try:
         statuses = publish_once(config, files["ready"])
     except BaseException:
@@ -230,9 +237,11 @@ def spark_child(config: dict[str, Any], batch: Batch, endpoint: Any, ready: str)
 @dataclass
 class Tally:
     runs: int = 0
-    disrupted: int = 0  # runs an attempt of which was killed or ran under a fault that fired
+    disrupted: int = 0  # runs an attempt of which was killed, paused or ran under a fault that fired
     kills: int = 0
     faults: int = 0
+    pauses: int = 0  # attempts seen stopped at their pause point
+    long_pauses: int = 0  # of those, resumed only after a retry took over and committed
     attempts: int = 0
     backfill_batches: int = 0
     spark_runs: int = 0
@@ -303,10 +312,12 @@ class Chaos:
 
     def attempt(self, batch: Batch, *, crash_at: str | None = None,
                 kill_when: Callable[[float], bool] | None = None, send_timeout: float = 30.0,
-                send_attempts: int = 3) -> tuple[str, dict[str, str], str]:
+                send_attempts: int = 3, on_stopped: Callable[[Any], None] | None = None) -> tuple[str, dict[str, str], str]:
         """One attempt in a child process: ``("ok", statuses, "")``, ``("killed", {}, "")`` or ``("failed", {}, stderr tail)``.
 
         ``kill_when``: polled with the seconds since the child began publishing; SIGKILL once it says so.
+        ``on_stopped``: called with the child once it is seen stopped (``crash_at="pause:<step>"``); it
+        must continue it (SIGCONT).
         """
         config = {"batch": asdict(batch), "eh": self.eh.connection_string(batch.hub),
                   "blob": self.azurite.connection_string, "container": self.container,
@@ -322,6 +333,17 @@ class Chaos:
         with self.children_lock:
             self.children.add(proc)
         try:
+            if on_stopped is not None:
+                import psutil
+
+                while proc.is_alive():
+                    try:
+                        if psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED:
+                            on_stopped(proc)
+                            break
+                    except psutil.NoSuchProcess:
+                        break
+                    time.sleep(0.01)
             if kill_when is not None:
                 while proc.is_alive() and not os.path.exists(files["ready"]):
                     time.sleep(0.005)
@@ -368,17 +390,50 @@ class Chaos:
     def disrupt(self, batch: Batch, rng: random.Random, *, faults_allowed: bool) -> tuple[tuple[str, dict[str, str], str], bool]:
         """An attempt disrupted as the seed says; returns its outcome and whether the disruption took effect."""
         kinds = ("crash", "fault") if faults_allowed else ("crash",)
-        kind = rng.choice(kinds + ("spark_kill",) if batch.backend == "spark" else kinds)
+        kind = rng.choice(kinds + ("spark_kill",) if batch.backend == "spark" else kinds + ("pause",))
         with self.tally.lock:
             self.tally.disruptions[kind] += 1
         if kind == "spark_kill":
             return self.spark_kill(batch, rng)
+        if kind == "pause":
+            return self.paused(batch, rng)
         if kind == "crash":
             most = 0 if batch.backend == "spark" else max(sdk_batches_per_partition(batch))  # Spark: driver steps
             points = CRASH_POINTS + tuple(f"mid_send:{k}" for k in range(1, most + 1))
             outcome = self.attempt(batch, crash_at=rng.choice(points))
             return outcome, outcome[0] == "killed"
         return self.faulted(batch, rng)
+
+    def paused(self, batch: Batch, rng: random.Random) -> tuple[tuple[str, dict[str, str], str], bool]:
+        """An attempt stopped (SIGSTOP) at a step it reaches, for a seeded while. A short pause is
+        continued after it; a long one (blob runs: their retries may take the partitions over) is
+        continued only once a retry, started while it is stopped, has waited out its leases and
+        committed; the outcome is the retry's. The paused attempt's own end does not count."""
+        most = max(sdk_batches_per_partition(batch))
+        point = rng.choice(("after_intent",) + tuple(f"{step}:{k}" for step in ("before_send", "mid_send")
+                                                     for k in range(1, most + 1)))
+        long = batch.backend == "blob" and rng.random() < 0.5
+        short = rng.uniform(0.2, 3.0)
+        retried: list[tuple[str, dict[str, str], str]] = []
+        stopped: list[bool] = []
+
+        def on_stopped(proc: Any) -> None:
+            stopped.append(True)
+            self.tally.add(pauses=1, long_pauses=int(long))
+            try:
+                if long:
+                    retried.append(self.attempt(batch))
+                else:
+                    time.sleep(short)
+            finally:
+                os.killpg(proc.pid, signal.SIGCONT)
+
+        # one in-process attempt: once continued, a stopped attempt fails at its deadline check (or the
+        # hub refuses its send) instead of waiting out retries; the run goes on with the retry's outcome
+        outcome = self.attempt(batch, crash_at=f"pause:{point}", on_stopped=on_stopped, send_attempts=1)
+        if retried:
+            return retried[0], True
+        return outcome, bool(stopped)
 
     def spark_kill(self, batch: Batch, rng: random.Random) -> tuple[tuple[str, dict[str, str], str], bool]:
         """A Spark attempt killed once the hub has taken events since it began, or after a seeded delay
@@ -588,7 +643,8 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
     t = chaos.tally
     print(f"runs {t.runs} ({t.runs - t.spark_runs} local, {t.spark_runs} Spark, {t.spark_disrupted} of those disrupted) and "
           f"{t.backfill_batches} backfill batches in {t.attempts} attempts; disruptions {dict(t.disruptions)}")
-    print(f"runs disrupted {t.disrupted} of {t.runs}; kills {t.kills} (SIGKILL observed), faults {t.faults} (fired); "
+    print(f"runs disrupted {t.disrupted} of {t.runs}; kills {t.kills} (SIGKILL observed), faults {t.faults} (fired), "
+          f"pauses {t.pauses} (SIGSTOP observed; {t.long_pauses} resumed after a takeover); "
           f"final statuses {dict(t.statuses)}")
     for failure in t.failures[:5]:
         print(f"  a retry failed before succeeding: {failure[:300]}")
@@ -596,7 +652,8 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
           f"{figures['losses']} losses, {figures['unexpected']} unexpected, {figures['misplaced']} misplaced, "
           f"{figures['stamp_breaks']} eh.seq breaks; publishing {published - started:.0f}s, "
           f"check {time.monotonic() - published:.0f}s")
-    return {"runs": t.runs, "disrupted": t.disrupted, "kills": t.kills, "faults": t.faults,
+    return {"runs": t.runs, "disrupted": t.disrupted, "kills": t.kills, "faults": t.faults, "pauses": t.pauses,
+            "long_pauses": t.long_pauses,
             "spark_runs": t.spark_runs, "spark_disrupted": t.spark_disrupted, "backfill": t.backfill_batches, **figures,
             "seconds": round(time.monotonic() - started)}
 
@@ -626,6 +683,7 @@ def main(argv: list[str] | None = None) -> int:
                                 variable_share=args.variable_share, spark_runs=args.spark_runs, work_dir=root / "work")
     bad = figures["duplicates"] or figures["losses"] or figures["unexpected"] or figures["misplaced"] or figures["stamp_breaks"]
     print(f"runs={figures['runs']} disrupted={figures['disrupted']} kills={figures['kills']} faults={figures['faults']} "
+          f"pauses={figures['pauses']} "
           f"events={figures['events']} "
           f"duplicates={figures['duplicates']} losses={figures['losses']}")
     return 1 if bad else 0

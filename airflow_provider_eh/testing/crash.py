@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -38,22 +39,29 @@ def parse(point: str) -> tuple[str, int]:
 
 
 def crash_at(point: str, signum: int = signal.SIGKILL) -> Callable[[], None]:
-    """SIGKILL (or ``signum``) this process when the engine reaches ``point``; returns the function that disarms it."""
+    """SIGKILL (or ``signum``) this process when the engine reaches ``point``; returns the function that disarms it.
+
+    It fires once: the first time any partition (or ingestion batch) reaches the point.
+    """
     name, count = parse(point)
+    fired = threading.Lock()
 
     def observer(step: str, reached_count: int, _detail: Mapping[str, Any]) -> None:
         # ingest_*:K: the K-th batch, or the first later one (a blob checkpoint may cover several)
         if step == name and (
             (name not in COUNTED_STEPS and name not in INGEST_STEPS) or reached_count == count
             or (name in INGEST_STEPS and reached_count >= count)
-        ):
+        ) and fired.acquire(blocking=False):
+            disarm()
             os.kill(os.getpid(), signum)
 
-    return observe(observer)
+    disarm = observe(observer)
+    return disarm
 
 
 def pause_at(point: str) -> Callable[[], None]:
-    """Stop this process (SIGSTOP) when the engine reaches ``point``, until something sends it SIGCONT."""
+    """Stop this process (SIGSTOP) the first time the engine reaches ``point``, until something sends it
+    SIGCONT; once continued it goes on (other partitions reaching the point later do not stop it again)."""
     return crash_at(point, signal.SIGSTOP)
 
 

@@ -1,5 +1,6 @@
-"""A short chaos run in CI: randomized publishes SIGKILLed at seeded protocol steps or hit by endpoint
-faults that are held until they fire, retried until they succeed beside a concurrent backfill; the
+"""A short chaos run in CI: randomized publishes SIGKILLed at seeded protocol steps, paused (SIGSTOP,
+some past their lease while a retry takes over) or hit by endpoint faults that are held until they
+fire, retried until they succeed beside a concurrent backfill; the
 hubs read back hold every event once. One of the runs goes through the Spark path (its driver and
 executors in a session of their own), disrupted like the others, so both paths of the one engine
 are under faults. Nothing depends on the machine's speed: a disruption that did not take effect is
@@ -44,6 +45,8 @@ def test_killed_and_faulted_runs_retried_beside_a_backfill_publish_each_event_on
     assert figures["runs"] == 12
     assert figures["disrupted"] == 12, f"every run must have been killed or faulted at least once: {figures}"
     assert figures["kills"] > 0 and figures["faults"] > 0, figures
+    # paused (SIGSTOP) attempts, some continued only after a retry had taken their partitions over
+    assert figures["pauses"] > 0 and figures["long_pauses"] > 0, figures
     assert (figures["spark_runs"], figures["spark_disrupted"]) == (1, 1), figures
     assert figures["events"] > 0 and figures["read"] >= figures["events"]
     assert (figures["duplicates"], figures["losses"]) == (0, 0), figures
