@@ -36,7 +36,7 @@ class PartitionResult:
     status: str  # "published" | "already_committed" | "recovered"
     landed_count: int = 0  # recovery: events of the batch found already landed
     resent: int = 0
-    fencing: str = ""  # how the send was fenced: "hub" (idempotent-producer link) or "lease"; "" nothing sent
+    fencing: str = ""  # how the batch's (last) send was fenced: "hub" (idempotent-producer link) or "lease"; "" none
 
     def sequence_range(self) -> dict[str, int]:
         return {

@@ -265,7 +265,7 @@ class IdempotentPublisher:
         if done is not None:
             _content_changed(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
-                                     done.service_last_sequence_number, "already_committed")
+                                     done.service_last_sequence_number, "already_committed", fencing=done.fencing or "")
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
                      group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
@@ -341,11 +341,12 @@ class IdempotentPublisher:
             if plan.send_count == 0:
                 last_seq = max(state.last_published_seq, plan.first_seq - 1)
             first_seq = plan.first_seq if state.pending is None else state.pending.first_of_batch
+            fencing = report.fencing if report is not None and plan.send_count else ""
             state.committed[plan.batch_id] = CommittedBatch(
                 events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
                 owner_level=plan.owner_level, committed_at=datetime.now(timezone.utc).isoformat(),
-                origin=self.origin if state.pending is None else state.pending.origin,
+                origin=self.origin if state.pending is None else state.pending.origin, fencing=fencing or None,
             )
             state.pending = None
             state.last_published_seq = max(state.last_published_seq, last_seq)
@@ -363,7 +364,7 @@ class IdempotentPublisher:
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
                                    landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0,
-                                   fencing=report.fencing if report is not None and plan.send_count else "")
+                                   fencing=fencing)
         finally:
             self.store.release(claim)
 

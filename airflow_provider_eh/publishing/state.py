@@ -9,7 +9,7 @@ The state is one JSON document (same shape in every backend)::
      "partial": {batch_id: PartialBatch}}
 
     CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
-                     "owner_level"?, "committed_at"?, "origin"?}
+                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
                      "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
     PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}
@@ -104,7 +104,7 @@ class _Record:
 class CommittedBatch(_Record):
     """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin", "fencing")
 
     events: int
     first_seq: int
@@ -114,6 +114,7 @@ class CommittedBatch(_Record):
     owner_level: int | None = None
     committed_at: str | None = None
     origin: dict[str, Any] | None = None
+    fencing: str | None = None  # the fence of the send that completed it: "hub" or "lease" (None: nothing sent)
 
 
 @dataclass
