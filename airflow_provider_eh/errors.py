@@ -34,6 +34,10 @@ class ProducerDisconnectedError(EventHubsProviderError):
     retryable = True
 
 
+class FencingRangeError(EventHubsProviderError):
+    """A producer group's owner level or the hub's sequence numbers outgrew the hub's wire types (16 and 32 bits)."""
+
+
 class BatchContentChangedError(EventHubsProviderError):
     """A retried batch carries different content than its first attempt."""
 

@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
+from airflow_provider_eh.errors import FencingRangeError, ProducerDisconnectedError
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,6 @@ def fenced_error(exc: BaseException) -> ProducerDisconnectedError | None:
     return None
 
 
-class OutOfRangeError(EventHubsProviderError):
-    """The hub's numbering or owner level no longer fits its wire types for this producer group."""
-
-
 @dataclass
 class FencedLink:
     """
@@ -97,7 +93,7 @@ class FencedLink:
     def reserve(self, count: int) -> None:
         """Check that ``count`` more events fit in the hub's 32-bit numbering (before anything is sent)."""
         if self._next + count - 1 > MAX_SEQUENCE:
-            raise OutOfRangeError(
+            raise FencingRangeError(
                 f"partition {self.partition_id}: the hub's producer sequence numbers of producer group id "
                 f"{self.producer_id} reach {MAX_SEQUENCE} with this batch (last stored {self.last_sequence}); "
                 "publish under a new producer_group. Nothing was sent."
@@ -210,13 +206,13 @@ def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
     :returns: the link's state, or ``None`` when the hub does not offer the capability (then the link
         is an ordinary sender) or the SDK's internals are not the ones this builds on.
     :raises ProducerDisconnectedError: the hub refused the attach: a higher owner level holds the group.
-    :raises OutOfRangeError: the owner level does not fit the hub's 16 bits.
+    :raises FencingRangeError: the owner level does not fit the hub's 16 bits.
     """
     if owner_level > MAX_OWNER_LEVEL:
-        raise OutOfRangeError(
+        raise FencingRangeError(
             f"partition {partition_id}: owner level {owner_level} of producer group {group!r} is beyond the "
             f"hub's {MAX_OWNER_LEVEL}; publish under a new producer_group, or turn hub fencing off "
-            "(fencing='lease'). Nothing was sent."
+            "(hub_fencing=False). Nothing was sent."
         )
     producer_id = producer_group_id(group)
     try:

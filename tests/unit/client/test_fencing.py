@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_eh.client.fencing import (
-    MAX_OWNER_LEVEL, MAX_SEQUENCE, PRODUCER_SEQUENCE, FencedLink, OutOfRangeError, fenced_error, open_fenced,
+    MAX_OWNER_LEVEL, MAX_SEQUENCE, PRODUCER_SEQUENCE, FencedLink, fenced_error, open_fenced,
     producer_group_id,
 )
-from airflow_provider_eh.errors import ProducerDisconnectedError
+from airflow_provider_eh.errors import FencingRangeError, ProducerDisconnectedError
 
 
 def test_producer_group_ids_are_stable_48_bit_and_differ_per_group() -> None:
@@ -22,7 +22,7 @@ def test_numbering_continues_after_the_hubs_answer_and_refuses_to_pass_32_bits()
     assert [link.take(), link.take()] == [42, 43]
     near = FencedLink("3", 7, 2, last_sequence=MAX_SEQUENCE - 10)
     near.reserve(10)
-    with pytest.raises(OutOfRangeError, match="partition 3: .* new producer_group. Nothing was sent"):
+    with pytest.raises(FencingRangeError, match="partition 3: .* new producer_group. Nothing was sent"):
         near.reserve(11)
 
 
@@ -42,7 +42,7 @@ def test_annotation_bytes_are_the_sdks_encoding(seq: int) -> None:
     assert link.annotations(seq)[PRODUCER_SEQUENCE][VALUE] == seq
 
 def test_an_owner_level_beyond_16_bits_is_refused_before_any_connection() -> None:
-    with pytest.raises(OutOfRangeError, match=f"owner level {MAX_OWNER_LEVEL + 1} of producer group 'g'.*new producer_group"):
+    with pytest.raises(FencingRangeError, match=f"owner level {MAX_OWNER_LEVEL + 1} of producer group 'g'.*new producer_group"):
         open_fenced(object(), "0", group="g", owner_level=MAX_OWNER_LEVEL + 1)
 
 
