@@ -101,6 +101,12 @@ class SparkToEventHubOperator(BasePublishOperator):
     :param order_by: the columns ordering each partition's events.
     :param on_empty: an output without rows: ``"succeed"`` publishes nothing and succeeds (returns ``{}``),
         ``"fail"`` fails the task.
+    :param hold_relay: the executors confirm the task's claim on each partition before every SDK batch
+        by asking the task's process (a small TCP listener), so that a stalled task's executors stop
+        when its claim may have run out. ``True`` (default): listen where the executors reach the driver
+        (``spark.driver.host``; with Spark Connect, this machine's address towards the server); a host
+        name or address: listen and be reached there; ``False``: no check on the executors (the hub's
+        fencing alone, where the namespace offers idempotent publishing).
 
     The hub, connections, state store, producer group, generation and lease arguments are
     :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
@@ -129,6 +135,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         key_column: str | None = None,
         order_by: Sequence[str] = (),
         on_empty: str = "succeed",
+        hold_relay: bool | str = True,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -145,6 +152,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         self.key_column = key_column
         self.order_by = tuple(order_by)
         self.on_empty = on_empty
+        self.hold_relay = hold_relay
         self._spark: Any = None
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
@@ -191,7 +199,8 @@ class SparkToEventHubOperator(BasePublishOperator):
         """The Spark job of this task: the operator's ``send_attempts`` and ``on_empty`` govern it."""
         from airflow_provider_eh.spark.job import SparkPublishJob
 
-        return SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty, send_attempts=self.send_attempts)
+        return SparkPublishJob(spark, publisher, mapping, on_empty=self.on_empty, send_attempts=self.send_attempts,
+                               hold_relay=self.hold_relay)
 
     def on_kill(self) -> None:
         """Cancel the running Spark jobs; claimed partitions keep their intents and the next run recovers them."""

@@ -19,7 +19,7 @@ import itertools
 import pickle
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.driver import SendOutcome
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.publishing.hold import HoldTicket
     from airflow_provider_eh.publishing.plan import PartitionPlan
 
 
@@ -166,6 +167,14 @@ class _SentBeforeCheck:
             raise _AlreadySent()
 
 
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def check() -> None:
+        first()
+        second()
+
+    return check
+
+
 # Producer clients kept per worker process between tasks (Spark reuses Python workers), for at most
 # _IDLE_SECONDS: opening a link costs about a second of handshakes, more than sending 10,000 events.
 _PRODUCERS: dict[EventHubsEndpoint, tuple[Any, float]] = {}
@@ -196,6 +205,7 @@ def send_rows(
     plans: Mapping[str, PartitionPlan],
     starts: Mapping[str, int] | None = None,
     send_timeout: float = 60.0,
+    holds: Mapping[str, HoldTicket] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """
     Pass 2: send each planned partition's events; one row ``(partition, outcome)`` per planned partition.
@@ -204,6 +214,8 @@ def send_rows(
     A retried or speculative task attempt, or one that finds the plan's stamps already after the
     intent's start point ``starts[partition]`` (the partition's end when the intent was written), sends
     nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
+    With ``holds[partition]`` (a :class:`~airflow_provider_eh.publishing.hold.HoldTicket`), the driver's
+    claim is confirmed before every SDK batch: a stalled driver's executors stop by its deadline.
     """
     import pyarrow as pa
 
@@ -224,7 +236,10 @@ def send_rows(
         healthy = False
         try:
             check = _SentBeforeCheck(endpoint, plan, starts.get(partition))
-            report = send_partition(endpoint, plan, events, producer=producer, stop_check=check, send_timeout=send_timeout)
+            ticket = (holds or {}).get(partition)
+            stop_check = check if ticket is None else _both(ticket.watch(), check)
+            report = send_partition(endpoint, plan, events, producer=producer, stop_check=stop_check,
+                                    send_timeout=send_timeout)
             check()
             outcome, healthy = SendOutcome.sent(partition, report), True
         except _AlreadySent:

@@ -31,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
+from airflow_provider_eh.publishing.hold import HoldRelay, address_towards
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
@@ -117,6 +118,11 @@ class SparkPublishJob:
         publisher's ``send_attempts`` (the operator's setting), so both paths retry alike.
     :param send_timeout: seconds one SDK batch may take; default: the publisher's.
     :param storage_level: how the prepared rows are persisted between the two passes.
+    :param hold_relay: executors check the driver's claim before each SDK batch by asking a relay on
+        the driver (:mod:`~airflow_provider_eh.publishing.hold`), so that a stalled driver's executors stop
+        by its deadline. ``True`` (default): on the address executors reach the driver at
+        (``spark.driver.host``; with Spark Connect, this machine's address towards the server); a string:
+        that address; ``False``: no check on the executors (the hub's fencing alone, where it offers it).
     """
 
     def __init__(
@@ -129,6 +135,7 @@ class SparkPublishJob:
         send_attempts: int | None = None,
         send_timeout: float | None = None,
         storage_level: str = "MEMORY_AND_DISK",
+        hold_relay: bool | str = True,
     ):
         if on_empty not in ON_EMPTY:
             raise ValueError(f"on_empty={on_empty!r}: choose 'succeed' (publish nothing) or 'fail'")
@@ -139,6 +146,8 @@ class SparkPublishJob:
         self.send_attempts = max(1, publisher.send_attempts if send_attempts is None else send_attempts)
         self.send_timeout = publisher.send_timeout if send_timeout is None else send_timeout
         self.storage_level = storage_level
+        self.hold_relay = hold_relay
+        self._relay: HoldRelay | None = None
 
     # ---- preparing -----------------------------------------------------------------------------
 
@@ -209,9 +218,10 @@ class SparkPublishJob:
         """Pass 2: ``{partition: outcome}`` for the sessions' plans, sent by executors in parallel."""
         plans = {pid: s.plan for pid, s in sessions.items()}
         starts = {pid: s.intent_start for pid, s in sessions.items()}
+        holds = None if self._relay is None else self._relay.tickets({pid: s.claim for pid, s in sessions.items()})
         rows = prepared.mapInArrow(
             partial(executor.send_rows, mapping=self.mapping, endpoint=self.publisher.endpoint, plans=plans,
-                    starts=starts, send_timeout=self.send_timeout),
+                    starts=starts, send_timeout=self.send_timeout, holds=holds),
             "partition string, outcome binary",
         ).collect()
         outcomes = {row["partition"]: pickle.loads(row["outcome"]) for row in rows}
@@ -219,6 +229,24 @@ class SparkPublishJob:
             if not isinstance(outcome, SendOutcome):
                 raise RuntimeError(f"partition {pid}: the executor sent back a {type(outcome).__name__}, not a SendOutcome")
         return outcomes
+
+    def relay_host(self) -> str | None:
+        """The address the executors ask the driver's hold relay at; ``None`` when ``hold_relay=False``."""
+        if self.hold_relay is False:
+            return None
+        if isinstance(self.hold_relay, str):
+            return self.hold_relay
+        remote = _connect_server(self.spark)
+        if remote is not None:  # the client's address on the route to the Connect server
+            return address_towards(*remote)
+        return self.spark.sparkContext.getConf().get("spark.driver.host") or "127.0.0.1"
+
+    def _start_relay(self) -> HoldRelay | None:
+        host = self.relay_host()
+        if host is None:
+            log.info("group %s: executors do not check the driver's claim (hold_relay=False)", self.publisher.producer_group)
+            return None
+        return HoldRelay(host)
 
     # ---- the whole -----------------------------------------------------------------------------
 
@@ -249,8 +277,12 @@ class SparkPublishJob:
                 log.info("group %s batch %s: %s has no rows; nothing published (on_empty='succeed')",
                          group, stamp, source.describe())
                 return {}
+            self._relay = self._start_relay()
             results = self._run(prepared, batch_id, counts)
         finally:
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
             prepared.unpersist()
         log.info("group %s batch %s: %d partitions, %d events done in %.1fs",
                  group, stamp, len(results), sum(r.events for r in results.values()), time.monotonic() - started)
@@ -272,3 +304,16 @@ class SparkPublishJob:
             )
 
         return drive(self.publisher, batch_id, counts, send, attempts=self.send_attempts, failure=failure)
+
+
+def _connect_server(spark: Any) -> tuple[str, int] | None:
+    """``(host, port)`` of a Spark Connect session's server; ``None`` for a classic session."""
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    client = spark.client
+    host = getattr(client, "host", None)
+    if not isinstance(host, str):
+        return None
+    endpoint = str(getattr(getattr(client, "_builder", None), "endpoint", ""))
+    port = endpoint.rsplit(":", 1)[1] if ":" in endpoint else ""
+    return host.strip("[]"), int(port) if port.isdigit() else 15002

@@ -1,0 +1,80 @@
+"""A Spark driver that stalls, or is cut off from blob storage, in the middle of its executors' send,
+while another run takes over.
+
+The first run is a real Spark publish in its own process (``local[2]``: a JVM and Python workers of
+its own). Its executors send slowly (the endpoint acknowledges each SDK batch after 3 s, as a busy
+namespace would) to an endpoint without idempotent producers, so that the hub fences nothing and the
+driver's claim is the only fence. Once its first SDK batch is in the hub, the driver's Python process
+(the task, which holds the claims) is stopped with SIGSTOP; its JVM and its executors run on. Its
+lease runs out, a second run claims, recovers by read-back and commits; then the driver is resumed.
+The executors asked the driver's hold relay before each SDK batch and got no answer from the stopped
+driver: they stopped by the claim's deadline, before the lease could expire, so the hub holds every
+row once. Cut off from blob storage instead (a TCP proxy freezes the driver's blob traffic; the hub
+stays reachable), the driver's renewals hang until their bound, its deadline passes and its relay
+answers that the claim is lost: the executors stop just the same. Without the executors' check
+(the executors ignoring their tickets) the paused run landed 7,568 of the 12,000 rows twice.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from spark_kit import SparkSetup, batch, write_orders
+
+from airflow_provider_eh.emulator import EmulatorProcess
+from airflow_provider_eh.testing.proxy import FaultProxy
+from tests.conftest import unique_name
+
+ROWS = 12_000
+PAD = 1000  # ~1.1 KB events: about 900 to an SDK batch, 13 SDK batches, ~40 s at the ack delay
+ACK_DELAY_MS = 3000
+
+
+@pytest.mark.parametrize("stall", ["paused", "cut_off_from_blob_storage"])
+def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_once(spark: Any, setup: SparkSetup,
+                                                                                    tmp_path: Path, stall: str) -> None:
+    path = write_orders(spark, str(tmp_path / "orders"), ROWS, pad=PAD)
+    batch_id = batch(f"stalled-driver-{stall}")
+    port = setup.azurite.port
+    with EmulatorProcess(tmp_path / "no-fencing", extra_args=["--no-idempotent-producers"]) as plain, \
+            FaultProxy("127.0.0.1", port) as proxy:
+        hub = unique_name("plain")
+        plain.admin.create_hub(hub, partitions=1)
+        on_plain = SparkSetup(plain, setup.azurite, hub, setup.container_name, tmp_path)
+        plain.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
+        first = on_plain.start(path, batch_id, blob=setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/"))
+        try:
+            deadline = time.monotonic() + 240
+            while not on_plain.read_back():
+                assert first.poll() is None, first.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "the first SDK batch never landed"
+                time.sleep(0.5)
+            if stall == "paused":
+                first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors go on
+                while psutil.Process(first.pid).status() != psutil.STATUS_STOPPED:
+                    time.sleep(0.1)
+            else:
+                proxy.freeze()  # its blob traffic: held from now on, connections open
+            stopped_at = len(on_plain.read_back())
+            results = on_plain.publish(spark, path, batch_id, claim_timeout=90)
+            assert results["0"].status == "recovered" and results["0"].fencing == "lease"
+            assert results["0"].landed_count >= stopped_at
+        finally:
+            first.send_signal(signal.SIGCONT)
+            proxy.thaw()
+        out, err = first.communicate(timeout=240)
+        plain.admin.clear_faults()
+        read = on_plain.read_back()
+    assert first.returncode != 0, f"the stalled run must not finish: {out[-2000:]}"
+    ids = Counter(json.loads(e.body)["id"] for e in read)
+    assert len(ids) == ROWS and set(ids.values()) == {1}, \
+        f"{len(read)} events, {len(ids)} distinct, {sum(n - 1 for n in ids.values())} twice"
+    said = out + err  # the executors' reason: in the run's error (stdout) and the driver's log (stderr)
+    assert "the driver's hold could not be confirmed" in said or "the driver no longer holds" in said, said[-4000:]
