@@ -160,3 +160,18 @@ def test_a_producer_client_kept_between_sends_sends_plainly_again_with_fencing_o
     assert_exactly_once(setup.read_back(), events)
     notes = _annotations(setup, "0", 20)
     assert [PRODUCER_SEQUENCE in n for n in notes] == [True] * 10 + [False] * 10
+
+
+def test_a_lost_acknowledgement_on_a_fenced_link_is_healed_by_the_hubs_numbering(setup: PublishSetup) -> None:
+    """The SDK's ``send_batch`` sends once more after a timeout whatever ``retry_total`` says; on a fenced
+    link that resend carries the same producer sequence numbers and the hub acknowledges what it stored."""
+    events = events_for("no-ack", 40, partitions=1)
+    setup.event_hubs.admin.set_fault("store_no_ack", hub=setup.hub)
+    try:
+        result = setup.publisher(send_timeout=2.0, send_attempts=1).publish(events, batch_id=batch("no-ack"))["0"]
+        (fault,) = setup.event_hubs.admin.faults()
+    finally:
+        setup.event_hubs.admin.clear_faults()
+    assert fault["triggered"] >= 1  # the first acknowledgement was withheld
+    assert (result.status, result.fencing, result.events) == ("published", "hub", 40)
+    assert_exactly_once(setup.read_back(), events)
