@@ -104,8 +104,9 @@ class SparkToEventHubOperator(BasePublishOperator):
     :param hold_relay: the executors confirm the task's claim on each partition before every SDK batch
         by asking the task's process (a small TCP listener), so that a stalled task's executors stop
         when its claim may have run out. ``True`` (default): listen where the executors reach the driver
-        (``spark.driver.host``; with Spark Connect, this machine's address towards the server); a host
-        name or address: listen and be reached there; ``False``: no check on the executors (the hub's
+        (``spark.driver.host``; with Spark Connect, this machine's address towards the server), on a free
+        port; ``"host"`` or ``"host:port"``: listen and be reached there (a fixed port where a network
+        policy lets executors reach only known ports); ``False``: no check on the executors (the hub's
         fencing alone, where the namespace offers idempotent publishing).
 
     The hub, connections, state store, producer group, generation and lease arguments are

@@ -142,6 +142,20 @@ class HoldRelay:
         self.close()
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """``"host"`` or ``"host:port"`` (``"[::1]:7078"`` for IPv6) as ``(host, port)``; port 0: any free one."""
+    host, port = text.strip(), ""
+    if host.startswith("["):
+        host, _, rest = host[1:].partition("]")
+        port = rest.lstrip(":")
+    elif host.count(":") == 1:
+        host, port = host.split(":")
+    if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
+        raise ValueError(f"hold_relay={text!r}: give a host name or address, optionally with ':port' (1 to 65535), "
+                         "or True (the address executors reach the driver at), or False (no check on the executors)")
+    return host, int(port or 0)
+
+
 def address_towards(host: str, port: int) -> str:
     """This machine's address on the route to ``host`` (no packet is sent): what ``host`` can reach us at."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

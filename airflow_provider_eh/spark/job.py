@@ -31,7 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
-from airflow_provider_eh.publishing.hold import HoldRelay, address_towards
+from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
@@ -121,8 +121,10 @@ class SparkPublishJob:
     :param hold_relay: executors check the driver's claim before each SDK batch by asking a relay on
         the driver (:mod:`~airflow_provider_eh.publishing.hold`), so that a stalled driver's executors stop
         by its deadline. ``True`` (default): on the address executors reach the driver at
-        (``spark.driver.host``; with Spark Connect, this machine's address towards the server); a string:
-        that address; ``False``: no check on the executors (the hub's fencing alone, where it offers it).
+        (``spark.driver.host``; with Spark Connect, this machine's address towards the server), on a free
+        port; a string ``"host"`` or ``"host:port"``: that address (a fixed port for networks that let
+        executors reach only known ports); ``False``: no check on the executors (the hub's fencing alone,
+        where it offers it).
     """
 
     def __init__(
@@ -146,6 +148,8 @@ class SparkPublishJob:
         self.send_attempts = max(1, publisher.send_attempts if send_attempts is None else send_attempts)
         self.send_timeout = publisher.send_timeout if send_timeout is None else send_timeout
         self.storage_level = storage_level
+        if isinstance(hold_relay, str):
+            parse_address(hold_relay)  # a bad address fails here, before anything is claimed
         self.hold_relay = hold_relay
         self._relay: HoldRelay | None = None
 
@@ -230,23 +234,23 @@ class SparkPublishJob:
                 raise RuntimeError(f"partition {pid}: the executor sent back a {type(outcome).__name__}, not a SendOutcome")
         return outcomes
 
-    def relay_host(self) -> str | None:
-        """The address the executors ask the driver's hold relay at; ``None`` when ``hold_relay=False``."""
+    def relay_address(self) -> tuple[str, int] | None:
+        """``(host, port)`` the driver's hold relay listens on (port 0: any free one); ``None`` when ``hold_relay=False``."""
         if self.hold_relay is False:
             return None
         if isinstance(self.hold_relay, str):
-            return self.hold_relay
+            return parse_address(self.hold_relay)
         remote = _connect_server(self.spark)
         if remote is not None:  # the client's address on the route to the Connect server
-            return address_towards(*remote)
-        return self.spark.sparkContext.getConf().get("spark.driver.host") or "127.0.0.1"
+            return address_towards(*remote), 0
+        return self.spark.sparkContext.getConf().get("spark.driver.host") or "127.0.0.1", 0
 
     def _start_relay(self) -> HoldRelay | None:
-        host = self.relay_host()
-        if host is None:
+        address = self.relay_address()
+        if address is None:
             log.info("group %s: executors do not check the driver's claim (hold_relay=False)", self.publisher.producer_group)
             return None
-        return HoldRelay(host)
+        return HoldRelay(*address)
 
     # ---- the whole -----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from airflow_provider_eh.errors import ProducerDisconnectedError
-from airflow_provider_eh.publishing.hold import HoldRelay, HoldTicket, HoldWatch, address_towards
+from airflow_provider_eh.publishing.hold import HoldRelay, HoldTicket, HoldWatch, address_towards, parse_address
 from airflow_provider_eh.publishing.state import ProducerState, StateClaim, StateKey
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
@@ -105,3 +105,26 @@ def test_with_the_variables_backend_the_relay_reads_the_claim_token_back(relay: 
 
 def test_the_address_towards_a_host_is_one_of_this_machines() -> None:
     assert address_towards("127.0.0.1", 15002) == "127.0.0.1"
+
+
+@pytest.mark.parametrize(("text", "address"), [
+    ("driver.example", ("driver.example", 0)), ("10.1.2.3:7078", ("10.1.2.3", 7078)), ("[::1]:7078", ("::1", 7078)),
+    ("::1", ("::1", 0)),
+])
+def test_a_relay_address_is_a_host_with_an_optional_port(text: str, address: tuple[str, int]) -> None:
+    assert parse_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", "host:port", "host:70000", ":7078"])
+def test_a_bad_relay_address_names_the_setting(text: str) -> None:
+    with pytest.raises(ValueError, match="hold_relay="):
+        parse_address(text)
+
+
+def test_a_relay_on_a_fixed_port_listens_there() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with HoldRelay("127.0.0.1", port) as relay:
+        assert relay.port == port
+        relay.ticket("0", held_claim(12)).watch()()
