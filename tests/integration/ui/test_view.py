@@ -254,6 +254,9 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         assert href == f"{BASE_PATH}/dags/{DAG_ID}/runs/{quote(run['dag_run_id'], safe='')}/tasks/publish"
         page.goto(view_stack.airflow.origin + href)
         page.wait_for("document.body.innerText.includes('Rendered Templates') && location.pathname.endsWith('/tasks/publish')")
+        # the page's frame comes first, the task instance when Airflow's API answers ("No Task Instance found" till then)
+        page.wait_for("document.body.innerText.includes('AuditedPublishOperator') || "
+                      "document.body.innerText.includes('Page Not Found')", timeout=60)
         assert "Page Not Found" not in page.text() and page.eval("location.pathname") == href
         assert run["dag_run_id"] in page.text() and "AuditedPublishOperator" in page.text()
         page.screenshot(tmp_path / "task-instance.png")
