@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 from publish_kit import REPO
+from test_publish_operator_dag import RUN_DAG_TEST  # dag.test() of a DAG file's task 'publish'
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
@@ -54,16 +55,6 @@ with DAG(dag_id="stalled_orders", schedule="@daily", start_date=datetime(2026, 1
                             claim_timeout=90)
 '''
 
-RUN_DAG_TEST = """
-import importlib.util, json, sys
-from datetime import datetime
-spec = importlib.util.spec_from_file_location("stalled_orders", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-run = module.dag.test(logical_date=datetime.fromisoformat(sys.argv[2]))
-ti = run.get_task_instance("publish")
-print("RESULT " + json.dumps({"state": str(run.state), "ti": str(ti.state)}))
-"""
 
 DAY = "2026-06-01T00:00:00+00:00"
 
@@ -104,9 +95,10 @@ def _resume(proc: subprocess.Popen[str]) -> None:
 
 
 def _result(out: str, err: str) -> dict[str, Any]:
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert lines, "no RESULT\n" + failure_report(out + err)
-    return json.loads(lines[-1][len("RESULT "):])
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise AssertionError("no result\n" + failure_report(out + err)) from None
 
 
 def test_a_dag_run_paused_mid_send_while_another_run_of_the_day_takes_over_lands_each_event_once(
