@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for
-from test_stalled_publisher import wait_stopped
 
 from airflow_provider_eh.client.fencing import PRODUCER_EPOCH, PRODUCER_ID, PRODUCER_SEQUENCE, open_fenced, producer_group_id
 from airflow_provider_eh.emulator import EmulatorProcess
 from airflow_provider_eh.errors import ProducerDisconnectedError
 from tests.conftest import unique_name
+from tests.support.paused import wait_stopped
 
 
 def _annotations(setup: PublishSetup, partition: str, count: int) -> list[dict[bytes, Any]]:

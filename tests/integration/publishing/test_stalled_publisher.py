@@ -11,19 +11,11 @@ read back and every event counted.
 from __future__ import annotations
 
 import signal
-import time
 from typing import Any
 
-import psutil
 from publish_kit import assert_exactly_once, batch, events_for
 
-
-def wait_stopped(pid: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    proc = psutil.Process(pid)
-    while proc.status() != psutil.STATUS_STOPPED:
-        assert time.monotonic() < deadline, f"publisher {pid} did not reach its pause point in {timeout} s"
-        time.sleep(0.1)
+from tests.support.paused import wait_stopped
 
 
 def test_publisher_paused_past_its_lease_sends_nothing_after_a_takeover_and_each_event_lands_once(setup: Any) -> None:

@@ -14,16 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import psutil
 from publish_kit import REPO
 from test_publish_operator_dag import RUN_DAG_TEST  # dag.test() of a DAG file's task 'publish'
 
@@ -31,6 +28,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
 from airflow_provider_eh.testing.crash import ENV as CRASH_ENV, PAUSE_ENV
 from airflow_provider_eh.testing.dag_test import failure_report
+from tests.support.paused import resume, wait_stopped
 
 EVENTS = 8000
 
@@ -76,24 +74,6 @@ def _start(dag_file: Path, home: Path, container: str, pause_at: str | None = No
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _stopped(proc: subprocess.Popen[str], timeout: float = 240) -> None:
-    """Wait until the run's process, or one of its children (the task), has stopped itself."""
-    deadline = time.monotonic() + timeout
-    root = psutil.Process(proc.pid)
-    while True:
-        assert proc.poll() is None, "the first run ended before its pause point:\n" + failure_report(
-            "".join(proc.communicate()))
-        if any(p.status() == psutil.STATUS_STOPPED for p in (root, *root.children(recursive=True))):
-            return
-        assert time.monotonic() < deadline, f"the first run did not reach its pause point in {timeout} s"
-        time.sleep(0.2)
-
-
-def _resume(proc: subprocess.Popen[str]) -> None:
-    for p in (psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)):
-        p.send_signal(signal.SIGCONT)
-
-
 def _result(out: str, err: str) -> dict[str, Any]:
     try:
         return json.loads(out.strip().splitlines()[-1])
@@ -115,11 +95,11 @@ def test_a_dag_run_paused_mid_send_while_another_run_of_the_day_takes_over_lands
 
     first = _start(dag_file, homes[0], container, pause_at="before_send:2")
     try:
-        _stopped(first)
+        wait_stopped(first.pid, timeout=240)
         second = _start(dag_file, homes[1], container)
         out2, err2 = second.communicate(timeout=400)
     finally:
-        _resume(first)
+        resume(first.pid)
     out1, err1 = first.communicate(timeout=240)
 
     assert _result(out2, err2) == {"state": "success", "ti": "success"}, failure_report(out2 + err2)

@@ -24,13 +24,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from spark_kit import SparkSetup, batch, write_orders
 
 from airflow_provider_eh.emulator import EmulatorProcess
 from airflow_provider_eh.testing.proxy import FaultProxy
 from tests.conftest import unique_name
+from tests.support.paused import wait_stopped
 
 ROWS = 12_000
 PAD = 1000  # ~1.1 KB events: about 900 to an SDK batch, 13 SDK batches, ~40 s at the ack delay
@@ -58,8 +58,7 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
                 time.sleep(0.5)
             if stall == "paused":
                 first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors go on
-                while psutil.Process(first.pid).status() != psutil.STATUS_STOPPED:
-                    time.sleep(0.1)
+                wait_stopped(first.pid)
             else:
                 proxy.freeze()  # its blob traffic: held from now on, connections open
             stopped_at = len(on_plain.read_back())
