@@ -83,9 +83,7 @@ from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "ingest"))
-from sinks import mariadb_server, postgres_server  # noqa: E402
+from airflow_provider_eh.testing.databases import mariadb_server, postgres_server  # noqa: E402
 
 
 def publish(conn_str: str, partitions: int, events: int) -> None:

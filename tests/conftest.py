@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
+from airflow_provider_eh.testing import databases
 from tests.support import hygiene, prerequisites
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +107,24 @@ def airflow_db() -> Path:
         if getattr(settings, "engine", None) is not None:
             settings.engine.dispose()
     return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Fails where none is installed (``SKIP=postgres`` skips)."""
+    prerequisites.require("postgres")
+    with databases.postgres_server() as dsn:
+        assert dsn is not None, "the Postgres server's binaries were found, then not: see databases.postgres_server"
+        yield dsn
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[dict]:
+    """A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Fails where none is installed (``SKIP=mariadb`` skips)."""
+    prerequisites.require("mariadb")
+    with databases.mariadb_server() as args:
+        assert args is not None, "the MariaDB server's binaries were found, then not: see databases.mariadb_server"
+        yield args
 
 
 @pytest.fixture

@@ -26,11 +26,16 @@ class StandaloneError(RuntimeError):
     """Standalone exited, did not answer, or a run failed; the message ends with its log's tail."""
 
 
-def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) -> dict[str, str]:
+def standalone_env(home: Path, port: int, base: dict[str, str] | None = None, metadata_db: str | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) plus what an isolated standalone needs.
 
-    The metadata DB is SQLite in ``home`` with a 60 s lock timeout (a backfill's inserts can wait on
-    the scheduler's transactions longer than SQLite's default 5 s on a loaded machine); the log
+    The metadata DB is ``metadata_db`` (an SQLAlchemy URL, e.g. a Postgres database from
+    :func:`airflow_provider_eh.testing.databases.postgres_database`) or else SQLite in ``home`` with a
+    60 s lock timeout (a backfill's inserts can wait on the scheduler's transactions longer than
+    SQLite's default 5 s on a loaded machine). SQLite suits one process writing at a time: a second
+    writer beside the scheduler (``airflow backfill create``, the CLI) can still fail at once with
+    "database is locked" when two transactions each wait for the other's lock, which no timeout
+    helps; give those tests Postgres, as a deployment would have. The log
     servers of the scheduler and the triggerer, which Airflow binds on all interfaces, get free ports
     instead of 8793/8794 so that two instances do not collide.
     """
@@ -40,7 +45,7 @@ def standalone_env(home: Path, port: int, base: dict[str, str] | None = None) ->
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # standalone runs `airflow ...`
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db or f"sqlite:///{home / 'airflow.db'}?timeout=60",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",

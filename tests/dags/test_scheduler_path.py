@@ -1,7 +1,9 @@
 """The daily pipeline the way people run it: ``airflow standalone``, a REST-triggered run, a backfill.
 
 ``airflow standalone`` (API server, scheduler, DAG processor, triggerer, LocalExecutor) runs on
-127.0.0.1 with an Airflow home and ports of its own (``airflow_provider_eh.testing.standalone``).
+127.0.0.1 with an Airflow home and ports of its own (``airflow_provider_eh.testing.standalone``) and
+a Postgres metadata database, as a deployment has: ``airflow backfill create`` writes to it beside
+the scheduler, which SQLite can refuse at once ("database is locked") whatever its timeout.
 A run is triggered through the REST API with ``conf``; then ``airflow backfill create`` schedules two days, one of which the REST run already
 published. The hub must then hold each of the two days' events exactly once. Scheduled runs are
 off (``use_job_schedule``) so that catchup does not add runs of its own; only the processes this
@@ -13,12 +15,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_eh.testing.databases import postgres_database
 from airflow_provider_eh.testing.ports import free_port
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
 from tests.dags.conftest import ExampleStack, order_event_keys
@@ -31,11 +35,13 @@ DAYS = ["2026-11-02", "2026-11-03"]
 
 
 @pytest.fixture
-def airflow(example_stack: ExampleStack, tmp_path: Path) -> Iterator[AirflowStandalone]:
+def airflow(example_stack: ExampleStack, postgres: str, tmp_path: Path) -> Iterator[AirflowStandalone]:
     home = tmp_path / "airflow-home"
     home.mkdir()
     port = free_port()
-    instance = AirflowStandalone(standalone_env(home, port, example_stack.env), port, tmp_path / "standalone.log")
+    metadata_db = postgres_database(postgres, f"airflow_{uuid.uuid4().hex[:12]}")
+    env = standalone_env(home, port, example_stack.env, metadata_db=metadata_db)
+    instance = AirflowStandalone(env, port, tmp_path / "standalone.log")
     try:
         instance.start()
         yield instance
@@ -51,6 +57,7 @@ def test_rest_triggered_run_and_backfill_create_publish_each_event_once(
     from airflow_provider_eh.client.readback import read_hub
 
     airflow.wait_for_dag(DAG_ID)
+    assert not (Path(airflow.env["AIRFLOW_HOME"]) / "airflow.db").exists()  # the metadata is in Postgres
     conf = {"hub": example_stack.hub, "rows": ROWS}
 
     refused = airflow.client.post(f"/dags/{DAG_ID}/dagRuns", json={"logical_date": REST_LOGICAL_DATE, "conf": {**conf, "rows": 0}})

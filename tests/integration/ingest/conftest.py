@@ -19,7 +19,6 @@ from worker import rows
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
-from tests.support.prerequisites import require
 
 WORKER = Path(__file__).with_name("worker.py")
 TABLE = "CREATE TABLE IF NOT EXISTS events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)"
@@ -105,21 +104,3 @@ def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Calla
 def trace(tmp_path: Path) -> list[dict]:
     path = tmp_path / "trace.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[str]:
-    """A throwaway Postgres server on a free 127.0.0.1 port; its DSN. Fails where none is installed (``SKIP=postgres`` skips)."""
-    require("postgres")
-    with sinks.postgres_server() as dsn:
-        assert dsn is not None, "the Postgres server's binaries were found, then not: see sinks.postgres_server"
-        yield dsn
-
-
-@pytest.fixture(scope="session")
-def mariadb() -> Iterator[dict]:
-    """A throwaway MariaDB server on a free 127.0.0.1 port; PyMySQL connection arguments. Fails where none is installed (``SKIP=mariadb`` skips)."""
-    require("mariadb")
-    with sinks.mariadb_server() as args:
-        assert args is not None, "the MariaDB server's binaries were found, then not: see sinks.mariadb_server"
-        yield args
