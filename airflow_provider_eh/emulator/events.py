@@ -43,6 +43,8 @@ _SYM_OFFSET = _sym(KEY_OFFSET)
 _SYM_ENQUEUED = _sym(KEY_ENQUEUED) + b"\x83"
 _SYM_PARTITION_KEY = _sym(KEY_PARTITION_KEY)
 _Q = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I8 = struct.Struct(">b")
 _U32 = struct.Struct(">I")  # this module's own: see ``frames._U32``
 
 
@@ -86,6 +88,60 @@ def _partition_key_value(raw: bytes | memoryview) -> bytes | None:
     return str(value).encode()
 
 
+class _AnnotationsSeen:
+    """Message annotations already read, less a trailing producer sequence number: read once per sender.
+
+    An idempotent producer's events differ in their message annotations only by the last entry, the
+    producer sequence number; everything before it (producer id, owner level, any annotations of the
+    client's own) repeats from event to event. The bytes before that entry are kept here with what was
+    read from them, after a full read proved that the entry is the map's last. An event whose bytes
+    before its own last entry equal such a prefix byte for byte carries the same entries, so only its
+    sequence number is decoded. Bounded: emptied when full.
+    """
+
+    LIMIT = 4096
+    _SEQUENCE_KEY = _sym(b"com.microsoft:producer-sequence-number")
+
+    def __init__(self) -> None:
+        self.prefixes: dict[bytes, tuple[bytes, int, bytes | None, dict[bytes, Any]]] = {}
+
+    @classmethod
+    def split(cls, section: bytes) -> tuple[bytes, bytes, int] | None:
+        """``(count and entries before the last, the last entry, its number)`` where the last is a sequence number.
+
+        Only the encodings the SDKs write are taken (a map8 or map32, the number an int or smallint);
+        anything else is read in full.
+        """
+        at = section.rfind(cls._SEQUENCE_KEY)
+        if at < 0:
+            return None
+        code = section[0]
+        value_at = at + len(cls._SEQUENCE_KEY)
+        if value_at >= len(section):
+            return None
+        if section[value_at] == 0x71 and value_at + 5 == len(section):
+            sequence = _I32.unpack_from(section, value_at + 1)[0]
+        elif section[value_at] == 0x54 and value_at + 2 == len(section):
+            sequence = _I8.unpack_from(section, value_at + 1)[0]
+        else:
+            return None
+        if code == 0xC1 and at >= 3:  # constructor, size, count: the size changes with the number's encoding
+            return section[:1] + section[2:at], section[at:], sequence
+        if code == 0xD1 and at >= 9:
+            return section[:1] + section[5:at], section[at:], sequence
+        return None
+
+    def remember(self, prefix: bytes, kept: bytes, count: int, partition_key: bytes | None,
+                 producer: dict[bytes, Any]) -> None:
+        if len(self.prefixes) >= self.LIMIT:
+            self.prefixes.clear()
+        self.prefixes[prefix] = (kept, count, partition_key, {k: v for k, v in producer.items() if k != PRODUCER_SEQUENCE})
+
+
+PRODUCER_SEQUENCE = b"com.microsoft:producer-sequence-number"
+_SEEN = _AnnotationsSeen()
+
+
 def parse_event(payload: bytes | memoryview) -> ParsedEvent:
     """Split one encoded message into header, client annotations and the rest."""
     mv = memoryview(payload)
@@ -103,8 +159,18 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
         elif descriptor == SEC_DELIVERY_ANN:
             continue
         elif descriptor == SEC_MESSAGE_ANN:
+            section = bytes(mv[value_start:end])
+            split = _SEEN.split(section)
+            seen = _SEEN.prefixes.get(split[0]) if split is not None else None
+            if seen is not None:  # a sender's next event: only its sequence number is new
+                kept_prefix, extra_count, partition_key, fixed = seen
+                producer = {**fixed, PRODUCER_SEQUENCE: split[2]}  # type: ignore[index]
+                extra = kept_prefix + split[1]  # type: ignore[index]
+                continue
             kept = []
+            last_key = None
             for key, entry_start, entry_end in map_entries(mv, value_start, end):
+                last_key = key
                 if key == KEY_PARTITION_KEY:
                     partition_key = _partition_key_value(mv[skip_value(mv, entry_start) : entry_end])
                 elif key not in _BROKER_KEYS:
@@ -115,6 +181,9 @@ def parse_event(payload: bytes | memoryview) -> ParsedEvent:
                         producer[key] = decode_value(mv[skip_value(mv, entry_start) : entry_end])
             extra = b"".join(kept)
             extra_count = 2 * len(kept)
+            if split is not None and last_key == PRODUCER_SEQUENCE and producer is not None \
+                    and kept and kept[-1] == split[1]:
+                _SEEN.remember(split[0], extra[: len(extra) - len(split[1])], extra_count, partition_key, producer)
         else:
             if tail_start is None:
                 tail_start = start

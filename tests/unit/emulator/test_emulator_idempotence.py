@@ -62,3 +62,79 @@ def test_producer_groups_are_rebuilt_from_the_log_after_a_restart(tmp_path):
     assert (group.epoch, group.last_sequence, attached.sequence, attached.epoch_raised) == (3, 3, 3, False)
     assert producers.admit(group, 3, [idempotence.event_annotations(_event(7, 3, s)) for s in (3, 4)]) == [False, True]
     assert producers.attach(7, 3, 1).sequence == 1  # a client naming its own number continues from it
+
+
+def _payload(sequence: int, producer_id: int = 7, epoch: int = 2, **more: object) -> bytes:
+    annotations = {
+        **{key.encode(): value for key, value in more.items()},
+        idempotence.PRODUCER_ID: codec.long(producer_id),
+        idempotence.PRODUCER_EPOCH: {_encode.TYPE: _encode.AMQPTypes.short, _encode.VALUE: epoch},
+        idempotence.PRODUCER_SEQUENCE: {_encode.TYPE: _encode.AMQPTypes.int, _encode.VALUE: sequence},
+    }
+    return bytes(_encode.encode_payload(bytearray(), Message(data=[f"e{sequence}".encode()], message_annotations=annotations)))
+
+
+def _fields(event: events.ParsedEvent) -> tuple:
+    return event.head, event.extra_annotations, event.extra_count, event.tail, event.partition_key, event.producer
+
+
+def _read_in_full(payload: bytes) -> events.ParsedEvent:
+    events._SEEN.prefixes.clear()
+    return events.parse_event(payload)
+
+
+def test_a_senders_next_events_read_only_their_sequence_number_and_read_as_in_full(monkeypatch):
+    """After a sender's first event, its next ones decode no map entry, and read exactly as a full read does."""
+    senders = [
+        {},
+        {"x-opt-partition-key": "customer-9"},
+        {"app-annotation": "kept", "x-opt-partition-key": "k"},
+        {"producer_id": 8},
+        {"epoch": 3},
+    ]
+    payloads = [_payload(seq, **{k: v for k, v in sender.items() if k in ("producer_id", "epoch")},
+                         **{k: v for k, v in sender.items() if k not in ("producer_id", "epoch")})
+                for sender in senders for seq in (0, 1, 127, 128, -1, 2**31 - 1, 40_000)]
+    expected = [_fields(_read_in_full(p)) for p in payloads]
+
+    events._SEEN.prefixes.clear()
+    reads = []
+    real_map_entries = events.map_entries
+    monkeypatch.setattr(events, "map_entries", lambda *a: reads.append(1) or real_map_entries(*a))
+    got = [_fields(events.parse_event(p)) for p in payloads]
+    assert got == expected
+    assert len(reads) == len(senders)  # one full read of the annotations per sender, then none
+    stored = [events.parse_event(p).stored(5, 100, 0, None) for p in payloads]
+    assert stored == [_read_in_full(p).stored(5, 100, 0, None) for p in payloads]
+
+
+def test_annotations_that_only_look_like_a_known_senders_are_read_in_full():
+    """Another count, trailing bytes, or the sequence key inside a value are not taken for a known sender."""
+    first = _payload(1)
+    events._SEEN.prefixes.clear()
+    events.parse_event(first)
+    assert events._SEEN.prefixes
+
+    # the same entries but a map count of 8: a full read, which finds the map short of entries
+    section_at = first.index(b"\x00\x53\x72") + 3
+    assert first[section_at] == 0xC1
+    miscounted = bytearray(first)
+    miscounted[section_at + 2] = 8
+    with pytest.raises(codec.CodecError):
+        events.parse_event(bytes(miscounted))
+
+    # the sequence key's bytes at the end of the map's last value, a string after the real number:
+    # read in full (twice, nothing remembered from it), and right
+    key = b"\xa3\x26com.microsoft:producer-sequence-number"
+    annotations = {
+        idempotence.PRODUCER_ID: codec.long(7),
+        idempotence.PRODUCER_EPOCH: {_encode.TYPE: _encode.AMQPTypes.short, _encode.VALUE: 2},
+        idempotence.PRODUCER_SEQUENCE: {_encode.TYPE: _encode.AMQPTypes.int, _encode.VALUE: 3},
+        b"note": key + b"\x71\x00\x00\x00\x09",
+    }
+    sneaky = bytes(_encode.encode_payload(bytearray(), Message(data=[b"e"], message_annotations=annotations)))
+    assert sneaky.endswith(key + b"\x71\x00\x00\x00\x09" + b"\x00\x53\x75\xa0\x01e")
+    expected = _fields(_read_in_full(sneaky))
+    assert not events._SEEN.prefixes
+    assert _fields(events.parse_event(sneaky)) == expected
+    assert expected[-1][idempotence.PRODUCER_SEQUENCE] == 3
