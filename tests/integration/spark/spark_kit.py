@@ -98,13 +98,15 @@ class SparkSetup:
         return job.publish(SparkSource(path=path), batch_id)
 
     def start(self, path: str, batch_id: str, *, crash_at: str | None = None, claim_timeout: float = 0,
-              mapping: dict[str, Any] | None = None, blob: str | None = None) -> subprocess.Popen[str]:
+              mapping: dict[str, Any] | None = None, blob: str | None = None,
+              hold_relay: bool = True) -> subprocess.Popen[str]:
         """Publish in a child process that owns its SparkSession (``local[2]``), optionally crashing at a point;
-        ``blob``: another connection string for its blob storage (through a proxy)."""
+        ``blob``: another connection string for its blob storage (through a proxy); ``hold_relay``: the job's."""
         config = {
             "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub,
             "blob": blob or self.azurite.connection_string, "container": self.container_name, "group": "g",
             "batch_id": batch_id, "path": path, "mapping": mapping or ORDERS_MAPPING, "claim_timeout": claim_timeout,
+            "hold_relay": hold_relay,
         }
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         env["PYTHONPATH"] = str(REPO)

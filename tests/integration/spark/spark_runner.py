@@ -2,7 +2,7 @@
 
 ``python spark_runner.py CONFIG_FILE``: config has ``eh`` (connection string), ``hub``, ``blob`` and
 ``container``, ``group``, ``batch_id``, ``path`` (parquet), ``mapping`` (RowMapping kwargs),
-``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``. Prints the results as one JSON
+``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``, ``hold_relay`` (default ``True``). Prints the results as one JSON
 line, or ``{"error": type, "message": ...}`` and exits 3 on a provider error.
 """
 
@@ -35,7 +35,8 @@ def main(config: dict) -> int:
     spark, _ = get_session(SparkSettings(master=config.get("master", "local[2]"), conf=TEST_CONF))
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        job = SparkPublishJob(spark, publisher, RowMapping(**config["mapping"]), on_empty=config.get("on_empty", "succeed"))
+        job = SparkPublishJob(spark, publisher, RowMapping(**config["mapping"]), on_empty=config.get("on_empty", "succeed"),
+                              hold_relay=config.get("hold_relay", True))
         results = job.publish(SparkSource(path=config["path"], format=config.get("format", "parquet")), config["batch_id"])
     except EventHubsProviderError as exc:
         print(json.dumps({"error": type(exc).__name__, "message": str(exc), "retryable": exc.retryable}), flush=True)

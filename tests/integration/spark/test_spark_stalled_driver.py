@@ -13,6 +13,11 @@ row once. Cut off from blob storage instead (a TCP proxy freezes the driver's bl
 stays reachable), the driver's renewals hang until their bound, its deadline passes and its relay
 answers that the claim is lost: the executors stop just the same. Without the executors' check
 (the executors ignoring their tickets) the paused run landed 7,568 of the 12,000 rows twice.
+
+The last test is the other fence alone: the hub's. The same pause on an endpoint with idempotent
+producers and the executors' check off (``hold_relay=False``): the takeover's owner level makes the
+hub refuse the paused run's executors. With the first run's executors on plain links instead
+(``hub_fencing=False`` in its runner), that run too landed 7,568 rows twice.
 """
 
 from __future__ import annotations
@@ -77,3 +82,45 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
         f"{len(read)} events, {len(ids)} distinct, {sum(n - 1 for n in ids.values())} twice"
     said = out + err  # the executors' reason: in the run's error (stdout) and the driver's log (stderr)
     assert "the driver's hold could not be confirmed" in said or "the driver no longer holds" in said, said[-4000:]
+
+
+def test_executors_of_a_paused_driver_are_fenced_by_the_hub_without_the_relay(spark: Any, setup: SparkSetup,
+                                                                              tmp_path: Path) -> None:
+    """The hub's own fencing on the Spark path: the executors' links are idempotent producers.
+
+    With the executors' check of the driver's claim turned off (``hold_relay=False``), nothing on the
+    first run's side stops its executors while its driver is paused: they send on. The second run's
+    claim raises the owner level and its sender attaches with it, so the hub refuses the first run's
+    executors at their next SDK batch; what they had sent before carries the ledger's producer sequence
+    numbers, which the second run's resend repeats and the hub drops. Each row lands once.
+    """
+    path = write_orders(spark, str(tmp_path / "orders"), ROWS, pad=PAD)
+    batch_id = batch("stalled-driver-fenced")
+    hub = unique_name("fenced")
+    setup.event_hubs.admin.create_hub(hub, partitions=1)  # one partition: the SDK batches go out one by one
+    fenced = SparkSetup(setup.event_hubs, setup.azurite, hub, setup.container_name, tmp_path)
+    setup.event_hubs.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
+    first = fenced.start(path, batch_id, hold_relay=False)
+    try:
+        deadline = time.monotonic() + 240
+        while not fenced.read_back():
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the first SDK batch never landed"
+            time.sleep(0.5)
+        first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors send on
+        wait_stopped(first.pid)
+        results = fenced.publish(spark, path, batch_id, claim_timeout=90)
+        assert results["0"].status == "recovered" and results["0"].fencing == "hub"
+        assert results["0"].landed_count < ROWS, "the first run's executors must not have sent everything"
+    finally:
+        first.send_signal(signal.SIGCONT)
+        setup.event_hubs.admin.clear_faults()
+    out, err = first.communicate(timeout=240)
+    read = fenced.read_back()
+    assert first.returncode != 0, f"the stalled run must not finish: {out[-2000:]}"
+    ids = Counter(json.loads(e.body)["id"] for e in read)
+    assert len(ids) == ROWS and set(ids.values()) == {1}, \
+        f"{len(read)} events, {len(ids)} distinct, {sum(n - 1 for n in ids.values())} twice"
+    said = out + err
+    assert "fenced at the hub" in said, said[-4000:]  # its executors were refused by the hub, not stopped by a relay
+    assert "hold could not be confirmed" not in said and "the driver no longer holds" not in said
