@@ -56,6 +56,50 @@ _EVENT_HUBS_CONNECTION: dict[str, Any] = {
             "description": "User-assigned identity for DefaultAzureCredential (optional).",
             "schema": _TEXT,
         },
+        "transport": {
+            "label": "Transport",
+            "description": (
+                "amqp: AMQP over TCP, port 5671 (default). websocket: AMQP over WebSockets, port 443, for networks "
+                "that only let HTTPS out. A proxy always uses websocket."
+            ),
+            "schema": {"type": ["string", "null"], "enum": ["amqp", "websocket", None]},
+        },
+        "proxy_host": {
+            "label": "HTTP proxy host",
+            "description": "An HTTP proxy to reach the namespace through (with the proxy port); implies websocket.",
+            "schema": _TEXT,
+        },
+        "proxy_port": {
+            "label": "HTTP proxy port",
+            "description": "The HTTP proxy's port.",
+            "schema": {"type": ["integer", "string", "null"]},
+        },
+        "proxy_username": {
+            "label": "HTTP proxy user",
+            "description": "For a proxy that asks for Basic authentication (optional).",
+            "schema": _TEXT,
+        },
+        "proxy_password": {
+            "label": "HTTP proxy password",
+            "description": "The proxy user's password.",
+            "schema": _SECRET,
+        },
+        "custom_endpoint_address": {
+            "label": "Custom endpoint address",
+            "description": (
+                "sb://<host>[:<port>]: connect here instead of the namespace's own name, e.g. a Private Link or "
+                "application gateway address. Tokens are still issued for the namespace."
+            ),
+            "schema": _TEXT,
+        },
+        "ca_bundle": {
+            "label": "CA bundle",
+            "description": (
+                "Path of a PEM file of CA certificates to trust, for a gateway with a private certificate. It must "
+                "exist on every worker, the triggerer and Spark executors. Empty: the system's CAs."
+            ),
+            "schema": _TEXT,
+        },
     },
 }
 

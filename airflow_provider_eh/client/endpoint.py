@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.client.network import NetworkOptions
+
 if TYPE_CHECKING:
     from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
     from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumerClient
@@ -63,6 +65,7 @@ class EventHubsEndpoint:
     :param connection_string: a SAS connection string; takes precedence over the other credentials.
     :param tenant_id: with ``client_id`` and ``client_secret``: a service principal.
     :param managed_identity_client_id: for ``DefaultAzureCredential`` with a user-assigned identity.
+    :param network: how clients reach the namespace (WebSockets, proxy, custom endpoint address, CA bundle).
     """
 
     fully_qualified_namespace: str
@@ -72,9 +75,11 @@ class EventHubsEndpoint:
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
     managed_identity_client_id: str | None = None
+    network: NetworkOptions = field(default_factory=NetworkOptions)
 
     @classmethod
-    def from_connection_string(cls, conn_str: str, eventhub_name: str | None = None) -> EventHubsEndpoint:
+    def from_connection_string(cls, conn_str: str, eventhub_name: str | None = None,
+                               network: NetworkOptions | None = None) -> EventHubsEndpoint:
         parts = parse_connection_string(conn_str)
         host = parts.get("endpoint", "").split("://", 1)[-1].strip("/")
         hub = eventhub_name or parts.get("entitypath")
@@ -82,7 +87,8 @@ class EventHubsEndpoint:
             raise ValueError("the connection string has no Endpoint=sb://<namespace>/")
         if not hub:
             raise ValueError("no Event Hub name: pass eventhub_name or add EntityPath=<hub> to the connection string")
-        return cls(fully_qualified_namespace=host, eventhub_name=hub, connection_string=conn_str)
+        return cls(fully_qualified_namespace=host, eventhub_name=hub, connection_string=conn_str,
+                   network=network or NetworkOptions())
 
     @property
     def credential_kind(self) -> str:
@@ -98,7 +104,7 @@ class EventHubsEndpoint:
         return canonical_namespace(self.fully_qualified_namespace)
 
     def with_hub(self, eventhub_name: str) -> EventHubsEndpoint:
-        """The same namespace and credential, another hub."""
+        """The same namespace, credential and network path, another hub."""
         from dataclasses import replace
 
         return replace(self, eventhub_name=eventhub_name)
@@ -124,10 +130,15 @@ class EventHubsEndpoint:
             **kwargs,
         }
 
+    def client_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The network path's SDK arguments (:class:`NetworkOptions`) under the caller's ``kwargs``."""
+        return {**self.network.client_kwargs(), **kwargs}
+
     def producer(self, **kwargs: Any) -> EventHubProducerClient:
         """A sync producer client; the caller closes it (use it as a context manager)."""
         from azure.eventhub import EventHubProducerClient
 
+        kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return EventHubProducerClient.from_connection_string(
                 self.connection_string, eventhub_name=self.eventhub_name, **kwargs
@@ -138,6 +149,7 @@ class EventHubsEndpoint:
         """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...)."""
         from azure.eventhub import EventHubConsumerClient
 
+        kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return EventHubConsumerClient.from_connection_string(
                 self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs
@@ -147,6 +159,7 @@ class EventHubsEndpoint:
     def async_producer(self, **kwargs: Any) -> AsyncProducerClient:
         from azure.eventhub.aio import EventHubProducerClient
 
+        kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return EventHubProducerClient.from_connection_string(
                 self.connection_string, eventhub_name=self.eventhub_name, **kwargs
@@ -156,6 +169,7 @@ class EventHubsEndpoint:
     def async_consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> AsyncConsumerClient:
         from azure.eventhub.aio import EventHubConsumerClient
 
+        kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return EventHubConsumerClient.from_connection_string(
                 self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs

@@ -11,7 +11,8 @@ Architecture: two layers, imports running from the AMQP layer down to the broker
   ``$management`` READ), ``idempotence`` (producer groups), ``faults``, ``auth`` (SAS tokens),
   ``store`` (hubs) and ``log`` (segmented partition logs). Beneath both layers: ``events`` (stored,
   delivery-ready events) and ``codec`` (AMQP values and descriptors).
-* AMQP layer, translating frames into broker calls: ``server`` (listener, retention timer),
+* AMQP layer, translating frames into broker calls: ``server`` (listeners, retention timer),
+  ``websocket`` (AMQP over WebSockets: the upgrade and the framing around a connection),
   ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),
   ``attach`` (link addresses to links), ``links`` (sessions and link endpoints), ``messages``
   (``$cbs``/``$management`` request and reply encoding) and ``frames`` (performatives, hot-path frames).
@@ -112,13 +113,17 @@ class EmulatorProcess:
 
     Port 0 (the default) picks free ports; ``start`` learns them from a ready file the server writes
     once it listens, and ``restart`` reuses them so clients can reconnect with the same string.
+    AMQP over WebSockets is served too, on ``websocket_port`` (0: a free one; ``None``: not served),
+    with TLS when ``tls`` names a PEM certificate and key (``wss://``); :attr:`websocket_address` is
+    the SDK's ``custom_endpoint_address`` for it.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
                  admin_port: int = 0, hubs: dict[str, int] | None = None,
                  consumer_groups: dict[str, list[str]] | None = None, extra_args: Sequence[str] = (),
                  log_path: str | os.PathLike[str] | None = None, key_name: str = DEFAULT_KEY_NAME,
-                 key: str = DEFAULT_KEY):
+                 key: str = DEFAULT_KEY, websocket_port: int | None = 0,
+                 tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -129,6 +134,8 @@ class EmulatorProcess:
         self.log_path = Path(log_path) if log_path else self.data_dir / "emulator.log"
         self.key_name = key_name
         self.key = key
+        self.websocket_port = websocket_port
+        self.tls = tls
         self.pid = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -143,6 +150,10 @@ class EmulatorProcess:
                "--admin-port", str(self.admin_port), "--data-dir", str(self.data_dir),
                "--ready-file", str(self._ready_path), "--sas-key-name", self.key_name, "--sas-key", self.key,
                "--exit-with-parent", str(os.getpid())]
+        if self.websocket_port is not None:
+            cmd += ["--websocket-port", str(self.websocket_port)]
+        if self.tls:
+            cmd += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
         for name, partitions in self.hubs.items():
             cmd += ["--hub", f"{name}:{partitions}"]
         for hub, groups in self.consumer_groups.items():
@@ -181,6 +192,8 @@ class EmulatorProcess:
                 continue
             self.port = int(ready["port"])
             self.admin_port = int(ready["admin_port"])
+            if ready.get("websocket_port") is not None:
+                self.websocket_port = int(ready["websocket_port"])
             self.admin = EmulatorAdmin(f"http://127.0.0.1:{self.admin_port}")
             return self
         self.kill()
@@ -229,6 +242,13 @@ class EmulatorProcess:
         text = (f"Endpoint=sb://{self.host}:{self.port};SharedAccessKeyName={self.key_name};"
                 f"SharedAccessKey={self.key};UseDevelopmentEmulator=true")
         return text + (f";EntityPath={hub}" if hub else "")
+
+    @property
+    def websocket_address(self) -> str:
+        """``sb://host:port`` of the WebSocket listener: the SDK's ``custom_endpoint_address`` to reach it."""
+        if self.websocket_port is None:
+            raise RuntimeError("this endpoint serves no WebSockets (websocket_port=None)")
+        return f"sb://{self.host}:{self.websocket_port}"
 
     def __enter__(self) -> EmulatorProcess:
         return self.start()

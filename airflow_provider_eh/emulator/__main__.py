@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 from pathlib import Path
 
@@ -32,6 +33,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      description="Local Event Hubs endpoint (AMQP 1.0) for the azure-eventhub SDK.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one")
+    parser.add_argument("--websocket-port", type=int, default=None,
+                        help="also serve AMQP over WebSockets (path /$servicebus/websocket) on this port; 0 picks a free one")
+    parser.add_argument("--tls-cert", default=None, help="PEM certificate (chain) for the WebSocket listener: wss://")
+    parser.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     parser.add_argument("--admin-port", type=int, default=5680, help="admin HTTP port on 127.0.0.1; 0 picks a free one")
     parser.add_argument("--data-dir", required=True, help="where partition logs and hubs.json live")
     parser.add_argument("--hub", action="append", default=[], metavar="NAME[:PARTITIONS]", help="hub to create")
@@ -46,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="do not offer the idempotent-producer capability (a namespace without the feature)")
     parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
     parser.add_argument("--sas-key", default=DEFAULT_KEY)
-    parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid} as JSON once listening")
+    parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid, websocket_port} as JSON once listening")
     parser.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                         help="stop when process PID (the parent that started us) is gone")
     parser.add_argument("--log-level", default="INFO")
@@ -67,7 +72,13 @@ async def serve(args: argparse.Namespace) -> None:
     validator = SasValidator(args.sas_key_name, args.sas_key) if args.require_auth else None
     broker = Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
                     retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
-    server = Server(broker, args.host, args.port)
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key and args.websocket_port is not None):
+            raise StoreError("--tls-cert and --tls-key go together, with --websocket-port (TLS is the WebSocket listener's)")
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    server = Server(broker, args.host, args.port, websocket_port=args.websocket_port, websocket_tls=tls)
     admin = AdminServer(broker, "127.0.0.1", args.admin_port)
     port = await server.start()
     admin_port = await admin.start()
@@ -77,11 +88,15 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     log.info("listening on %s:%d (AMQP), admin on http://127.0.0.1:%d, data in %s, fsync=%s, auth=%s",
              args.host, port, admin_port, args.data_dir, args.fsync, "required" if validator else "off")
+    if server.websocket_port is not None:
+        log.info("AMQP over WebSockets on %s://%s:%d/$servicebus/websocket", "wss" if tls else "ws", args.host,
+                 server.websocket_port)
     print("Connection string: " + connection_string(args.host, port, args.sas_key_name, args.sas_key), flush=True)
     if args.ready_file:
         tmp = args.ready_file + ".tmp"
         with open(tmp, "w") as fh:
-            json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid()}, fh)
+            json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid(),
+                       "websocket_port": server.websocket_port}, fh)
         os.replace(tmp, args.ready_file)
     if args.exit_with_parent:
         loop.create_task(_watch_parent(args.exit_with_parent, stop))

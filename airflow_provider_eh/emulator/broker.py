@@ -84,6 +84,7 @@ class Broker:
         self.stats_received = 0
         self.stats_delivered = 0
         self.stats_connections_total = 0
+        self.stats_websocket_connections_total = 0  # of which AMQP over WebSockets
 
     # -- producers -------------------------------------------------------------------------------
 
@@ -246,6 +247,7 @@ class Broker:
             "transfers_delivered": self.stats_delivered,
             "connections": len(self.clients),
             "connections_total": self.stats_connections_total,
+            "websocket_connections_total": self.stats_websocket_connections_total,
             "links": sum(c.link_count for c in self.clients),
             "receivers": self.receivers.describe(),
             "hubs": len(self.store.hubs),

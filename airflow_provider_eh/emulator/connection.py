@@ -30,8 +30,9 @@ MAX_FRAME_SIZE = 1024 * 1024
 class Connection(asyncio.Protocol):
     """One client connection: SASL, then AMQP frames dispatched to sessions and links."""
 
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, over: str = "tcp"):
         self.broker = broker
+        self.over = over  # "tcp", or "websocket" inside a WebSocket
         self.id = broker.next_client_id
         broker.next_client_id += 1
         self.loop = broker.loop
@@ -54,7 +55,9 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker.clients.add(self)
         self.broker.stats_connections_total += 1
-        _LOG.info("conn %s: accepted from %s", self.id, self.peer)
+        if self.over == "websocket":
+            self.broker.stats_websocket_connections_total += 1
+        _LOG.info("conn %s: accepted from %s%s", self.id, self.peer, " over a WebSocket" if self.over == "websocket" else "")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -17,24 +17,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 
 from azure.eventhub._pyamqp import performatives as perf
 
 from . import frames
 from .broker import Broker
 from .connection import Connection
+from .websocket import WebSocketConnection
 
 _LOG = logging.getLogger("airflow_provider_eh.emulator")
 
 
 class Server:
-    """The AMQP listener plus periodic retention; ``start`` binds, ``close`` stops."""
+    """The AMQP listener plus periodic retention; ``start`` binds, ``close`` stops.
 
-    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5672):
+    ``websocket_port`` (``None``: none) adds a listener of AMQP over WebSockets (``websocket``), with
+    TLS when ``websocket_tls`` is given: the same broker, links and features as the AMQP listener.
+    """
+
+    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5672, *,
+                 websocket_port: int | None = None, websocket_tls: ssl.SSLContext | None = None):
         self.broker = broker
         self.host = host
         self.port = port
+        self.websocket_port = websocket_port
+        self.websocket_tls = websocket_tls
         self._server: asyncio.base_events.Server | None = None
+        self._websocket_server: asyncio.base_events.Server | None = None
         self._retention_task: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
@@ -43,6 +53,11 @@ class Server:
         self._server = await loop.create_server(lambda: Connection(self.broker), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.websocket_port is not None:
+            self._websocket_server = await loop.create_server(
+                lambda: WebSocketConnection(lambda: Connection(self.broker, over="websocket")), self.host, self.websocket_port,
+                reuse_address=True, ssl=self.websocket_tls)
+            self.websocket_port = self._websocket_server.sockets[0].getsockname()[1]
         self._retention_task = loop.create_task(self._retention_loop())
         return self.port
 
@@ -57,14 +72,16 @@ class Server:
     async def close(self) -> None:
         if self._retention_task:
             self._retention_task.cancel()
-        if self._server:
-            self._server.close()
+        for listener in (self._server, self._websocket_server):
+            if listener:
+                listener.close()
         for conn in list(self.broker.clients):
             if conn.transport is not None:
                 conn.write(frames.encode_performative(perf.CloseFrame(
                     error=frames.error("amqp:connection:forced", "the local Event Hubs endpoint is shutting down"))))
                 conn.transport.close()
-        if self._server:
-            await self._server.wait_closed()
+        for listener in (self._server, self._websocket_server):
+            if listener:
+                await listener.wait_closed()
         self.broker.sync_all()
         self.broker.store.close()

@@ -9,7 +9,9 @@ Credentials are tried in one fixed, logged order:
 3. host alone: ``DefaultAzureCredential`` (managed identity, workload identity, Azure CLI, ...).
 
 The hub comes from the call, else from the connection string's ``EntityPath``, else from the
-``eventhub_name`` extra. The hooks turn a connection into an :class:`EventHubsEndpoint`, the
+``eventhub_name`` extra. The network path (``transport``, ``proxy_host``/``proxy_port``/
+``proxy_username``/``proxy_password``, ``custom_endpoint_address``, ``ca_bundle``) applies to every
+client built from the connection, whatever the credential. The hooks turn a connection into an :class:`EventHubsEndpoint`, the
 package's one client factory. ``EventHubsHook`` is sync; ``EventHubsAsyncHook`` is its twin for triggers.
 """
 
@@ -21,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, parse_connection_string
+from airflow_provider_eh.client.network import FIELDS as NETWORK_FIELDS
+from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
@@ -82,6 +86,11 @@ class _EventHubsConnection:
                 "no Event Hub name: pass eventhub_name, add EntityPath=<hub> to the connection string, "
                 "or set the 'eventhub_name' field",
             )
+        try:
+            network = NetworkOptions.from_fields({name: extra_field(extras, CONN_TYPE, name) for name in NETWORK_FIELDS})
+        except ValueError as exc:
+            raise ConnectionConfigError(conn_id, str(exc)) from None
+        masked(network.proxy_password)
         tenant_id = extra_field(extras, CONN_TYPE, "tenant_id")
         if not conn_str and conn.login and conn.password and not tenant_id:
             raise ConnectionConfigError(conn_id, "client id and secret are set but the 'tenant_id' field is empty")
@@ -93,10 +102,12 @@ class _EventHubsConnection:
             client_id=None if conn_str else conn.login,
             client_secret=None if conn_str else masked(conn.password),
             managed_identity_client_id=extra_field(extras, CONN_TYPE, "managed_identity_client_id"),
+            network=network,
         )
         self.log.debug(
-            "Event Hubs connection %s: %s for hub %s on %s",
+            "Event Hubs connection %s: %s for hub %s on %s, %s",
             conn_id, endpoint.credential_kind, endpoint.eventhub_name, endpoint.fully_qualified_namespace,
+            network.describe(),
         )
         return endpoint
 

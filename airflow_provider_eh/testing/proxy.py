@@ -94,11 +94,19 @@ class FaultProxy:
                 continue
             except OSError:
                 return
-            try:
-                upstream = socket.create_connection(self.upstream, timeout=10)
-            except OSError:
-                client.close()
-                continue
+            self._spawn(self._connect, client)
+
+    def _open_upstream(self, client: socket.socket) -> socket.socket | None:
+        """The connection to forward ``client`` to (``None``: the client was answered and closed)."""
+        try:
+            return socket.create_connection(self.upstream, timeout=10)
+        except OSError:
+            client.close()
+            return None
+
+    def _connect(self, client: socket.socket) -> None:
+        upstream = self._open_upstream(client)
+        if upstream is not None:
             with self._lock:
                 self._sockets += [client, upstream]
                 self.connections += 1
@@ -134,3 +142,81 @@ class FaultProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+class HttpConnectProxy(FaultProxy):
+    """An HTTP proxy that tunnels ``CONNECT host:port`` requests (what the SDKs send through ``http_proxy``).
+
+    With ``username`` and ``password`` it asks for them (``407`` with ``Proxy-Authenticate: Basic``
+    until a request carries them). It tunnels only to this machine (loopback targets; ``403`` for any
+    other). ``targets`` lists each tunnel's ``host:port`` and ``authorized`` whether it carried the
+    credentials; :meth:`freeze` and :meth:`throttle` act on the tunnels as on :class:`FaultProxy`'s
+    connections.
+    """
+
+    def __init__(self, username: str | None = None, password: str | None = None):
+        super().__init__("127.0.0.1", 0)
+        self.username, self.password = username, password
+        self.targets: list[str] = []
+        self.refused: list[str] = []
+
+    def _answer(self, client: socket.socket, status: str, extra: str = "") -> None:
+        try:
+            client.sendall(f"HTTP/1.1 {status}\r\n{extra}Content-Length: 0\r\n\r\n".encode("latin-1"))
+        except OSError:
+            pass
+
+    def _open_upstream(self, client: socket.socket) -> socket.socket | None:
+        import base64
+        import ipaddress
+
+        client.settimeout(10)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head and len(head) < 16384:
+                chunk = client.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:
+            client.close()
+            return None
+        lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        target = rest.split(" ", 1)[0]
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        if method != "CONNECT":
+            self.refused.append(f"{method} {target}")
+            self._answer(client, "405 Method Not Allowed")
+            client.close()
+            return None
+        authorized = False
+        if self.username is not None:
+            expected = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
+            authorized = headers.get("proxy-authorization", "") == f"Basic {expected}"
+            if not authorized:
+                self.refused.append(target)
+                self._answer(client, "407 Proxy Authentication Required", 'Proxy-Authenticate: Basic realm="test"\r\n')
+                client.close()
+                return None
+        host, _, port = target.rpartition(":")
+        host = host.strip("[]")
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback or not port.isdigit():
+            self.refused.append(target)
+            self._answer(client, "403 Forbidden")
+            client.close()
+            return None
+        try:
+            upstream = socket.create_connection((host, int(port)), timeout=10)
+        except OSError:
+            self.refused.append(target)
+            self._answer(client, "502 Bad Gateway")
+            client.close()
+            return None
+        self.targets.append(target)
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        return upstream

@@ -1,0 +1,138 @@
+"""Hubs reached the way companies expose them: AMQP over WebSockets, an HTTP proxy, a gateway with a private CA.
+
+The local endpoint serves AMQP over WebSockets beside its AMQP listener (``/$servicebus/websocket``,
+subprotocol ``AMQPWSB10``); :class:`~airflow_provider_eh.testing.proxy.HttpConnectProxy` is a real
+HTTP proxy (``CONNECT`` tunnels, Basic authentication) that records where it tunnelled to. The
+clients are the real SDK's, built from the connection's network fields by the package's one client
+factory (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`): the publishing engine
+with idempotent-producer links, read-back, the sync and async hooks. What went over WebSockets is
+counted by the endpoint, what went through the proxy by the proxy, and every event is read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.storage.blob import ContainerClient
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.network import NetworkOptions
+from airflow_provider_eh.client.readback import read_hub
+from airflow_provider_eh.emulator import EmulatorProcess
+from airflow_provider_eh.errors import ConnectionUnreachableError
+from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
+from airflow_provider_eh.testing.proxy import HttpConnectProxy
+from airflow_provider_eh.testing.tls import make_certificates
+from tests.conftest import connection_env, unique_name
+
+
+def _websocket_connections(event_hubs: Any) -> int:
+    return int(event_hubs.admin.stats()["websocket_connections_total"])
+
+
+def _raw_upgrade(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        if answer.startswith(b"HTTP/1.1 101"):
+            sock.sendall(bytes((0x81, 0x80 | 2)) + b"\x00\x00\x00\x00" + b"hi")  # a masked text frame
+            sock.settimeout(10)
+            closing = sock.recv(4096)
+            answer += b"|" + closing
+        else:
+            answer += sock.recv(4096)
+    return answer
+
+
+def test_the_endpoint_answers_what_is_no_amqp_websocket_with_its_fault(event_hubs: Any) -> None:
+    port = event_hubs.websocket_port
+    head = ("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Protocol: {protocol}\r\n\r\n")
+    wrong_path = _raw_upgrade(port, head.format(path="/ws", protocol="AMQPWSB10").encode())
+    assert wrong_path.startswith(b"HTTP/1.1 404") and b"AMQP over WebSockets is at /$servicebus/websocket" in wrong_path
+    no_amqp = _raw_upgrade(port, head.format(path="/$servicebus/websocket", protocol="mqtt").encode())
+    assert no_amqp.startswith(b"HTTP/1.1 400") and b"AMQPWSB10" in no_amqp
+    text = _raw_upgrade(port, head.format(path="/$servicebus/websocket", protocol="AMQPWSB10").encode())
+    assert text.startswith(b"HTTP/1.1 101")
+    closing = text.split(b"|", 1)[1]
+    assert closing[0] == 0x88 and int.from_bytes(closing[2:4], "big") == 1003  # close: unsupported data
+
+
+def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_once(
+        event_hubs: Any, azurite: Any, hub: str, container: str) -> None:
+    """Fenced sends, read-back and management calls all go through the proxy; a retry sends nothing."""
+    before = _websocket_connections(event_hubs)
+    with HttpConnectProxy("svc", "pr0xy-pass") as proxy:
+        network = NetworkOptions.from_fields({
+            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
+            "proxy_password": "pr0xy-pass", "custom_endpoint_address": event_hubs.websocket_address,
+        })
+        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
+        store = BlobProducerStateStore(ContainerClient.from_connection_string(azurite.connection_string, container))
+        publisher = IdempotentPublisher(endpoint, store, producer_group="behind-proxy")
+        events = [{"body": json.dumps({"id": i}), "partition_id": str(i % 4)} for i in range(2000)]
+        results = publisher.publish(events, batch_id="day-1")
+        assert {r.fencing for r in results.values()} == {"hub"}  # idempotent-producer links over WebSockets
+        again = publisher.publish(events, batch_id="day-1")
+        assert sum(r.resent for r in again.values()) == 0 and {r.status for r in again.values()} == {"already_committed"}
+        read = read_hub(endpoint)
+        assert proxy.targets and set(proxy.targets) == {f"127.0.0.1:{event_hubs.websocket_port}"}
+        assert proxy.refused == []
+    assert _websocket_connections(event_hubs) - before >= len(proxy.targets)
+    ids = Counter(json.loads(e.body)["id"] for e in read)
+    assert len(ids) == 2000 and set(ids.values()) == {1}
+
+
+def test_a_proxy_that_refuses_the_credentials_fails_the_connection_test_naming_it(
+        event_hubs: Any, hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with HttpConnectProxy("svc", "right") as proxy:
+        name, value = connection_env("eh_proxied", "azure_event_hubs", extra={
+            "connection_string": event_hubs.connection_string(hub), "proxy_host": "127.0.0.1",
+            "proxy_port": proxy.port, "proxy_username": "svc", "proxy_password": "wrong",
+            "custom_endpoint_address": event_hubs.websocket_address,
+        })
+        monkeypatch.setenv(name, value)
+        ok, message = EventHubsHook("eh_proxied").test_connection()
+        assert not ok and "407" in message and "wrong" not in message
+        assert proxy.targets == [] and proxy.refused
+
+
+def test_a_gateway_with_a_private_ca_is_reached_with_the_connections_ca_bundle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wss://`` at a custom endpoint address, as a Private Link or application gateway serves it; sync and async hooks."""
+    certs = make_certificates(tmp_path / "certs")
+    with EmulatorProcess(tmp_path / "gateway", tls=(certs.cert, certs.key)) as gateway:
+        hub = unique_name("tls")
+        gateway.admin.create_hub(hub, partitions=2)
+        # a namespace's connection string: TLS on (no UseDevelopmentEmulator), reached at the gateway's address
+        conn_str = gateway.connection_string(hub).replace(";UseDevelopmentEmulator=true", "")
+        fields = {"connection_string": conn_str, "transport": "websocket",
+                  "custom_endpoint_address": gateway.websocket_address}
+        monkeypatch.setenv(*connection_env("eh_untrusted", "azure_event_hubs", extra=fields))
+        monkeypatch.setenv(*connection_env("eh_gateway", "azure_event_hubs", extra={**fields, "ca_bundle": str(certs.ca)}))
+
+        ok, message = EventHubsHook("eh_untrusted").test_connection()
+        assert not ok and "CERTIFICATE_VERIFY_FAILED" in message
+
+        ok, message = EventHubsHook("eh_gateway").test_connection()
+        assert ok, message
+        assert EventHubsHook("eh_gateway").get_partition_ids() == ["0", "1"]
+        assert asyncio.run(EventHubsAsyncHook("eh_gateway").get_partition_ids()) == ["0", "1"]
+        assert gateway.admin.stats()["websocket_connections_total"] >= 3
+        assert gateway.admin.stats()["connections_total"] == gateway.admin.stats()["websocket_connections_total"]
+
+        with pytest.raises(ConnectionUnreachableError):
+            EventHubsHook("eh_untrusted").get_partition_ids()
