@@ -37,6 +37,12 @@ def _websocket_connections(event_hubs: Any) -> int:
     return int(event_hubs.admin.stats()["websocket_connections_total"])
 
 
+def _tcp_connections(event_hubs: Any) -> int:
+    """AMQP connections the endpoint accepted on its TCP listener (no WebSocket) since it started."""
+    stats = event_hubs.admin.stats()
+    return int(stats["connections_total"]) - int(stats["websocket_connections_total"])
+
+
 def _raw_upgrade(port: int, request: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
@@ -74,7 +80,7 @@ def test_the_endpoint_answers_what_is_no_amqp_websocket_with_its_fault(event_hub
 def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_once(
         event_hubs: Any, azurite: Any, hub: str, container: str) -> None:
     """Fenced sends, read-back and management calls all go through the proxy; a retry sends nothing."""
-    before = _websocket_connections(event_hubs)
+    before, tcp_before = _websocket_connections(event_hubs), _tcp_connections(event_hubs)
     with HttpConnectProxy("svc", "pr0xy-pass") as proxy:
         network = NetworkOptions.from_fields({
             "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
@@ -92,6 +98,7 @@ def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_o
         assert proxy.targets and set(proxy.targets) == {f"127.0.0.1:{event_hubs.websocket_port}"}
         assert proxy.refused == []
     assert _websocket_connections(event_hubs) - before >= len(proxy.targets)
+    assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
     ids = Counter(json.loads(e.body)["id"] for e in read)
     assert len(ids) == 2000 and set(ids.values()) == {1}
 
@@ -136,3 +143,32 @@ def test_a_gateway_with_a_private_ca_is_reached_with_the_connections_ca_bundle(
 
         with pytest.raises(ConnectionUnreachableError):
             EventHubsHook("eh_untrusted").get_partition_ids()
+
+
+def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_sent(
+        spark: Any, event_hubs: Any, azurite: Any, hub: str, container: str, tmp_path: Path) -> None:
+    """The executors build their clients from the pickled endpoint: the proxy (and its password) go with it."""
+    from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
+    from airflow_provider_eh.spark.mapping import RowMapping
+
+    path = str(tmp_path / "orders")
+    spark.range(3000).selectExpr("id", "concat('customer-', cast(id % 101 as string)) as customer") \
+        .repartition(3).write.parquet(path)
+    tcp_before = _tcp_connections(event_hubs)
+    with HttpConnectProxy("svc", "spark-pr0xy") as proxy:
+        network = NetworkOptions.from_fields({
+            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
+            "proxy_password": "spark-pr0xy", "custom_endpoint_address": event_hubs.websocket_address,
+        })
+        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
+        store = BlobProducerStateStore(ContainerClient.from_connection_string(azurite.connection_string, container))
+        publisher = IdempotentPublisher(endpoint, store, producer_group="spark-behind-proxy")
+        job = SparkPublishJob(spark, publisher, RowMapping(key_column="customer", order_by=["id"]))
+        results = job.publish(SparkSource(path=path), "spark-day-1")
+        assert sum(r.events for r in results.values()) == 3000
+        assert {r.fencing for r in results.values() if r.events} == {"hub"}
+        read = read_hub(endpoint)
+        assert _tcp_connections(event_hubs) == tcp_before  # driver and executors alike went through the proxy
+        assert set(proxy.targets) == {f"127.0.0.1:{event_hubs.websocket_port}"} and proxy.refused == []
+    ids = Counter(json.loads(e.body)["id"] for e in read)
+    assert len(ids) == 3000 and set(ids.values()) == {1}
