@@ -112,10 +112,17 @@ class _EventHubsConnection:
         return endpoint
 
     def _unreachable(self, endpoint: EventHubsEndpoint, exc: BaseException) -> ConnectionUnreachableError:
+        network = endpoint.network
+        path = "" if network.is_default else f" ({network.describe()})"
+        check = "the namespace, the hub name and the credentials"
+        if network.proxy_host:
+            check += f", and the HTTP proxy {network.proxy_host}:{network.proxy_port} and its user and password"
+        elif not network.is_default:
+            check += ", and the connection's network fields"
         return ConnectionUnreachableError(
             self.event_hubs_conn_id,
-            f"cannot read Event Hub {endpoint.eventhub_name!r} on {endpoint.fully_qualified_namespace}: "
-            f"{type(exc).__name__}: {exc}. Check the namespace, the hub name and the credentials.",
+            f"cannot read Event Hub {endpoint.eventhub_name!r} on {endpoint.fully_qualified_namespace}{path}: "
+            f"{type(exc).__name__}: {exc}. Check {check}.",
         )
 
     @classmethod

@@ -12,6 +12,9 @@ service directly:
 
 Threads only (an accept loop and two pumps per connection); :meth:`FaultProxy.close` stops them all.
 
+:class:`HttpProxy` is another kind: a real HTTP proxy (``CONNECT`` tunnels, Basic authentication)
+for clients configured with a proxy, as behind a company's.
+
     with FaultProxy("127.0.0.1", azurite_port) as proxy:
         blob = connection_string.replace(f":{azurite_port}/", f":{proxy.port}/")
         ...
@@ -20,9 +23,15 @@ Threads only (an accept loop and two pumps per connection); :meth:`FaultProxy.cl
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 _CHUNK = 16384
@@ -94,19 +103,11 @@ class FaultProxy:
                 continue
             except OSError:
                 return
-            self._spawn(self._connect, client)
-
-    def _open_upstream(self, client: socket.socket) -> socket.socket | None:
-        """The connection to forward ``client`` to (``None``: the client was answered and closed)."""
-        try:
-            return socket.create_connection(self.upstream, timeout=10)
-        except OSError:
-            client.close()
-            return None
-
-    def _connect(self, client: socket.socket) -> None:
-        upstream = self._open_upstream(client)
-        if upstream is not None:
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
             with self._lock:
                 self._sockets += [client, upstream]
                 self.connections += 1
@@ -144,79 +145,79 @@ class FaultProxy:
                     pass
 
 
-class HttpConnectProxy(FaultProxy):
-    """An HTTP proxy that tunnels ``CONNECT host:port`` requests (what the SDKs send through ``http_proxy``).
 
-    With ``username`` and ``password`` it asks for them (``407`` with ``Proxy-Authenticate: Basic``
-    until a request carries them). It tunnels only to this machine (loopback targets; ``403`` for any
-    other). ``targets`` lists each tunnel's ``host:port`` and ``authorized`` whether it carried the
-    credentials; :meth:`freeze` and :meth:`throttle` act on the tunnels as on :class:`FaultProxy`'s
-    connections.
+class HttpProxy:
+    """A real HTTP proxy (the ``proxy.py`` package) on a free 127.0.0.1 port, as a child process.
+
+    It tunnels ``CONNECT host:port`` (what the SDKs send through ``http_proxy``), asks for Basic
+    credentials when ``username`` is given (``407`` without them), and writes an access line per
+    connection it carried when the connection ends; :meth:`tunnels` reads them back, so a test can
+    assert that a client went through the proxy and where to, and :meth:`refused` counts the
+    requests turned away for their credentials. Test and development use only: ``proxy.py`` is in
+    the development requirements, not the provider's.
     """
 
-    def __init__(self, username: str | None = None, password: str | None = None):
-        super().__init__("127.0.0.1", 0)
+    _TUNNEL = re.compile(r" - CONNECT (\S+:\d+) - ")  # a refused request is logged as CONNECT None:None
+
+    def __init__(self, directory: Path, username: str | None = None, password: str | None = None):
+        self.directory = Path(directory)
         self.username, self.password = username, password
-        self.targets: list[str] = []
-        self.refused: list[str] = []
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.log = self.directory / "proxy.log"
 
-    def _answer(self, client: socket.socket, status: str, extra: str = "") -> None:
-        try:
-            client.sendall(f"HTTP/1.1 {status}\r\n{extra}Content-Length: 0\r\n\r\n".encode("latin-1"))
-        except OSError:
-            pass
-
-    def _open_upstream(self, client: socket.socket) -> socket.socket | None:
-        import base64
-        import ipaddress
-
-        client.settimeout(10)
-        head = b""
-        try:
-            while b"\r\n\r\n" not in head and len(head) < 16384:
-                chunk = client.recv(4096)
-                if not chunk:
-                    break
-                head += chunk
-        except OSError:
-            client.close()
-            return None
-        lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        target = rest.split(" ", 1)[0]
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        if method != "CONNECT":
-            self.refused.append(f"{method} {target}")
-            self._answer(client, "405 Method Not Allowed")
-            client.close()
-            return None
-        authorized = False
+    def start(self, timeout: float = 30) -> HttpProxy:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        port_file = self.directory / "proxy.port"
+        port_file.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
+               "--num-workers", "1", "--num-acceptors", "1", "--log-level", "INFO", "--log-file", str(self.log)]
         if self.username is not None:
-            expected = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
-            authorized = headers.get("proxy-authorization", "") == f"Basic {expected}"
-            if not authorized:
-                self.refused.append(target)
-                self._answer(client, "407 Proxy Authentication Required", 'Proxy-Authenticate: Basic realm="test"\r\n')
-                client.close()
-                return None
-        host, _, port = target.rpartition(":")
-        host = host.strip("[]")
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback or not port.isdigit():
-            self.refused.append(target)
-            self._answer(client, "403 Forbidden")
-            client.close()
-            return None
-        try:
-            upstream = socket.create_connection((host, int(port)), timeout=10)
-        except OSError:
-            self.refused.append(target)
-            self._answer(client, "502 Bad Gateway")
-            client.close()
-            return None
-        self.targets.append(target)
-        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        return upstream
+            cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=self.directory,
+                                      start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"proxy.py exited with code {self._proc.returncode}: {self._tail()}")
+            text = port_file.read_text().strip() if port_file.exists() else ""
+            if text.isdigit():
+                self.port = int(text)
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return self
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"proxy.py did not listen within {timeout} s: {self._tail()}")
+
+    def _tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else "(no log)"
+
+    def _lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+
+    def tunnels(self, settle: float = 2.0) -> list[str]:
+        """``host:port`` of every CONNECT tunnel carried and ended so far (waits ``settle`` s for the last lines)."""
+        time.sleep(settle)
+        return [m.group(1) for line in self._lines() if (m := self._TUNNEL.search(line))]
+
+    def refused(self) -> int:
+        """Requests refused for missing or wrong credentials."""
+        return sum("ProxyAuthenticationFailed" in line for line in self._lines())
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+
+    def __enter__(self) -> HttpProxy:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

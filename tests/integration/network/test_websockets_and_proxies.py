@@ -1,8 +1,9 @@
 """Hubs reached the way companies expose them: AMQP over WebSockets, an HTTP proxy, a gateway with a private CA.
 
 The local endpoint serves AMQP over WebSockets beside its AMQP listener (``/$servicebus/websocket``,
-subprotocol ``AMQPWSB10``); :class:`~airflow_provider_eh.testing.proxy.HttpConnectProxy` is a real
-HTTP proxy (``CONNECT`` tunnels, Basic authentication) that records where it tunnelled to. The
+subprotocol ``AMQPWSB10``); :class:`~airflow_provider_eh.testing.proxy.HttpProxy` runs a real HTTP
+proxy, the ``proxy.py`` package (``CONNECT`` tunnels, Basic authentication), whose access log says
+where it tunnelled to. The
 clients are the real SDK's, built from the connection's network fields by the package's one client
 factory (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`): the publishing engine
 with idempotent-producer links, read-back, the sync and async hooks. What went over WebSockets is
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from airflow_provider_eh.emulator import EmulatorProcess
 from airflow_provider_eh.errors import ConnectionUnreachableError
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
-from airflow_provider_eh.testing.proxy import HttpConnectProxy
+from airflow_provider_eh.testing.proxy import HttpProxy
 from airflow_provider_eh.testing.tls import make_certificates
 from tests.conftest import connection_env, unique_name
 
@@ -78,10 +80,10 @@ def test_the_endpoint_answers_what_is_no_amqp_websocket_with_its_fault(event_hub
 
 
 def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_once(
-        event_hubs: Any, azurite: Any, hub: str, container: str) -> None:
+        event_hubs: Any, azurite: Any, hub: str, container: str, tmp_path: Path) -> None:
     """Fenced sends, read-back and management calls all go through the proxy; a retry sends nothing."""
     before, tcp_before = _websocket_connections(event_hubs), _tcp_connections(event_hubs)
-    with HttpConnectProxy("svc", "pr0xy-pass") as proxy:
+    with HttpProxy(tmp_path / "proxy", "svc", "pr0xy-pass") as proxy:
         network = NetworkOptions.from_fields({
             "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
             "proxy_password": "pr0xy-pass", "custom_endpoint_address": event_hubs.websocket_address,
@@ -95,26 +97,30 @@ def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_o
         again = publisher.publish(events, batch_id="day-1")
         assert sum(r.resent for r in again.values()) == 0 and {r.status for r in again.values()} == {"already_committed"}
         read = read_hub(endpoint)
-        assert proxy.targets and set(proxy.targets) == {f"127.0.0.1:{event_hubs.websocket_port}"}
-        assert proxy.refused == []
-    assert _websocket_connections(event_hubs) - before >= len(proxy.targets)
+        tunnels = proxy.tunnels()
+        assert tunnels and set(tunnels) == {f"127.0.0.1:{event_hubs.websocket_port}"}
+        assert proxy.refused() == 0
+    assert _websocket_connections(event_hubs) - before == len(tunnels)  # every client's connection, one tunnel each
     assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
     ids = Counter(json.loads(e.body)["id"] for e in read)
     assert len(ids) == 2000 and set(ids.values()) == {1}
 
 
 def test_a_proxy_that_refuses_the_credentials_fails_the_connection_test_naming_it(
-        event_hubs: Any, hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with HttpConnectProxy("svc", "right") as proxy:
+        event_hubs: Any, hub: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with HttpProxy(tmp_path / "proxy", "svc", "right") as proxy:
         name, value = connection_env("eh_proxied", "azure_event_hubs", extra={
             "connection_string": event_hubs.connection_string(hub), "proxy_host": "127.0.0.1",
             "proxy_port": proxy.port, "proxy_username": "svc", "proxy_password": "wrong",
             "custom_endpoint_address": event_hubs.websocket_address,
         })
         monkeypatch.setenv(name, value)
+        started = time.monotonic()
         ok, message = EventHubsHook("eh_proxied").test_connection()
-        assert not ok and "407" in message and "wrong" not in message
-        assert proxy.targets == [] and proxy.refused
+        assert time.monotonic() - started < 30, "a refused proxy must fail fast, not time out"
+        assert not ok and "407" in message and f"HTTP proxy 127.0.0.1:{proxy.port}" in message, message
+        assert "wrong" not in message
+        assert proxy.tunnels(settle=0) == [] and proxy.refused() >= 1
 
 
 def test_a_gateway_with_a_private_ca_is_reached_with_the_connections_ca_bundle(
@@ -155,7 +161,7 @@ def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_se
     spark.range(3000).selectExpr("id", "concat('customer-', cast(id % 101 as string)) as customer") \
         .repartition(3).write.parquet(path)
     tcp_before = _tcp_connections(event_hubs)
-    with HttpConnectProxy("svc", "spark-pr0xy") as proxy:
+    with HttpProxy(tmp_path / "proxy", "svc", "spark-pr0xy") as proxy:
         network = NetworkOptions.from_fields({
             "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
             "proxy_password": "spark-pr0xy", "custom_endpoint_address": event_hubs.websocket_address,
@@ -169,6 +175,6 @@ def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_se
         assert {r.fencing for r in results.values() if r.events} == {"hub"}
         read = read_hub(endpoint)
         assert _tcp_connections(event_hubs) == tcp_before  # driver and executors alike went through the proxy
-        assert set(proxy.targets) == {f"127.0.0.1:{event_hubs.websocket_port}"} and proxy.refused == []
+        assert set(proxy.tunnels()) == {f"127.0.0.1:{event_hubs.websocket_port}"} and proxy.refused() == 0
     ids = Counter(json.loads(e.body)["id"] for e in read)
     assert len(ids) == 3000 and set(ids.values()) == {1}
