@@ -14,7 +14,7 @@ from typing import Any
 from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.endpoints import Source, Target
 
-from . import frames, idempotence
+from . import events, frames, idempotence
 from .broker import MAX_MESSAGE_SIZE
 from .codec import CodecError, text
 from .consumers import start_position
@@ -46,7 +46,8 @@ def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
     echo_source = Source(address=text(source[0]) if isinstance(source, list) and source else None)
     echo_target = Target(address=text(target[0]) if isinstance(target, list) and target else None)
     try:
-        link = _make_link(conn, session, name, handle, client_receives, address or "", path, source, properties)
+        link = _make_link(conn, session, name, handle, client_receives, address or "", path, source, properties,
+                          fields[12])
         if isinstance(link, IngressLink):
             _producer_attach(conn, link, fields[12], properties)
     except Refused as refused:
@@ -62,6 +63,8 @@ def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
     offered = None
     if isinstance(link, DeliveryLink) and link.epoch is not None:
         props = {b"com.microsoft:epoch": link.epoch}
+    if isinstance(link, DeliveryLink) and link.runtime_metrics:
+        offered = [events.RUNTIME_METRIC]
     if isinstance(link, IngressLink) and link.producer_group is not None:
         props = idempotence.attach_properties(link.producer_attach)  # type: ignore[arg-type]
         offered = [idempotence.CAPABILITY]
@@ -81,8 +84,13 @@ def _send_attach(conn: Conn, session: Session, name: Any, handle: int, client_re
         session.channel))
 
 
+def _desires(desired_capabilities: Any, capability: bytes) -> bool:
+    caps = desired_capabilities if isinstance(desired_capabilities, list) else [desired_capabilities]
+    return any(isinstance(c, (bytes, bytearray, memoryview)) and bytes(c) == capability for c in caps)
+
+
 def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_receives: bool, address: str,
-               path: list[str], source: Any, properties: dict[Any, Any]) -> Link:
+               path: list[str], source: Any, properties: dict[Any, Any], desired_capabilities: Any = None) -> Link:
     if path and path[0] in ("$cbs", "$management"):
         node = path[0]
         if client_receives:
@@ -106,7 +114,8 @@ def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_rece
             epoch = value
     start = parse_start(source if isinstance(source, list) else None, where.log)
     link = DeliveryLink(session, name, handle, address, hub=hub, group=where.group,
-                        partition_id=where.partition_id, log=where.log, start_seq=start, epoch=epoch)
+                        partition_id=where.partition_id, log=where.log, start_seq=start, epoch=epoch,
+                        runtime_metrics=_desires(desired_capabilities, events.RUNTIME_METRIC))
     try:
         broker.receivers.register(link)
     except Refused:

@@ -79,6 +79,32 @@ class ParsedEvent:
         return self.head + annotations + self.tail
 
 
+RUNTIME_METRIC = b"com.microsoft:enable-receiver-runtime-metric"
+_SYM_LAST_SEQUENCE = _sym(b"last_enqueued_sequence_number") + b"\x81"
+_SYM_LAST_OFFSET = _sym(b"last_enqueued_offset")
+_SYM_LAST_TIME = _sym(b"last_enqueued_time_utc") + b"\x83"
+_SYM_RETRIEVAL_TIME = _sym(b"runtime_info_retrieval_time_utc") + b"\x83"
+
+
+def runtime_metrics(last_sequence: int, last_offset: int, last_enqueued_ms: int, retrieved_ms: int) -> bytes:
+    """The delivery-annotations section Event Hubs adds to each delivery for a receiver that asked for it.
+
+    The partition's last enqueued sequence number, offset and time, and when they were read: what the
+    SDKs show as ``last_enqueued_event_properties`` (Python) / ``lastEnqueuedEventProperties`` (JavaScript).
+    """
+    body = (_SYM_LAST_SEQUENCE + _Q.pack(last_sequence) + _SYM_LAST_OFFSET + _str(str(last_offset).encode())
+            + _SYM_LAST_TIME + _Q.pack(last_enqueued_ms) + _SYM_RETRIEVAL_TIME + _Q.pack(retrieved_ms))
+    return b"\x00\x53\x71\xd1" + _U32.pack(len(body) + 4) + _U32.pack(8) + body
+
+
+def with_delivery_annotations(stored: bytes, section: bytes) -> bytes:
+    """A stored event with a delivery-annotations ``section`` in its place: after the header, if any."""
+    if stored[:3] == b"\x00\x53\x70":
+        at = skip_value(stored, 3)
+        return stored[:at] + section + stored[at:]
+    return section + stored
+
+
 def _partition_key_value(raw: bytes | memoryview) -> bytes | None:
     value = decode_value(raw)
     if value is None:

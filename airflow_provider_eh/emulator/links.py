@@ -9,11 +9,12 @@ Naming is from the client's point of view: an *ingress* link is a client sender 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol
 
 from azure.eventhub._pyamqp import performatives as perf
 
-from . import frames, messages
+from . import events, frames, messages
 from .broker import MAX_MESSAGE_SIZE, Broker
 from .codec import CodecError, long, text
 from .idempotence import Attached, ProducerGroup
@@ -232,8 +233,10 @@ class DeliveryLink(Link):
     kind = "delivery"
 
     def __init__(self, *args: Any, hub: Hub, group: str, partition_id: str, log: PartitionLog,
-                 start_seq: int, epoch: int | None, **kwargs: Any):
+                 start_seq: int, epoch: int | None, runtime_metrics: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # the receiver asked for the partition's last enqueued event with every delivery (``events.runtime_metrics``)
+        self.runtime_metrics = runtime_metrics
         self.hub = hub
         self.group = group
         self.partition_id = partition_id
@@ -274,10 +277,15 @@ class DeliveryLink(Link):
         out: list[bytes] = []
         transfer = frames.transfer_frames
         budget = 4 * 1024 * 1024
+        metrics = None
+        if self.runtime_metrics:  # as of this pass: the partition's end now, and now
+            metrics = events.runtime_metrics(log.last_seq, log.last_offset(), log.last_time(), int(time.time() * 1000))
         while self.credit > 0 and budget > 0:
             payloads = log.read(self.next_seq, min(self.credit, 512))
             if not payloads:
                 break
+            if metrics is not None:
+                payloads = [events.with_delivery_annotations(p, metrics) for p in payloads]
             delivery_id = session.next_delivery_id
             for payload in payloads:
                 chunks = transfer(channel, handle, delivery_id, payload, max_frame)

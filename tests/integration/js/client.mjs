@@ -99,17 +99,24 @@ function subscribeUntil(client, partitionId, options, count, waitMs) {
   return new Promise((resolve) => {
     const events = [];
     const errors = [];
+    let lastEnqueued = null; // the partition's last enqueued event, when the receiver tracks it
     let subscription;
     const done = () => {
       clearTimeout(timer);
-      subscription.close().then(() => resolve({ events, errors }));
+      subscription.close().then(() => resolve({ events, errors, lastEnqueued }));
     };
     const timer = setTimeout(done, waitMs);
     subscription = client.subscribe(
       partitionId,
       {
-        processEvents: async (batch) => {
+        processEvents: async (batch, context) => {
           for (const e of batch) events.push({ body: text(e), sequenceNumber: e.sequenceNumber, offset: String(e.offset) });
+          const last = context.lastEnqueuedEventProperties;
+          if (batch.length && last && last.sequenceNumber !== undefined) {
+            lastEnqueued = { sequenceNumber: last.sequenceNumber, offset: String(last.offset),
+              enqueuedOn: last.enqueuedOn ? last.enqueuedOn.toISOString() : null,
+              retrievedOn: last.retrievedOn ? last.retrievedOn.toISOString() : null };
+          }
           if (events.length >= count) done();
         },
         processError: async (err) => {
@@ -122,12 +129,13 @@ function subscribeUntil(client, partitionId, options, count, waitMs) {
 }
 
 async function receive(step) {
-  // step.reads: [{partitionId, start, count, waitMs}] with start "earliest" | "latest" | {...}
+  // step.reads: [{partitionId, start, count, waitMs, trackLastEnqueued}] with start "earliest" | "latest" | {...}
   const client = new EventHubConsumerClient(step.consumerGroup ?? "$Default", request.connectionString);
   try {
     const reads = [];
     for (const read of step.reads) {
-      const pending = subscribeUntil(client, read.partitionId, { startPosition: position(read.start) },
+      const pending = subscribeUntil(client, read.partitionId,
+        { startPosition: position(read.start), trackLastEnqueuedEventProperties: Boolean(read.trackLastEnqueued) },
         read.count, read.waitMs ?? 5000);
       if (read.sendWhileSubscribed) {
         // events published after the subscription opened (what a "latest" start must deliver)
@@ -136,7 +144,7 @@ async function receive(step) {
       }
       const got = await pending;
       reads.push({ bodies: got.events.map((e) => e.body), sequenceNumbers: got.events.map((e) => e.sequenceNumber),
-        errors: got.errors });
+        errors: got.errors, lastEnqueued: got.lastEnqueued });
     }
     return { reads };
   } finally {
