@@ -130,9 +130,9 @@ class EventHubsEndpoint:
             **kwargs,
         }
 
-    def client_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def client_kwargs(self, kwargs: dict[str, Any], aio: bool = False) -> dict[str, Any]:
         """The network path's SDK arguments (:class:`NetworkOptions`) under the caller's ``kwargs``."""
-        return {**self.network.client_kwargs(), **kwargs}
+        return {**self.network.client_kwargs(aio=aio), **kwargs}
 
     def producer(self, **kwargs: Any) -> EventHubProducerClient:
         """A sync producer client; the caller closes it (use it as a context manager)."""
@@ -159,7 +159,7 @@ class EventHubsEndpoint:
     def async_producer(self, **kwargs: Any) -> AsyncProducerClient:
         from azure.eventhub.aio import EventHubProducerClient
 
-        kwargs = self.client_kwargs(kwargs)
+        kwargs = self.client_kwargs(kwargs, aio=True)
         if self.connection_string:
             return EventHubProducerClient.from_connection_string(
                 self.connection_string, eventhub_name=self.eventhub_name, **kwargs
@@ -169,7 +169,7 @@ class EventHubsEndpoint:
     def async_consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> AsyncConsumerClient:
         from azure.eventhub.aio import EventHubConsumerClient
 
-        kwargs = self.client_kwargs(kwargs)
+        kwargs = self.client_kwargs(kwargs, aio=True)
         if self.connection_string:
             return EventHubConsumerClient.from_connection_string(
                 self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs

@@ -8,9 +8,12 @@ place, :meth:`NetworkOptions.client_kwargs`, which every client the package open
 (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`). Plain data, no Airflow import: it
 travels to Spark executors with the endpoint. The proxy password stays out of ``repr``.
 
-Two facts of the SDK shape it: a proxy always means AMQP over WebSockets (the SDK tunnels the
-WebSocket through ``CONNECT``), and the SDK is told so explicitly, since with a proxy and a custom
-endpoint address but no transport it opens its management link at the namespace's name on port 80.
+Three facts of the SDK shape it: a proxy always means AMQP over WebSockets (the SDK tunnels the
+WebSocket through ``CONNECT``); the SDK is told so explicitly, since with a proxy and a custom
+endpoint address but no transport it opens its management link at the namespace's name on port 80;
+and its async clients need the proxy host with a scheme (see :meth:`NetworkOptions.client_kwargs`).
+Through a proxy, the async clients (aiohttp) tunnel only ``wss://``: a plaintext ``ws://`` endpoint
+behind a proxy is reachable by the sync clients alone, which is no restriction for a namespace (TLS).
 """
 
 from __future__ import annotations
@@ -129,15 +132,20 @@ class NetworkOptions:
             parts.append(f"trusting the CAs in {self.ca_bundle}")
         return ", ".join(parts)
 
-    def client_kwargs(self) -> dict[str, Any]:
-        """The SDK clients' keyword arguments for this path (sync and async clients take the same)."""
+    def client_kwargs(self, aio: bool = False) -> dict[str, Any]:
+        """The SDK clients' keyword arguments for this path; ``aio`` for the ``azure.eventhub.aio`` clients.
+
+        The async clients' WebSocket transport hands the proxy to aiohttp as ``host:port``, which aiohttp
+        refuses without a scheme: for them the host is given as ``http://host``.
+        """
         from azure.eventhub import TransportType
 
         kwargs: dict[str, Any] = {}
         if self.transport == "websocket":
             kwargs["transport_type"] = TransportType.AmqpOverWebsocket
         if self.proxy_host:
-            proxy: dict[str, Any] = {"proxy_hostname": self.proxy_host, "proxy_port": self.proxy_port}
+            host = f"http://{self.proxy_host}" if aio and "://" not in self.proxy_host else self.proxy_host
+            proxy: dict[str, Any] = {"proxy_hostname": host, "proxy_port": self.proxy_port}
             if self.proxy_username:
                 proxy.update(username=self.proxy_username, password=self.proxy_password or "")
             kwargs["http_proxy"] = proxy

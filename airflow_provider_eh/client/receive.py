@@ -67,6 +67,9 @@ class PartitionsReader:
         (default) reads on one thread where the SDK allows it.
     :param convert: ``convert(partition_id, fields)`` makes each event of a batch; ``None``: batches
         are the SDK's ``EventData``.
+    :param track_last_enqueued: ask the hub for each partition's last enqueued event with every
+        delivery (the receiver runtime metric); :attr:`last_enqueued` then holds, per partition, the
+        latest figures received (:class:`LastEnqueued`), with no management call.
     """
 
     def __init__(
@@ -82,10 +85,13 @@ class PartitionsReader:
         owner_level: int | None = None,
         direct: bool | None = None,
         convert: Converter | None = None,
+        track_last_enqueued: bool = False,
     ):
         self.endpoint = endpoint
         self.consumer_group = consumer_group
         self.starts = {str(p): int(after) for p, after in starts.items()}
+        self.track_last_enqueued = track_last_enqueued
+        self.last_enqueued: dict[str, LastEnqueued] = {}  # written by the receiving thread, read by the caller
         if isinstance(max_batch_size, Mapping):
             self.max_batch_size = {str(p): int(n) for p, n in max_batch_size.items()}
         else:
@@ -161,19 +167,34 @@ class PartitionsReader:
             except queue.Full:
                 continue
 
+    def _note_last_enqueued(self, partition_id: str, message: Any) -> None:
+        found = LastEnqueued.of(message)
+        if found is not None:
+            self.last_enqueued[partition_id] = found
+
     def _on_batch(self, partition_id: str) -> Any:
         """The callback for a batch of SDK ``EventData``."""
-        convert = self.convert
-        if convert is None:
-            return lambda events: self._put(partition_id, list(events))
-        return lambda events: self._put(partition_id, [convert(partition_id, fields_of_event_data(e)) for e in events])
+        convert, track = self.convert, self.track_last_enqueued
+
+        def deliver(events: Any) -> None:
+            events = list(events)
+            if track and events:
+                self._note_last_enqueued(partition_id, getattr(events[-1], "_message", None))
+            self._put(partition_id, events if convert is None else [convert(partition_id, fields_of_event_data(e))
+                                                                      for e in events])
+        return deliver
 
     def _on_messages(self, partition_id: str) -> Any:
         """The callback for a batch of decoded AMQP messages (see :func:`_hand_over_messages`)."""
-        convert = self.convert
+        convert, track = self.convert, self.track_last_enqueued
         assert convert is not None
         fields = MessageFields(f"partition {partition_id} of {self.endpoint.eventhub_name!r}")
-        return lambda messages: self._put(partition_id, [convert(partition_id, fields(m)) for m in messages])
+
+        def deliver(messages: Any) -> None:
+            if track and messages:
+                self._note_last_enqueued(partition_id, messages[-1])
+            self._put(partition_id, [convert(partition_id, fields(m)) for m in messages])
+        return deliver
 
     def _run_direct(self, client: Any) -> None:
         consumers: dict[str, Any] = {}
@@ -183,6 +204,7 @@ class PartitionsReader:
                 consumer = client._create_consumer(
                     self.consumer_group, p, _position(after), self._on_batch(p),
                     event_position_inclusive=False, owner_level=self.owner_level, prefetch=self.prefetch,
+                    track_last_enqueued_event_properties=self.track_last_enqueued,
                 )
                 if self.convert is not None and _hand_over_messages(consumer):
                     consumer._on_event_received = self._on_messages(p)
@@ -228,12 +250,45 @@ class PartitionsReader:
                 max_batch_size=self.max_batch_size[partition_id],
                 max_wait_time=self.max_wait_time,
                 prefetch=self.prefetch,
+                track_last_enqueued_event_properties=self.track_last_enqueued,
                 **kwargs,
             )
         except Exception as exc:  # the caller re-raises it
             self._put(partition_id, exc)
         finally:
             self._put(partition_id, STOP)
+
+
+class LastEnqueued:
+    """A partition's last enqueued event as the hub reported it with a delivery (the receiver runtime metric).
+
+    :param sequence_number: the partition's last enqueued sequence number.
+    :param retrieved_ms: when the hub read it (milliseconds since the epoch), ``None`` if not said.
+    """
+
+    __slots__ = ("sequence_number", "retrieved_ms")
+    _SEQUENCE = b"last_enqueued_sequence_number"
+    _RETRIEVED = b"runtime_info_retrieval_time_utc"
+
+    def __init__(self, sequence_number: int, retrieved_ms: int | None):
+        self.sequence_number = sequence_number
+        self.retrieved_ms = retrieved_ms
+
+    @classmethod
+    def of(cls, message: Any) -> LastEnqueued | None:
+        """From a received AMQP message's delivery annotations; ``None`` where the hub sent none."""
+        annotations = getattr(message, "delivery_annotations", None)
+        if not annotations:
+            return None
+        sequence = annotations.get(cls._SEQUENCE)
+        if not isinstance(sequence, int):
+            return None
+        retrieved = annotations.get(cls._RETRIEVED)
+        return cls(sequence, int(retrieved) if isinstance(retrieved, (int, float)) else None)
+
+    def lag(self, after: int) -> int:
+        """Events enqueued after sequence number ``after`` (0 when none)."""
+        return max(0, self.sequence_number - after)
 
 
 class PartitionReader:

@@ -116,10 +116,14 @@ class PartitionReport:
     checkpoint: int
     batches: int = 0
     counts: BatchResult = field(default_factory=BatchResult)
+    # the partition's last enqueued sequence number as the stream last reported it, and the events
+    # enqueued after the checkpoint then (None: no batch, or a hub that sends no runtime metrics)
+    last_enqueued: int | None = None
+    lag: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "start": self.start, "checkpoint": self.checkpoint, "batches": self.batches,
-                **self.counts.to_dict()}
+                **self.counts.to_dict(), "last_enqueued": self.last_enqueued, "lag": self.lag}
 
 
 class IngestRun:
@@ -175,6 +179,7 @@ class IngestRun:
                 f"{self.limits.instances} instances need a blob container for ownership claims; pass one, or run one instance"
             )
         self.reports: dict[str, PartitionReport] = {}
+        self._last_enqueued: Mapping[str, Any] = {}  # the reader's: per partition, the stream's last enqueued event
         self._events = 0
         self._batches = 0
         self._mirror_writer: _MirrorWriter | None = None
@@ -365,7 +370,9 @@ class IngestRun:
             max_batch_size={p: max(1, min(chunk, target - start)) for p, (start, target) in ranges.items()},
             max_wait_time=limits.max_wait_time,
             convert=IngestEvent.received,  # events are built on the receiving thread, from the AMQP messages
+            track_last_enqueued=True,  # each partition's lag after its batches, from the stream itself
         ).start()
+        self._last_enqueued = reader.last_enqueued
         readers = set(ranges)  # the partitions still being received
 
         progress = {p: time.monotonic() for p in ranges}
@@ -473,14 +480,19 @@ class IngestRun:
         report.batches += 1
         report.checkpoint = last.sequence_number
         report.counts.add(counts)
+        reported = self._last_enqueued.get(partition_id)
+        if reported is not None:
+            report.last_enqueued = reported.sequence_number
+            report.lag = reported.lag(last.sequence_number)
         if self.checkpoint_store is not None:
             if self._mirror_writer is None:
                 self._mirror_writer = _MirrorWriter(self, self.limits.checkpoint_interval)
             self._mirror_writer.submit(partition_id, first, last.sequence_number, last.offset, batch)
         log.info(
-            "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred",
+            "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred%s",
             self.owner_id, partition_id, events[0].sequence_number, last.sequence_number,
             counts.rows, counts.duplicates, counts.dead_letters, counts.deferred,
+            "" if report.lag is None else f"; lag {report.lag} (last enqueued {report.last_enqueued})",
         )
         return last.sequence_number
 

@@ -4,7 +4,8 @@
   scheduler with scheduled runs on (asset-triggered runs need it) starts no other example DAG;
 - :func:`publish_orders`: order events as the example pipeline publishes them (body and properties);
 - :func:`triggerer_pids`: the triggerer processes under a standalone;
-- :func:`start_triggerer`: a triggerer of its own, in a process group of its own.
+- :func:`start_triggerer`: a triggerer of its own, in a process group of its own;
+- :func:`fire_trigger`: what an event trigger yields, its ``run()`` driven in this process.
 """
 
 from __future__ import annotations
@@ -131,3 +132,28 @@ def stop_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def fire_trigger(trigger: Any, events: int, timeout: float = 90) -> list[dict[str, Any]]:
+    """The payloads of the first ``events`` events ``trigger.run()`` yields; then it checkpoints the last and stops.
+
+    Resuming the generator once more after the last wanted event is what writes that batch's checkpoint
+    (as the triggerer does when it stores the event); it is stopped at its next idle window.
+    """
+    import asyncio
+
+    async def take() -> list[dict[str, Any]]:
+        out = []
+        gen = trigger.run()
+        async for event in gen:
+            out.append(event.payload)
+            if len(out) == events:
+                break
+        try:
+            await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_window + 3)
+        except (asyncio.TimeoutError, StopAsyncIteration):
+            pass
+        await gen.aclose()
+        return out
+
+    return asyncio.run(asyncio.wait_for(take(), timeout=timeout))

@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.events import send_json
-
+from airflow_provider_eh.testing.events import fire_trigger, send_json
 from airflow_provider_eh.triggers.event import EventHubEventTrigger, EventTriggerConfigError, read_events
-
-
-def _fire(trigger: EventHubEventTrigger, events: int) -> list[dict[str, Any]]:
-    """Take ``events`` trigger events from ``run()``, then let it checkpoint the last and stop."""
-
-    async def take() -> list[dict[str, Any]]:
-        out = []
-        gen = trigger.run()
-        async for event in gen:
-            out.append(event.payload)
-            if len(out) == events:
-                break
-        # resuming once more is what writes the last batch's checkpoint; stop at the next idle window
-        try:
-            await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_window + 3)
-        except (asyncio.TimeoutError, StopAsyncIteration):
-            pass
-        await gen.aclose()
-        return out
-
-    return asyncio.run(asyncio.wait_for(take(), timeout=90))
 
 
 def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back(
@@ -45,7 +22,7 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
         eventhub_name=connections["hub"], consumer_group="analytics", checkpoint_container=container,
         batch_size=100, batch_window=1.0, include_bodies=True,
     )
-    (payload,) = _fire(trigger, 1)
+    (payload,) = fire_trigger(trigger, 1)
     assert payload["partitions"] == {"0": {"first": 0, "last": 2, "count": 3}, "2": {"first": 0, "last": 0, "count": 1}}
     assert payload["eventhub"] == connections["hub"] and payload["consumer_group"] == "analytics"
     assert sorted(json.loads(b["body"])["n"] for b in payload["bodies"]) == [0, 1, 2, 10]
@@ -60,15 +37,15 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
 
     # a restart resumes after the checkpoints: only the new event fires
     send_json(connections["event_hubs"], "0", [{"n": 3}])
-    (again,) = _fire(EventHubEventTrigger(**trigger.serialize()[1]), 1)
+    (again,) = fire_trigger(EventHubEventTrigger(**trigger.serialize()[1]), 1)
     assert again["partitions"] == {"0": {"first": 3, "last": 3, "count": 1}}
 
 
 def test_unknown_hub_and_partition_are_refused_with_what_to_fix(connections: dict[str, str], container: str) -> None:
     with pytest.raises(EventTriggerConfigError, match="(?s)Event Hub .no-such-hub. on .* cannot be read .*The messaging entity .no-such-hub. could not be found.*check that the hub exists"):
-        _fire(EventHubEventTrigger(eventhub_name="no-such-hub", consumer_group="analytics", checkpoint_container=container), 1)
+        fire_trigger(EventHubEventTrigger(eventhub_name="no-such-hub", consumer_group="analytics", checkpoint_container=container), 1)
     with pytest.raises(EventTriggerConfigError, match=r"has no partition 9 \(it has 0, 1, 2, 3\); fix partition_ids"):
-        _fire(EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="analytics",
+        fire_trigger(EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="analytics",
                                    checkpoint_container=container, partition_ids=["9"]), 1)
 
 
@@ -78,7 +55,7 @@ def test_a_consumer_group_the_hub_does_not_have_is_refused_with_what_to_do(conne
     trigger = EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="no-such-group",
                                    checkpoint_container=container, batch_window=1.0)
     with pytest.raises(EventTriggerConfigError) as caught:
-        _fire(trigger, 1)
+        fire_trigger(trigger, 1)
     message = str(caught.value)
     assert message.startswith(f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group' (partition ")
     assert "could not be found" in message and "create the consumer group on the hub" in message
@@ -95,4 +72,4 @@ def test_a_queue_namespace_the_connection_does_not_reach_is_refused(connections:
         r"queue names namespace 'other-ns\.servicebus\.windows\.net' but connection 'azure_event_hubs_default' "
         r"reaches '127\.0\.0\.1:\d+'; use a connection to that namespace"
     )):
-        _fire(EventHubEventTrigger(**kwargs), 1)
+        fire_trigger(EventHubEventTrigger(**kwargs), 1)

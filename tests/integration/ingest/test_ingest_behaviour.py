@@ -102,3 +102,20 @@ def test_partition_that_stops_delivering_before_its_target_fails_the_run_instead
     with pytest.raises(IngestStalledError, match="Partition '1'.*no event after seq 2"):
         ingest(eh_conn_str, sink_db, stall_timeout=1.5)
     assert [r[2] for r in table_rows(sink_db)] == [0, 1, 2]
+
+
+def test_each_partitions_lag_after_its_batches_comes_from_the_stream_it_read(eh_conn_str, sink_db, caplog):
+    """The receiver runtime metric: no management call, the figure the hub sent with the last delivery."""
+    publish(eh_conn_str, {"0": stamped("0", 120), "1": stamped("1", 30)})
+    caplog.set_level("INFO", logger="airflow_provider_eh.ingest.runner")
+    summary = ingest(eh_conn_str, sink_db, max_events=100)  # stops short of partition 0's end
+    reports = summary["partitions"]
+    stopped_at = {p: r["checkpoint"] for p, r in reports.items()}
+    assert sum(r["rows"] for r in reports.values()) == 100
+    assert reports["0"]["last_enqueued"] == 119 and reports["0"]["lag"] == 119 - stopped_at["0"] > 0
+    if "1" in reports and reports["1"]["batches"]:
+        assert reports["1"]["last_enqueued"] == 29 and reports["1"]["lag"] == 29 - stopped_at["1"]
+    assert f"lag {119 - stopped_at['0']} (last enqueued 119)" in caplog.text
+
+    rest = ingest(eh_conn_str, sink_db)  # to the end: nothing left behind
+    assert all(r["lag"] == 0 for r in rest["partitions"].values() if r["batches"])

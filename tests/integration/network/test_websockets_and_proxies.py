@@ -178,3 +178,37 @@ def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_se
         assert set(proxy.tunnels()) == {f"127.0.0.1:{event_hubs.websocket_port}"} and proxy.refused() == 0
     ids = Counter(json.loads(e.body)["id"] for e in read)
     assert len(ids) == 3000 and set(ids.values()) == {1}
+
+
+def test_the_event_trigger_reads_through_the_proxy_from_a_tls_gateway(
+        connections: dict[str, str], container: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async side (the event trigger, as the triggerer runs it) through a proxy to ``wss://``, as a namespace is reached.
+
+    The async clients tunnel only ``wss://`` through a proxy (aiohttp forwards a plaintext ``ws://``
+    request instead of tunnelling it), so this is the gateway with a private CA behind the proxy.
+    """
+    from airflow_provider_eh.testing.events import fire_trigger, send_json
+    from airflow_provider_eh.triggers.event import EventHubEventTrigger
+
+    certs = make_certificates(tmp_path / "certs")
+    with EmulatorProcess(tmp_path / "gateway", tls=(certs.cert, certs.key)) as gateway, \
+            HttpProxy(tmp_path / "proxy", "svc", "trigger-pr0xy") as proxy:
+        hub = unique_name("trig")
+        gateway.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
+        monkeypatch.setenv(*connection_env(connections["event_hubs"], "azure_event_hubs", extra={
+            "connection_string": gateway.connection_string(hub).replace(";UseDevelopmentEmulator=true", ""),
+            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
+            "proxy_password": "trigger-pr0xy", "custom_endpoint_address": gateway.websocket_address,
+            "ca_bundle": str(certs.ca),
+        }))
+        send_json(connections["event_hubs"], "1", [{"n": i} for i in range(5)])  # the sync side, through the proxy too
+        trigger = EventHubEventTrigger(eventhub_name=hub, consumer_group="analytics", checkpoint_container=container,
+                                       batch_size=100, batch_window=1.0, include_bodies=True)
+        (payload,) = fire_trigger(trigger, 1)
+        assert payload["partitions"] == {"1": {"first": 0, "last": 4, "count": 5}}
+        assert sorted(json.loads(b["body"])["n"] for b in payload["bodies"]) == [0, 1, 2, 3, 4]
+        stats = gateway.admin.stats()
+        assert stats["connections_total"] == stats["websocket_connections_total"]  # no client went another way
+        tunnels = proxy.tunnels()
+        assert set(tunnels) == {f"127.0.0.1:{gateway.websocket_port}"} and proxy.refused() == 0
+        assert len(tunnels) == stats["websocket_connections_total"]  # and every one through the proxy

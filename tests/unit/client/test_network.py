@@ -48,6 +48,13 @@ def test_a_proxy_means_websockets_and_is_passed_with_its_credentials(tmp_path: P
     assert "through HTTP proxy proxy.corp:3128 as svc" in options.describe()
 
 
+def test_the_async_clients_get_the_proxy_host_with_a_scheme() -> None:
+    """Their WebSocket transport hands ``host:port`` to aiohttp, which refuses it without one."""
+    options = NetworkOptions.from_fields({"proxy_host": "proxy.corp", "proxy_port": "3128"})
+    assert options.client_kwargs(aio=True)["http_proxy"]["proxy_hostname"] == "http://proxy.corp"
+    assert options.client_kwargs()["http_proxy"]["proxy_hostname"] == "proxy.corp"
+
+
 def test_a_proxy_given_as_a_url_takes_its_port_from_it() -> None:
     options = NetworkOptions.from_fields({"proxy_host": "http://proxy.corp:8080"})
     assert (options.proxy_host, options.proxy_port) == ("proxy.corp", 8080)
