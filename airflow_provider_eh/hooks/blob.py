@@ -14,6 +14,11 @@ logged order:
 5. ``DefaultAzureCredential`` with the account URL.
 
 Every blob consumer in the package (producer state, checkpoints, ownership) goes through this hook.
+
+The network path takes the ``azure_event_hubs`` connection's field names: ``proxy_host``,
+``proxy_port``, ``proxy_username``, ``proxy_password`` (an HTTP proxy) and ``ca_bundle`` (a PEM file of
+CAs to trust); the Azure provider's ``proxies`` extra (``{"https": "http://user:pass@host:port"}``) is
+read too, and the fields win over it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
@@ -44,6 +50,36 @@ class _BlobConnection:
 
     wasb_conn_id: str
     log: Any
+
+    def _network_kwargs(self, conn: Any) -> dict[str, Any]:
+        """The blob clients' proxy and CA arguments from the connection (see the module docstring)."""
+        extras = conn.extra_dejson or {}
+        fields = {name: extra_field(extras, CONN_TYPE, name)
+                  for name in ("proxy_host", "proxy_port", "proxy_username", "proxy_password", "ca_bundle")}
+        try:
+            network = NetworkOptions.from_fields(fields)
+        except ValueError as exc:
+            raise ConnectionConfigError(self.wasb_conn_id, str(exc)) from None
+        kwargs: dict[str, Any] = {}
+        proxies = extra_field(extras, CONN_TYPE, "proxies")
+        if network.proxy_host:
+            from urllib.parse import quote
+
+            user = ""
+            if network.proxy_username:
+                user = f"{quote(network.proxy_username, safe='')}:{quote(masked(network.proxy_password) or '', safe='')}@"
+            url = f"http://{user}{network.proxy_host}:{network.proxy_port}"
+            kwargs["proxies"] = {"http": url, "https": url}
+        elif proxies:
+            if not isinstance(proxies, dict):
+                raise ConnectionConfigError(self.wasb_conn_id, "field 'proxies' must be an object such as "
+                                                               '{"https": "http://host:port"}')
+            for url in proxies.values():
+                masked(str(url))  # it may carry a password
+            kwargs["proxies"] = dict(proxies)
+        if network.ca_bundle:
+            kwargs["connection_verify"] = network.ca_bundle
+        return kwargs
 
     def _service_kwargs(self, conn: Any, *, aio: bool) -> tuple[str, dict[str, Any]]:
         """``(how, kwargs)`` where ``kwargs`` build a BlobServiceClient; ``how`` names the credential used."""
@@ -128,11 +164,13 @@ class BlobStorageHook(_BlobConnection, BaseHook):
         """The account's BlobServiceClient, built once per hook."""
         from azure.storage.blob import BlobServiceClient
 
-        how, kwargs = self._service_kwargs(self.get_connection(self.wasb_conn_id), aio=False)
-        self.log.info("Blob connection %s: using %s", self.wasb_conn_id, how)
+        conn = self.get_connection(self.wasb_conn_id)
+        how, kwargs = self._service_kwargs(conn, aio=False)
+        network = self._network_kwargs(conn)
+        self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how, " through a proxy" if "proxies" in network else "")
         if "conn_str" in kwargs:
-            return BlobServiceClient.from_connection_string(kwargs["conn_str"])
-        return BlobServiceClient(**kwargs)
+            return BlobServiceClient.from_connection_string(kwargs["conn_str"], **network)
+        return BlobServiceClient(**kwargs, **network)
 
     def get_container_client(self, container: str) -> ContainerClient:
         return self.service_client.get_container_client(container)
@@ -175,12 +213,15 @@ class BlobStorageAsyncHook(_BlobConnection, BaseHook):
         if self._service is None:
             from azure.storage.blob.aio import BlobServiceClient
 
-            how, kwargs = self._service_kwargs(await self.aget_connection(self.wasb_conn_id), aio=True)
-            self.log.info("Blob connection %s: using %s", self.wasb_conn_id, how)
+            conn = await self.aget_connection(self.wasb_conn_id)
+            how, kwargs = self._service_kwargs(conn, aio=True)
+            network = self._network_kwargs(conn)
+            self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how,
+                          " through a proxy" if "proxies" in network else "")
             if "conn_str" in kwargs:
-                self._service = BlobServiceClient.from_connection_string(kwargs["conn_str"])
+                self._service = BlobServiceClient.from_connection_string(kwargs["conn_str"], **network)
             else:
-                self._service = BlobServiceClient(**kwargs)
+                self._service = BlobServiceClient(**kwargs, **network)
         return self._service
 
     async def get_container_client(self, container: str) -> AsyncContainerClient:

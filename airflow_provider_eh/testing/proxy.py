@@ -203,6 +203,16 @@ class HttpProxy:
         time.sleep(settle)
         return [m.group(1) for line in self._lines() if (m := self._TUNNEL.search(line))]
 
+    _REQUEST = re.compile(r" - ([A-Z]+) (\S+:\d+)(/\S*) - ")
+
+    def requests(self, settle: float = 2.0) -> list[tuple[str, str, str]]:
+        """``(method, host:port, path)`` of the first plain HTTP request of each connection forwarded so far.
+
+        ``proxy.py`` writes one access line per connection, when it ends, naming its first request.
+        """
+        time.sleep(settle)
+        return [m.groups() for line in self._lines() if (m := self._REQUEST.search(line)) and m.group(1) != "CONNECT"]
+
     def refused(self) -> int:
         """Requests refused for missing or wrong credentials."""
         return sum("ProxyAuthenticationFailed" in line for line in self._lines())
