@@ -12,9 +12,13 @@ JSON events over the hub's partitions, then, in the same run, ``--rounds`` (5) t
   blob checkpoint on Azurite. Each database and round reads the same events through a consumer group
   of its own, into a table of its own.
 
-Each round's ratio is the plain loop's time over the ingestion's, measured back to back; the last
-line gives the median over the rounds, ``ratio_sqlite=... ratio_postgres=... [ratio_mariadb=...]
-ingest_eps_sqlite=... ingest_eps_postgres=... [ingest_eps_mariadb=...] plain_eps=...``.
+Each round's ratio is the plain loop's time over the ingestion's, measured back to back. Each round
+also runs the plain loop and the SQLite ingestion over WebSockets (the endpoint's WebSocket listener,
+the connection's ``transport=websocket``): ``ratio_sqlite_ws`` compares the two there, and
+``ws_cost_sqlite`` is the ingestion's time over WebSockets over its time over TCP. The last line
+gives the medians over the rounds, ``ratio_sqlite=... ratio_postgres=... [ratio_mariadb=...]
+ingest_eps_sqlite=... ingest_eps_postgres=... [ingest_eps_mariadb=...] plain_eps=... ratio_sqlite_ws=...
+ws_cost_sqlite=...``.
 
 Where the time went when ingestion ran at 0.29 of the plain loop (20,000 events, 4 partitions,
 batches of 500, SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion):
@@ -84,6 +88,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.databases import mariadb_server, postgres_server  # noqa: E402
+from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 
 
 def publish(conn_str: str, partitions: int, events: int) -> None:
@@ -102,8 +107,9 @@ def publish(conn_str: str, partitions: int, events: int) -> None:
             producer.send_batch(batch)
 
 
-def plain_receive(conn_str: str, total: int, batch_size: int) -> float:
-    consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default")
+def plain_receive(conn_str: str, total: int, batch_size: int, network: NetworkOptions | None = None) -> float:
+    consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default",
+                                                             **(network.client_kwargs() if network else {}))
     received = 0
     done = threading.Event()
     lock = threading.Lock()
@@ -131,13 +137,14 @@ def plain_receive(conn_str: str, total: int, batch_size: int) -> float:
     return elapsed
 
 
-def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str, total: int) -> float:
+def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str, total: int,
+           network: NetworkOptions | None = None) -> float:
     """One ingestion run with default limits as consumer group ``group`` into ``conn``'s ``table``; its seconds."""
     cur = conn.cursor()
     cur.execute(f"CREATE TABLE {table} (id VARCHAR(40) NOT NULL, amount INTEGER, note TEXT)")
     conn.commit()
     container = BlobServiceClient.from_connection_string(blob_conn_str).create_container(f"bench-{group}")
-    endpoint = EventHubsEndpoint.from_connection_string(conn_str)
+    endpoint = EventHubsEndpoint.from_connection_string(conn_str, network=network)
     stream = Stream(endpoint.namespace, endpoint.eventhub_name, group)
     store = SqlIngestStore(conn, stream)
     run = IngestRun(
@@ -164,7 +171,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     total = args.events // args.partitions * args.partitions
-    databases = ["sqlite", "postgres", "mariadb"]
+    databases = ["sqlite", "postgres", "mariadb", "sqlite-ws"]
     groups = [f"{db}-{r}" for r in range(args.rounds) for db in databases]
     with tempfile.TemporaryDirectory(prefix="eh-bench-ingest-") as tmp, ExitStack() as stack:
         em = stack.enter_context(EmulatorProcess(
@@ -184,8 +191,11 @@ def main() -> int:
 
             connect["mariadb"] = lambda: pymysql.connect(**mariadb)
         conn_str = em.connection_string("bench")
+        websocket = NetworkOptions.from_fields({"transport": "websocket", "custom_endpoint_address": em.websocket_address})
         publish(conn_str, args.partitions, total)
         plain_s: list[float] = []
+        ws_ratios: list[float] = []
+        ws_costs: list[float] = []
         seconds: dict[str, list[float]] = {db: [] for db in connect}
         ratios: dict[str, list[float]] = {db: [] for db in connect}
         for r in range(args.rounds):
@@ -202,8 +212,18 @@ def main() -> int:
                 took = ingest(conn_str, azurite.connection_string, conn, f"{db}-{r}", f"orders_{r}", total)
                 seconds[db].append(took)
                 ratios[db].append(plain / took)
+            plain_ws = plain_receive(conn_str, total, 500, websocket)
+            path = Path(tmp) / f"sink-ws-{r}.db"
+            with sqlite3.connect(path) as conn:
+                conn.execute("PRAGMA journal_mode = WAL")
+            took_ws = ingest(conn_str, azurite.connection_string, sqlite3.connect(path), f"sqlite-ws-{r}", f"orders_{r}",
+                             total, websocket)
+            ws_ratios.append(plain_ws / took_ws)
+            ws_costs.append(took_ws / seconds["sqlite"][-1])
             print(f"round {r + 1}: plain {total / plain:.0f} events/s; " + ", ".join(
-                f"{db} {total / s[-1]:.0f} events/s (ratio {ratios[db][-1]:.3f})" for db, s in seconds.items()), flush=True)
+                f"{db} {total / s[-1]:.0f} events/s (ratio {ratios[db][-1]:.3f})" for db, s in seconds.items())
+                + f"; over WebSockets: plain {total / plain_ws:.0f}, sqlite {total / took_ws:.0f} events/s "
+                f"(ratio {ws_ratios[-1]:.3f})", flush=True)
     plain_eps = total / statistics.median(plain_s)
     eps = {db: total / statistics.median(s) for db, s in seconds.items()}
     ratio = {db: statistics.median(r) for db, r in ratios.items()}
@@ -215,6 +235,7 @@ def main() -> int:
     print(
         " ".join(f"ratio_{db}={ratio[db]:.3f}" for db in eps) + " "
         + " ".join(f"ingest_eps_{db}={eps[db]:.0f}" for db in eps) + f" plain_eps={plain_eps:.0f}"
+        + f" ratio_sqlite_ws={statistics.median(ws_ratios):.3f} ws_cost_sqlite={statistics.median(ws_costs):.3f}"
     )
     return 0
 

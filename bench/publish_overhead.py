@@ -10,10 +10,14 @@ events of ``--size`` bytes spread over 4 partitions:
   and ``unfenced``: the same with ``hub_fencing=False`` (plain sender links, the claim's deadline alone);
 - ``recovery``: the engine's retry of a batch whose every event landed but whose commit never
   happened (read-back of the whole in-doubt batch, nothing resent) vs. ``read``: a plain read of the
-  same hub's events with the SDK consumer.
+  same hub's events with the SDK consumer;
+- over WebSockets (the endpoint's ``/$servicebus/websocket`` listener, the connection's
+  ``transport=websocket``): ``sdk`` and ``engine`` again, ``ws_ratio`` being the engine's over the
+  plain SDK's, both over WebSockets, and ``ws_cost`` the engine's time over WebSockets over its time
+  over TCP (what the WebSocket framing costs).
 
 The last line is ``ratio=<engine/sdk eps> engine_eps=... sdk_eps=... recovery_ratio=<recovery/read time>
-unfenced_ratio=<unfenced/sdk eps>``.
+unfenced_ratio=<unfenced/sdk eps> ws_ratio=<engine/sdk eps over WebSockets> ws_cost=<engine time ws/tcp>``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.publishing import (  # noqa: E402
     BlobProducerStateStore,
     Fingerprint,
@@ -122,6 +127,9 @@ def main() -> None:
         container = BlobServiceClient.from_connection_string(azurite.connection_string).create_container("publish-state")
         hubs = {name: EventHubsEndpoint.from_connection_string(eh.connection_string(name), name)
                 for name in ("bench-sdk", "bench-engine", "bench-unfenced", "bench-recovery")}
+        websocket = NetworkOptions.from_fields({"transport": "websocket", "custom_endpoint_address": eh.websocket_address})
+        hubs.update({name: EventHubsEndpoint.from_connection_string(eh.connection_string(name), name, network=websocket)
+                     for name in ("bench-ws-sdk", "bench-ws-engine")})
         for name in hubs:
             eh.admin.create_hub(name, partitions=PARTITIONS)
         sdk_s = plain_sdk(hubs["bench-sdk"], events)
@@ -133,14 +141,19 @@ def main() -> None:
         read_s = time.perf_counter() - read_started
         assert len(read) == len(events)
         recovery_s = recovery(hubs["bench-recovery"], container, events, "r" * 64)
+        ws_sdk_s = plain_sdk(hubs["bench-ws-sdk"], events)
+        ws_engine_s = engine(hubs["bench-ws-engine"], container, events, "w" * 64)
+        assert eh.admin.stats()["websocket_connections_total"] > 0
     sdk_eps, engine_eps = len(events) / sdk_s, len(events) / engine_s
     print(f"plain SDK send_batch: {len(events)} events in {sdk_s:.2f}s = {sdk_eps:.0f} events/s")
     print(f"engine publish:       {len(events)} events in {engine_s:.2f}s = {engine_eps:.0f} events/s")
     print(f"engine, hub fencing off: {len(events)} events in {unfenced_s:.2f}s = {len(events) / unfenced_s:.0f} events/s")
     print(f"plain read:           {len(events)} events in {read_s:.2f}s")
     print(f"recovery (read-back): {len(events)} events in {recovery_s:.2f}s")
+    print(f"over WebSockets: plain SDK {ws_sdk_s:.2f}s, engine {ws_engine_s:.2f}s")
     print(f"ratio={engine_eps / sdk_eps:.3f} engine_eps={engine_eps:.0f} sdk_eps={sdk_eps:.0f} "
-          f"recovery_ratio={recovery_s / read_s:.3f} unfenced_ratio={len(events) / unfenced_s / sdk_eps:.3f}")
+          f"recovery_ratio={recovery_s / read_s:.3f} unfenced_ratio={len(events) / unfenced_s / sdk_eps:.3f} "
+          f"ws_ratio={ws_sdk_s / ws_engine_s:.3f} ws_cost={ws_engine_s / engine_s:.3f}")
 
 
 if __name__ == "__main__":

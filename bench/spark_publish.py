@@ -12,9 +12,12 @@ output to a fresh 4-partition hub twice:
   commit.
 
 Rows/s count from reading the output to the last acknowledgement (the session is already up). The
-endpoint and Azurite run on the same machine and share its cores with Spark.
+endpoint and Azurite run on the same machine and share its cores with Spark. On ``local[2]`` both
+run once more over WebSockets (the endpoint's WebSocket listener, the connection's
+``transport=websocket``): ``ws_ratio`` is the idempotent publish's rows/s over the plain send's there,
+``ws_cost`` the idempotent publish's time over WebSockets over its time over TCP.
 The last line is ``ratio=<idempotent/plain rows/s on local[2]> scale_2_over_1=<idempotent local[2]/local[1]>
-rows_per_s_1=... rows_per_s_2=...``.
+rows_per_s_1=... rows_per_s_2=... ws_ratio=... ws_cost=...``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource  # noqa: E402
 from airflow_provider_eh.spark.mapping import RowMapping  # noqa: E402
@@ -131,6 +135,18 @@ def main() -> None:
                 plain_s = plain(spark, path, hubs["plain"])
                 idem_s = idempotent(spark, path, hubs["idempotent"], container, args.rows)
                 assert hub_total(hubs["plain"]) == args.rows and hub_total(hubs["idempotent"]) == args.rows
+                if cores == 2:
+                    websocket = NetworkOptions.from_fields({"transport": "websocket",
+                                                            "custom_endpoint_address": eh.websocket_address})
+                    for kind in ("plain", "idempotent"):
+                        name = f"bench-ws-{kind}"
+                        eh.admin.create_hub(name, partitions=PARTITIONS)
+                        hubs[f"ws-{kind}"] = EventHubsEndpoint.from_connection_string(
+                            eh.connection_string(name), name, network=websocket)
+                    ws_plain_s = plain(spark, path, hubs["ws-plain"])
+                    ws_idem_s = idempotent(spark, path, hubs["ws-idempotent"], container, args.rows)
+                    assert hub_total(hubs["ws-plain"]) == args.rows and hub_total(hubs["ws-idempotent"]) == args.rows
+                    print(f"local[2] over WebSockets: plain {ws_plain_s:.1f}s, idempotent {ws_idem_s:.1f}s", flush=True)
             finally:
                 if owned:
                     spark.stop()
@@ -140,8 +156,10 @@ def main() -> None:
                   f"ratio {plain_s / idem_s:.3f}", flush=True)
     ratio = figures[2]["idempotent"] / figures[2]["plain"]
     scale = figures[2]["idempotent"] / figures[1]["idempotent"]
+    idem_2_s = args.rows / figures[2]["idempotent"]
     print(f"ratio={ratio:.3f} scale_2_over_1={scale:.2f} rows_per_s_1={figures[1]['idempotent']:.0f} "
-          f"rows_per_s_2={figures[2]['idempotent']:.0f}")
+          f"rows_per_s_2={figures[2]['idempotent']:.0f} ws_ratio={ws_plain_s / ws_idem_s:.3f} "
+          f"ws_cost={ws_idem_s / idem_2_s:.3f}")
 
 
 if __name__ == "__main__":
