@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.eventhub import EventData, EventHubProducerClient
 from azure.storage.blob import ContainerClient
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
@@ -212,3 +213,60 @@ def test_the_event_trigger_reads_through_the_proxy_from_a_tls_gateway(
         tunnels = proxy.tunnels()
         assert set(tunnels) == {f"127.0.0.1:{gateway.websocket_port}"} and proxy.refused() == 0
         assert len(tunnels) == stats["websocket_connections_total"]  # and every one through the proxy
+
+
+def test_a_namespace_reached_at_a_custom_endpoint_address_keeps_its_own_name(
+        event_hubs: Any, azurite: Any, hub: str, container: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Private Link: the connection names the namespace, the address is another (here, the local endpoint).
+
+    The namespace's name does not resolve here, so every client must connect at the custom address;
+    the producer state is still keyed by the namespace's name, as it is wherever it is reached from.
+    """
+    conn_str = event_hubs.connection_string(hub).replace(
+        f"sb://{event_hubs.host}:{event_hubs.port}", "sb://orders-prod.servicebus.windows.net")
+    assert "orders-prod.servicebus.windows.net" in conn_str
+    monkeypatch.setenv(*connection_env("eh_private_link", "azure_event_hubs", extra={
+        "connection_string": conn_str, "transport": "websocket",
+        "custom_endpoint_address": event_hubs.websocket_address,
+    }))
+    hook = EventHubsHook("eh_private_link")
+    assert hook.get_partition_ids() == ["0", "1", "2", "3"]
+    endpoint = hook.get_endpoint()
+    assert endpoint.namespace == "orders-prod.servicebus.windows.net"
+    client = ContainerClient.from_connection_string(azurite.connection_string, container)
+    publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(client), producer_group="private-link")
+    results = publisher.publish([{"body": json.dumps({"id": i}), "partition_id": "2"} for i in range(300)], batch_id="d1")
+    assert results["2"].events == 300 and results["2"].fencing == "hub"
+    assert any(b.name.startswith("orders-prod.servicebus.windows.net/") for b in client.list_blobs())
+    ids = Counter(json.loads(e.body)["id"] for e in read_hub(endpoint))
+    assert len(ids) == 300 and set(ids.values()) == {1}
+
+
+def test_ingestion_reads_through_the_proxy_and_reports_lag_from_the_stream(
+        event_hubs: Any, hub: str, tmp_path: Path) -> None:
+    import sqlite3
+
+    from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
+
+    with EventHubProducerClient.from_connection_string(event_hubs.connection_string(hub)) as producer:
+        producer.send_batch([EventData(json.dumps({"id": f"e{i}"})) for i in range(40)], partition_id="3")
+    tcp_before = _tcp_connections(event_hubs)
+    with HttpProxy(tmp_path / "proxy", "svc", "ingest-pr0xy") as proxy:
+        network = NetworkOptions.from_fields({
+            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
+            "proxy_password": "ingest-pr0xy", "custom_endpoint_address": event_hubs.websocket_address,
+        })
+        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
+        sink = sqlite3.connect(tmp_path / "sink.db")
+        sink.execute("CREATE TABLE events (id TEXT PRIMARY KEY)")  # the default row function: the JSON body's fields
+        store = SqlIngestStore(sink, Stream(endpoint.namespace, hub, "$Default"))
+        try:
+            summary = IngestRun(endpoint, "$Default", store, BatchProcessor("events"), owner_id="behind-proxy",
+                                limits=RunLimits(max_wait_time=0.3, max_duration=60, max_events=30)).run()
+        finally:
+            store.close()
+        assert summary["events"] == 30
+        report = summary["partitions"]["3"]
+        assert report["checkpoint"] == 29 and report["last_enqueued"] == 39 and report["lag"] == 10
+        assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
+        assert proxy.tunnels() and proxy.refused() == 0
