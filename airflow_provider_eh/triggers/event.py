@@ -36,7 +36,12 @@ The event payload (the asset event's ``extra["payload"]``)::
 
     {"namespace", "eventhub", "consumer_group", "events": <count>,
      "partitions": {"0": {"first": 10, "last": 14, "count": 5[, "sequence_numbers": [...]]}, ...},
+     "lag": {"0": {"last_enqueued": 20, "behind": 6}, ...},
      ["bodies": [{"partition", "sequence_number", "body"}, ...]]}
+
+``lag`` comes from the stream itself (the receiver runtime metric the hub sends with each delivery,
+no management call): per partition, its last enqueued sequence number when the batch's last event of
+it was delivered, and how many events were enqueued after that one; absent where the hub sends none.
 
 ``sequence_numbers`` is present when the filter dropped events inside the range; ``bodies`` only with
 ``include_bodies`` and when the bodies' total size is at most ``max_body_bytes``. :func:`read_events`
@@ -55,6 +60,7 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
+from airflow_provider_eh.client.receive import LastEnqueued
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
@@ -111,6 +117,7 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
         for k, v in (event.properties or {}).items()
     }
     enqueued = getattr(event, "enqueued_time", None)
+    last = LastEnqueued.of(getattr(event, "_message", None))  # the SDK keeps the AMQP message there
     return {
         "partition": partition_id,
         "sequence_number": int(event.sequence_number),
@@ -118,6 +125,7 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
         "enqueued_time": enqueued.isoformat() if enqueued else None,
         "properties": props,
         "body": body,
+        "last_enqueued": None if last is None else last.sequence_number,  # the partition's, at delivery
     }
 
 
@@ -161,9 +169,14 @@ def batch_payload(
         p["count"] = len(seqs)
         if len(seqs) != p["last"] - p["first"] + 1:
             p["sequence_numbers"] = seqs
+    lag: dict[str, dict[str, int]] = {}
+    for r in records:  # each partition's last record carrying the hub's figure
+        if r.get("last_enqueued") is not None:
+            lag[r["partition"]] = {"last_enqueued": r["last_enqueued"],
+                                   "behind": max(0, r["last_enqueued"] - r["sequence_number"])}
     payload: dict[str, Any] = {
         "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
-        "events": len(records), "partitions": dict(sorted(partitions.items())),
+        "events": len(records), "partitions": dict(sorted(partitions.items())), "lag": dict(sorted(lag.items())),
     }
     if include_bodies:
         size = sum(len(str(r["body"]).encode()) for r in records)
@@ -264,6 +277,7 @@ class _PartitionStream:
                 on_event_batch=on_batch, on_error=on_error, partition_id=pid,
                 starting_position=position, starting_position_inclusive=False,
                 max_batch_size=self.max_batch_size, max_wait_time=1.0,
+                track_last_enqueued_event_properties=True,  # each batch's lag, from the stream itself
             )
         except Exception as exc:
             await self.queue.put((pid, self._error(exc, pid)))

@@ -25,6 +25,8 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
     (payload,) = fire_trigger(trigger, 1)
     assert payload["partitions"] == {"0": {"first": 0, "last": 2, "count": 3}, "2": {"first": 0, "last": 0, "count": 1}}
     assert payload["eventhub"] == connections["hub"] and payload["consumer_group"] == "analytics"
+    # the lag from the stream (the receiver runtime metric): each partition read to its end
+    assert payload["lag"] == {"0": {"last_enqueued": 2, "behind": 0}, "2": {"last_enqueued": 0, "behind": 0}}
     assert sorted(json.loads(b["body"])["n"] for b in payload["bodies"]) == [0, 1, 2, 10]
 
     store = BlobCheckpointStore.from_connection_string(azurite.connection_string, container)
@@ -73,3 +75,17 @@ def test_a_queue_namespace_the_connection_does_not_reach_is_refused(connections:
         r"reaches '127\.0\.0\.1:\d+'; use a connection to that namespace"
     )):
         fire_trigger(EventHubEventTrigger(**kwargs), 1)
+
+
+def test_a_batch_short_of_the_partitions_end_carries_its_lag_from_the_stream(
+    connections: dict[str, str], container: str
+) -> None:
+    send_json(connections["event_hubs"], "1", [{"n": i} for i in range(10)])
+    trigger = EventHubEventTrigger(
+        eventhub_name=connections["hub"], consumer_group="analytics", checkpoint_container=container,
+        batch_size=4, batch_window=1.0,
+    )
+    first, second = fire_trigger(trigger, 2)
+    assert first["partitions"] == {"1": {"first": 0, "last": 3, "count": 4}}
+    assert first["lag"] == {"1": {"last_enqueued": 9, "behind": 6}}
+    assert second["partitions"]["1"]["first"] == 4 and second["lag"]["1"]["last_enqueued"] == 9
