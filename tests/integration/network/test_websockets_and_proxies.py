@@ -46,6 +46,20 @@ def _tcp_connections(event_hubs: Any) -> int:
     return int(stats["connections_total"]) - int(stats["websocket_connections_total"])
 
 
+def _through(proxy: HttpProxy, password: str, event_hubs: Any, hub: str) -> EventHubsEndpoint:
+    """The hub reached over the endpoint's WebSocket listener through ``proxy`` as user ``svc``."""
+    network = NetworkOptions.from_fields({
+        "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc", "proxy_password": password,
+        "custom_endpoint_address": event_hubs.websocket_address,
+    })
+    return EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
+
+
+def _publisher(endpoint: EventHubsEndpoint, azurite: Any, container: str, group: str) -> IdempotentPublisher:
+    store = BlobProducerStateStore(ContainerClient.from_connection_string(azurite.connection_string, container))
+    return IdempotentPublisher(endpoint, store, producer_group=group)
+
+
 def _raw_upgrade(port: int, request: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
@@ -85,13 +99,8 @@ def test_the_engine_publishes_through_an_http_proxy_over_websockets_each_event_o
     """Fenced sends, read-back and management calls all go through the proxy; a retry sends nothing."""
     before, tcp_before = _websocket_connections(event_hubs), _tcp_connections(event_hubs)
     with HttpProxy(tmp_path / "proxy", "svc", "pr0xy-pass") as proxy:
-        network = NetworkOptions.from_fields({
-            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
-            "proxy_password": "pr0xy-pass", "custom_endpoint_address": event_hubs.websocket_address,
-        })
-        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
-        store = BlobProducerStateStore(ContainerClient.from_connection_string(azurite.connection_string, container))
-        publisher = IdempotentPublisher(endpoint, store, producer_group="behind-proxy")
+        endpoint = _through(proxy, "pr0xy-pass", event_hubs, hub)
+        publisher = _publisher(endpoint, azurite, container, "behind-proxy")
         events = [{"body": json.dumps({"id": i}), "partition_id": str(i % 4)} for i in range(2000)]
         results = publisher.publish(events, batch_id="day-1")
         assert {r.fencing for r in results.values()} == {"hub"}  # idempotent-producer links over WebSockets
@@ -163,13 +172,8 @@ def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_se
         .repartition(3).write.parquet(path)
     tcp_before = _tcp_connections(event_hubs)
     with HttpProxy(tmp_path / "proxy", "svc", "spark-pr0xy") as proxy:
-        network = NetworkOptions.from_fields({
-            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
-            "proxy_password": "spark-pr0xy", "custom_endpoint_address": event_hubs.websocket_address,
-        })
-        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
-        store = BlobProducerStateStore(ContainerClient.from_connection_string(azurite.connection_string, container))
-        publisher = IdempotentPublisher(endpoint, store, producer_group="spark-behind-proxy")
+        endpoint = _through(proxy, "spark-pr0xy", event_hubs, hub)
+        publisher = _publisher(endpoint, azurite, container, "spark-behind-proxy")
         job = SparkPublishJob(spark, publisher, RowMapping(key_column="customer", order_by=["id"]))
         results = job.publish(SparkSource(path=path), "spark-day-1")
         assert sum(r.events for r in results.values()) == 3000
@@ -234,7 +238,7 @@ def test_a_namespace_reached_at_a_custom_endpoint_address_keeps_its_own_name(
     endpoint = hook.get_endpoint()
     assert endpoint.namespace == "orders-prod.servicebus.windows.net"
     client = ContainerClient.from_connection_string(azurite.connection_string, container)
-    publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(client), producer_group="private-link")
+    publisher = _publisher(endpoint, azurite, container, "private-link")
     results = publisher.publish([{"body": json.dumps({"id": i}), "partition_id": "2"} for i in range(300)], batch_id="d1")
     assert results["2"].events == 300 and results["2"].fencing == "hub"
     assert any(b.name.startswith("orders-prod.servicebus.windows.net/") for b in client.list_blobs())
@@ -252,11 +256,7 @@ def test_ingestion_reads_through_the_proxy_and_reports_lag_from_the_stream(
         producer.send_batch([EventData(json.dumps({"id": f"e{i}"})) for i in range(40)], partition_id="3")
     tcp_before = _tcp_connections(event_hubs)
     with HttpProxy(tmp_path / "proxy", "svc", "ingest-pr0xy") as proxy:
-        network = NetworkOptions.from_fields({
-            "proxy_host": "127.0.0.1", "proxy_port": proxy.port, "proxy_username": "svc",
-            "proxy_password": "ingest-pr0xy", "custom_endpoint_address": event_hubs.websocket_address,
-        })
-        endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub, network=network)
+        endpoint = _through(proxy, "ingest-pr0xy", event_hubs, hub)
         sink = sqlite3.connect(tmp_path / "sink.db")
         sink.execute("CREATE TABLE events (id TEXT PRIMARY KEY)")  # the default row function: the JSON body's fields
         store = SqlIngestStore(sink, Stream(endpoint.namespace, hub, "$Default"))
