@@ -270,3 +270,34 @@ def test_ingestion_reads_through_the_proxy_and_reports_lag_from_the_stream(
         assert report["checkpoint"] == 29 and report["last_enqueued"] == 39 and report["lag"] == 10
         assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
         assert proxy.tunnels() and proxy.refused() == 0
+
+
+def test_the_checkpoint_sensor_and_the_views_reads_go_through_the_proxy(
+        connections: dict[str, str], container: str, event_hubs: Any, hub: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.providers.common.compat.sdk import AirflowSensorTimeout
+
+    from airflow_provider_eh.plugins import readers
+    from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+
+    with EventHubProducerClient.from_connection_string(event_hubs.connection_string(hub)) as producer:
+        producer.send_batch([EventData("x")] * 3, partition_id="2")
+    tcp_before = _tcp_connections(event_hubs)
+    with HttpProxy(tmp_path / "proxy", "svc", "view-pr0xy") as proxy:
+        monkeypatch.setenv(*connection_env(connections["event_hubs"], "azure_event_hubs", extra={
+            "connection_string": event_hubs.connection_string(hub), "proxy_host": "127.0.0.1",
+            "proxy_port": proxy.port, "proxy_username": "svc", "proxy_password": "view-pr0xy",
+            "custom_endpoint_address": event_hubs.websocket_address,
+        }))
+        sensor = EventHubCheckpointSensor(
+            task_id="wait", container=container, consumer_groups="analytics", targets=None, poke_interval=0.5,
+            timeout=2, event_hubs_conn_id=connections["event_hubs"], wasb_conn_id=connections["wasb"], deferrable=False)
+        with pytest.raises(AirflowSensorTimeout, match="partition 2: checkpoint none, target 2"):
+            sensor.execute({})  # type: ignore[arg-type]
+
+        readers._PROPERTIES.clear()
+        readers._PARTITION_IDS.clear()
+        props = readers.partition_properties(readers.Reading(readers.Source(connections["event_hubs"], hub)))
+        assert props["2"]["last_enqueued_sequence_number"] == 2 and set(props) == {"0", "1", "2", "3"}
+        assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
+        assert proxy.tunnels() and proxy.refused() == 0
