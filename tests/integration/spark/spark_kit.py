@@ -99,11 +99,12 @@ class SparkSetup:
 
     def start(self, path: str, batch_id: str, *, crash_at: str | None = None, claim_timeout: float = 0,
               mapping: dict[str, Any] | None = None, blob: str | None = None,
-              hold_relay: bool = True) -> subprocess.Popen[str]:
+              network: dict[str, Any] | None = None, hold_relay: bool = True) -> subprocess.Popen[str]:
         """Publish in a child process that owns its SparkSession (``local[2]``), optionally crashing at a point;
-        ``blob``: another connection string for its blob storage (through a proxy); ``hold_relay``: the job's."""
+        ``blob``: another connection string for its blob storage (through a proxy); ``network``: the hub
+        connection's network fields (``transport``, ``custom_endpoint_address``, ...); ``hold_relay``: the job's."""
         config = {
-            "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub,
+            "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub, "network": network or {},
             "blob": blob or self.azurite.connection_string, "container": self.container_name, "group": "g",
             "batch_id": batch_id, "path": path, "mapping": mapping or ORDERS_MAPPING, "claim_timeout": claim_timeout,
             "hold_relay": hold_relay,

@@ -2,7 +2,7 @@
 
 ``python spark_runner.py CONFIG_FILE``: config has ``eh`` (connection string), ``hub``, ``blob`` and
 ``container``, ``group``, ``batch_id``, ``path`` (parquet), ``mapping`` (RowMapping kwargs),
-``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``, ``hold_relay`` (default ``True``). Prints the results as one JSON
+``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``, ``hold_relay`` (default ``True``), ``network`` (the connection's network fields). Prints the results as one JSON
 line, or ``{"error": type, "message": ...}`` and exits 3 on a provider error.
 """
 
@@ -16,6 +16,7 @@ from azure.storage.blob import ContainerClient
 from spark_kit import TEST_CONF
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import EventHubsProviderError
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
@@ -28,7 +29,8 @@ def main(config: dict) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    endpoint = EventHubsEndpoint.from_connection_string(config["eh"], config["hub"])
+    endpoint = EventHubsEndpoint.from_connection_string(config["eh"], config["hub"],
+                                                        network=NetworkOptions.from_fields(config.get("network") or {}))
     container = ContainerClient.from_connection_string(config["blob"], config["container"])
     store = BlobProducerStateStore(container, claim_timeout=config.get("claim_timeout", 0))
     publisher = IdempotentPublisher(endpoint, store, producer_group=config["group"])

@@ -15,9 +15,11 @@ answers that the claim is lost: the executors stop just the same. Without the ex
 (the executors ignoring their tickets) the paused run landed 7,568 of the 12,000 rows twice.
 
 The last test is the other fence alone: the hub's. The same pause on an endpoint with idempotent
-producers and the executors' check off (``hold_relay=False``): the takeover's owner level makes the
-hub refuse the paused run's executors. With the first run's executors on plain links instead
-(``hub_fencing=False`` in its runner), that run too landed 7,568 rows twice.
+producers and the executors' check off (``hold_relay=False``), the first run's traffic to the hub
+throttled (over WebSockets, through a TCP proxy) instead of its acknowledgements delayed: the
+takeover's owner level makes the hub refuse the paused run's executors. With the first run's
+executors on plain links instead (``hub_fencing=False`` in its runner), 9,340 of the 12,000 rows
+landed twice.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from tests.support.paused import wait_stopped
 ROWS = 12_000
 PAD = 1000  # ~1.1 KB events: about 900 to an SDK batch, 13 SDK batches, ~40 s at the ack delay
 ACK_DELAY_MS = 3000
+THROTTLE_BYTES_PER_S = 150_000  # ~13 MB of output: about 90 s for the first run's executors
 
 
 @pytest.mark.parametrize("stall", ["paused", "cut_off_from_blob_storage"])
@@ -99,23 +102,28 @@ def test_executors_of_a_paused_driver_are_fenced_by_the_hub_without_the_relay(sp
     hub = unique_name("fenced")
     setup.event_hubs.admin.create_hub(hub, partitions=1)  # one partition: the SDK batches go out one by one
     fenced = SparkSetup(setup.event_hubs, setup.azurite, hub, setup.container_name, tmp_path)
-    setup.event_hubs.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
-    first = fenced.start(path, batch_id, hold_relay=False)
-    try:
-        deadline = time.monotonic() + 240
-        while not fenced.read_back():
-            assert first.poll() is None, first.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the first SDK batch never landed"
-            time.sleep(0.5)
-        first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors send on
-        wait_stopped(first.pid)
-        results = fenced.publish(spark, path, batch_id, claim_timeout=90)
-        assert results["0"].status == "recovered" and results["0"].fencing == "hub"
-        assert results["0"].landed_count < ROWS, "the first run's executors must not have sent everything"
-    finally:
-        first.send_signal(signal.SIGCONT)
-        setup.event_hubs.admin.clear_faults()
-    out, err = first.communicate(timeout=240)
+    # the first run's traffic to the hub alone is slow (a throughput unit shared by many publishers): its
+    # executors would need over a minute for the whole output, so they are still sending at the takeover.
+    # It reaches the hub over WebSockets at the throttling proxy's address: the same namespace, so the
+    # same ledger as the second run's.
+    with FaultProxy("127.0.0.1", setup.event_hubs.websocket_port) as slow:
+        slow.throttle(THROTTLE_BYTES_PER_S)
+        first = fenced.start(path, batch_id, hold_relay=False, network={
+            "transport": "websocket", "custom_endpoint_address": f"sb://127.0.0.1:{slow.port}"})
+        try:
+            deadline = time.monotonic() + 240
+            while not fenced.read_back():
+                assert first.poll() is None, first.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "the first SDK batch never landed"
+                time.sleep(0.5)
+            first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors send on
+            wait_stopped(first.pid)
+            results = fenced.publish(spark, path, batch_id, claim_timeout=90)
+            assert results["0"].status == "recovered" and results["0"].fencing == "hub"
+            assert results["0"].landed_count < ROWS, "the first run's executors must not have sent everything"
+        finally:
+            first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=240)
     read = fenced.read_back()
     assert first.returncode != 0, f"the stalled run must not finish: {out[-2000:]}"
     ids = Counter(json.loads(e.body)["id"] for e in read)
