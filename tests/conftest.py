@@ -209,14 +209,17 @@ def connections(event_hubs: object, azurite: object, hub: str, monkeypatch: pyte
 JS_CLIENT = Path(__file__).parent / "integration" / "js" / "client.mjs"
 
 
-def run_js(emulator: Any, hub: str, steps: list[dict[str, Any]], timeout: float = 30) -> list[Any]:
+def run_js(emulator: Any, hub: str, steps: list[dict[str, Any]], timeout: float = 30,
+           network: dict[str, Any] | None = None, connection_string: str | None = None) -> list[Any]:
     """Run ``steps`` with Microsoft's JavaScript SDK (``js/client.mjs``) in one node process.
 
     The script ends itself after ``timeout`` seconds (a hanging client fails fast with the step it
-    hung in); a step that fails fails the test with the script's error.
+    hung in); a step that fails fails the test with the script's error. ``network``
+    (``{"webSocket": True, "customEndpointAddress": ..., "caFile": ...}``) applies to every client of
+    the run; ``connection_string`` replaces the endpoint's own.
     """
-    request = {"connectionString": emulator.connection_string(hub), "adminUrl": emulator.admin.url,
-               "timeoutMs": int(timeout * 1000), "steps": steps}
+    request = {"connectionString": connection_string or emulator.connection_string(hub), "adminUrl": emulator.admin.url,
+               "timeoutMs": int(timeout * 1000), "steps": steps, "network": network or {}}
     proc = subprocess.run(["node", str(JS_CLIENT), json.dumps(request)], capture_output=True, text=True,
                           timeout=timeout + 15, cwd=Path(__file__).parents[1])
     try:

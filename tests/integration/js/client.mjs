@@ -1,6 +1,6 @@
 // Microsoft's JavaScript Event Hubs SDK against the local endpoint, driven by the pytest suite.
 //
-// Usage: node client.mjs '<json>' where the JSON is {"connectionString", "steps": [...], "timeoutMs"}.
+// Usage: node client.mjs '<json>' where the JSON is {"connectionString", "steps": [...], "timeoutMs", "network"?}.
 // Each step runs in order; the result of each is printed as one JSON document on stdout:
 // {"results": [...]} on success, {"error": ..., "step": n, "results": [...]} on failure. A hard
 // timeout ends the process (exit code 3) so a client that hangs fails a test quickly and clearly.
@@ -16,6 +16,19 @@ import { ContainerClient } from "@azure/storage-blob";
 
 const request = JSON.parse(process.argv[2]);
 const results = [];
+
+// {"network": {"webSocket": true, "customEndpointAddress": "sb://host:port", "caFile": "ca.pem"}}: every
+// client of the run reaches the hub over WebSockets (the `ws` package: Node 20 has no WebSocket of its
+// own) at that address, trusting that CA. The SDK's WebSockets are always wss://.
+const NETWORK = {};
+if (request.network?.webSocket) {
+  NETWORK.webSocketOptions = { webSocket: (await import("ws")).WebSocket };
+  if (request.network.caFile) {
+    const { readFileSync } = await import("node:fs");
+    NETWORK.webSocketOptions.webSocketConstructorOptions = { ca: readFileSync(request.network.caFile) };
+  }
+}
+if (request.network?.customEndpointAddress) NETWORK.customEndpointAddress = request.network.customEndpointAddress;
 let current = -1;
 
 function finish(code, document) {
@@ -46,7 +59,7 @@ function errorInfo(err) {
 
 async function send(step) {
   // step.sends: [{bodies, partitionId?, partitionKey?}], one batch each
-  const producer = new EventHubProducerClient(request.connectionString, step.clientOptions ?? {});
+  const producer = new EventHubProducerClient(request.connectionString, { ...NETWORK, ...(step.clientOptions ?? {}) });
   const started = Date.now();
   try {
     const sent = [];
@@ -74,7 +87,7 @@ async function send(step) {
 }
 
 async function properties() {
-  const producer = new EventHubProducerClient(request.connectionString);
+  const producer = new EventHubProducerClient(request.connectionString, NETWORK);
   try {
     const hub = await producer.getEventHubProperties();
     const partitions = [];
@@ -130,7 +143,7 @@ function subscribeUntil(client, partitionId, options, count, waitMs) {
 
 async function receive(step) {
   // step.reads: [{partitionId, start, count, waitMs, trackLastEnqueued}] with start "earliest" | "latest" | {...}
-  const client = new EventHubConsumerClient(step.consumerGroup ?? "$Default", request.connectionString);
+  const client = new EventHubConsumerClient(step.consumerGroup ?? "$Default", request.connectionString, NETWORK);
   try {
     const reads = [];
     for (const read of step.reads) {

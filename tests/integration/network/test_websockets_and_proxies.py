@@ -301,3 +301,29 @@ def test_the_checkpoint_sensor_and_the_views_reads_go_through_the_proxy(
         assert props["2"]["last_enqueued_sequence_number"] == 2 and set(props) == {"0", "1", "2", "3"}
         assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
         assert proxy.tunnels() and proxy.refused() == 0
+
+
+def test_the_javascript_sdk_reaches_a_tls_gateway_over_websockets_and_the_python_sdk_reads_back(
+        tmp_path: Path, js: Any) -> None:
+    """Microsoft's JavaScript SDK with ``webSocketOptions`` and ``customEndpointAddress`` (its WebSockets are
+    always ``wss://``) against the endpoint's TLS listener, as against a gateway with a private CA."""
+    certs = make_certificates(tmp_path / "certs")
+    with EmulatorProcess(tmp_path / "gateway", tls=(certs.cert, certs.key)) as gateway:
+        hub = unique_name("js-ws")
+        gateway.admin.create_hub(hub, partitions=2)
+        conn_str = gateway.connection_string(hub).replace(";UseDevelopmentEmulator=true", "")
+        network = {"webSocket": True, "customEndpointAddress": gateway.websocket_address, "caFile": str(certs.ca)}
+        sent, read, props = js(gateway, hub, [
+            {"op": "send", "sends": [{"bodies": [f"js-{i}" for i in range(20)], "partitionId": "1"}]},
+            {"op": "receive", "reads": [{"partitionId": "1", "start": "earliest", "count": 20, "waitMs": 5000}]},
+            {"op": "properties"},
+        ], timeout=60, network=network, connection_string=conn_str)
+        assert sent.get("error") is None and sent["sent"] == [20], sent
+        assert read["reads"][0]["bodies"] == [f"js-{i}" for i in range(20)] and not read["reads"][0]["errors"]
+        assert [p["lastEnqueuedSequenceNumber"] for p in props["partitions"]] == [-1, 19]
+        stats = gateway.admin.stats()
+        assert stats["websocket_connections_total"] >= 3 and stats["connections_total"] == stats["websocket_connections_total"]
+        network_options = NetworkOptions.from_fields({"transport": "websocket", "ca_bundle": str(certs.ca),
+                                                      "custom_endpoint_address": gateway.websocket_address})
+        endpoint = EventHubsEndpoint.from_connection_string(conn_str, hub, network=network_options)
+        assert sorted(json.loads(e.body) for e in read_hub(endpoint)) == sorted(f"js-{i}" for i in range(20))
