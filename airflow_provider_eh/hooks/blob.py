@@ -67,7 +67,9 @@ class _BlobConnection:
 
             user = ""
             if network.proxy_username:
-                user = f"{quote(network.proxy_username, safe='')}:{quote(masked(network.proxy_password) or '', safe='')}@"
+                password = quote(masked(network.proxy_password) or "", safe="")
+                masked(password)  # as it stands in the proxy URL, which the HTTP library may show in an error
+                user = f"{quote(network.proxy_username, safe='')}:{password}@"
             url = f"http://{user}{network.proxy_host}:{network.proxy_port}"
             kwargs["proxies"] = {"http": url, "https": url}
         elif proxies:
