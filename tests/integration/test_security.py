@@ -171,24 +171,32 @@ def test_hooks_register_every_connection_secret_with_the_task_log_masker(monkeyp
     from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 
     key, account_key, secret = f"MaskSas-{MARK}", base64.b64encode(f"MaskAccount-{MARK}".encode()).decode(), f"MaskSecret-{MARK}"
+    proxy_password, blob_proxy_password = f"MaskProxy-{MARK}", f"MaskBlobProxy/{MARK}"  # "/" is quoted in a URL
     eh_conn = f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey={key};EntityPath=h"
     blob_conn = f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={account_key};EndpointSuffix=core.windows.net"
     for name, value in (
-        connection_env("eh_mask", "azure_event_hubs", extra={"connection_string": eh_conn}),
-        connection_env("wasb_mask", "wasb", extra={"connection_string": blob_conn}),
+        connection_env("eh_mask", "azure_event_hubs", extra={
+            "connection_string": eh_conn, "proxy_host": "proxy.corp", "proxy_port": 3128, "proxy_username": "svc",
+            "proxy_password": proxy_password}),
+        connection_env("wasb_mask", "wasb", extra={
+            "connection_string": blob_conn, "proxy_host": "proxy.corp", "proxy_port": 3128, "proxy_username": "svc",
+            "proxy_password": blob_proxy_password}),
         connection_env("wasb_mask_sp", "wasb", host="acct.blob.core.windows.net", login="client-id", password=secret,
                        extra={"tenant_id": "tenant"}),
     ):
         monkeypatch.setenv(name, value)
+    quoted = blob_proxy_password.replace("/", "%2F")
     lines = [f"connection string {eh_conn}", f"key {key}", f"storage {blob_conn}", f"account key {account_key}",
-             f"client secret {secret}"]
-    assert all(secret_ in " ".join(lines) for secret_ in (key, account_key, secret))
+             f"client secret {secret}", f"proxy password {proxy_password}",
+             f"ProxyError: http://svc:{quoted}@proxy.corp:3128 refused", f"blob proxy {blob_proxy_password}"]
+    secrets = (key, account_key, secret, proxy_password, blob_proxy_password, quoted)
+    assert all(secret_ in " ".join(lines) for secret_ in secrets)
     EventHubsHook("eh_mask").get_endpoint()
     BlobStorageHook("wasb_mask").service_client
     BlobStorageHook("wasb_mask_sp").service_client
     for line in lines:
         shown = mask_logs(None, "info", {"event": line})["event"]  # what a worker's supervisor writes
-        assert "***" in shown and not any(s in shown for s in (key, account_key, secret)), shown
+        assert "***" in shown and not any(s in shown for s in secrets), shown
 
 
 def listening(pid: int) -> list[tuple[str, int]]:
