@@ -198,20 +198,31 @@ class HttpProxy:
     def _lines(self) -> list[str]:
         return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
 
-    def tunnels(self, settle: float = 2.0) -> list[str]:
-        """``host:port`` of every CONNECT tunnel carried and ended so far (waits ``settle`` s for the last lines)."""
-        time.sleep(settle)
-        return [m.group(1) for line in self._lines() if (m := self._TUNNEL.search(line))]
+    def _logged(self, pattern: re.Pattern[str], at_least: int, timeout: float) -> list[tuple[str, ...]]:
+        """The matches of ``pattern`` in the access log, waiting up to ``timeout`` s for ``at_least`` of them.
 
-    _REQUEST = re.compile(r" - ([A-Z]+) (\S+:\d+)(/\S*) - ")
+        ``proxy.py`` writes one access line per connection when the connection ends, a moment after the
+        client closed it; fewer than ``at_least`` after ``timeout`` are returned as they are.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [m.groups() for line in self._lines() if (m := pattern.search(line))]
+            if len(found) >= at_least or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
 
-    def requests(self, settle: float = 2.0) -> list[tuple[str, str, str]]:
+    def tunnels(self, at_least: int = 1, timeout: float = 15.0) -> list[str]:
+        """``host:port`` of every CONNECT tunnel carried and ended so far (see :meth:`_logged` for the wait)."""
+        return [found[0] for found in self._logged(self._TUNNEL, at_least, timeout)]
+
+    _REQUEST = re.compile(r" - ((?!CONNECT )[A-Z]+) (\S+:\d+)(/\S*) - ")
+
+    def requests(self, at_least: int = 1, timeout: float = 15.0) -> list[tuple[str, str, str]]:
         """``(method, host:port, path)`` of the first plain HTTP request of each connection forwarded so far.
 
         ``proxy.py`` writes one access line per connection, when it ends, naming its first request.
         """
-        time.sleep(settle)
-        return [m.groups() for line in self._lines() if (m := self._REQUEST.search(line)) and m.group(1) != "CONNECT"]
+        return [(m, t, p) for m, t, p in self._logged(self._REQUEST, at_least, timeout)]
 
     def refused(self) -> int:
         """Requests refused for missing or wrong credentials."""
