@@ -213,7 +213,7 @@ def listening(pid: int) -> list[tuple[str, int]]:
 
 def test_local_endpoint_and_azurite_listen_on_loopback_only(event_hubs: Any, azurite: Any, secure_stack: dict[str, Any]) -> None:
     for name, pid, at_least in (
-        ("local Event Hubs endpoint", event_hubs.pid, 2),  # AMQP and admin
+        ("local Event Hubs endpoint", event_hubs.pid, 3),  # AMQP, AMQP over WebSockets and admin
         ("Azurite", azurite.pid, 1),
         ("local Event Hubs endpoint with --require-auth", secure_stack["eh"].pid, 2),
         ("Azurite with its own account", secure_stack["azurite"].pid, 1),
@@ -221,5 +221,5 @@ def test_local_endpoint_and_azurite_listen_on_loopback_only(event_hubs: Any, azu
         sockets = listening(pid)
         assert len(sockets) >= at_least, f"{name}: {sockets}"
         assert {ip for ip, _ in sockets} == {"127.0.0.1"}, f"{name} listens beyond loopback: {sockets}"
-    assert event_hubs.port in {port for _, port in listening(event_hubs.pid)}
+    assert {event_hubs.port, event_hubs.websocket_port} <= {port for _, port in listening(event_hubs.pid)}
     assert azurite.port in {port for _, port in listening(azurite.pid)}
