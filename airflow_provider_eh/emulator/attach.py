@@ -16,7 +16,7 @@ from azure.eventhub._pyamqp.endpoints import Source, Target
 
 from . import events, frames, idempotence
 from .broker import MAX_MESSAGE_SIZE
-from .codec import CodecError, text
+from .codec import CodecError, names_symbol, text
 from .consumers import start_position
 from .entities import Refused, consumer_source, hub_for, producer_target
 from .frames import ProtocolError, field
@@ -84,11 +84,6 @@ def _send_attach(conn: Conn, session: Session, name: Any, handle: int, client_re
         session.channel))
 
 
-def _desires(desired_capabilities: Any, capability: bytes) -> bool:
-    caps = desired_capabilities if isinstance(desired_capabilities, list) else [desired_capabilities]
-    return any(isinstance(c, (bytes, bytearray, memoryview)) and bytes(c) == capability for c in caps)
-
-
 def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_receives: bool, address: str,
                path: list[str], source: Any, properties: dict[Any, Any], desired_capabilities: Any = None) -> Link:
     if path and path[0] in ("$cbs", "$management"):
@@ -115,7 +110,7 @@ def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_rece
     start = parse_start(source if isinstance(source, list) else None, where.log)
     link = DeliveryLink(session, name, handle, address, hub=hub, group=where.group,
                         partition_id=where.partition_id, log=where.log, start_seq=start, epoch=epoch,
-                        runtime_metrics=_desires(desired_capabilities, events.RUNTIME_METRIC))
+                        runtime_metrics=names_symbol(desired_capabilities, events.RUNTIME_METRIC))
     try:
         broker.receivers.register(link)
     except Refused:

@@ -181,6 +181,12 @@ def list_items(buf: bytes | memoryview, start: int) -> tuple[int, int]:
     raise CodecError(f"expected a list, found constructor 0x{code:02x} at byte {start}")
 
 
+def names_symbol(values: Any, symbol: bytes) -> bool:
+    """Whether a symbol-or-array field (a link's desired or offered capabilities) holds ``symbol``."""
+    items = values if isinstance(values, list) else [values]
+    return any(isinstance(v, (bytes, bytearray, memoryview)) and bytes(v) == symbol for v in items)
+
+
 def long(value: int) -> dict[str, Any]:
     """An AMQP long for the SDK encoder (it would pick a 32-bit int for a bare Python int)."""
     return {_encode.TYPE: _encode.AMQPTypes.long, _encode.VALUE: value}

@@ -80,8 +80,7 @@ def _int(value: Any) -> int | None:
 
 def link_request(desired_capabilities: Any, properties: dict[Any, Any]) -> tuple[int | None, int | None, int | None] | None:
     """``(producer id, epoch, sequence number)`` an attach asks for, ``None`` if it does not desire the capability."""
-    caps = desired_capabilities if isinstance(desired_capabilities, list) else [desired_capabilities]
-    if not any(bytes(c) == CAPABILITY for c in caps if isinstance(c, (bytes, bytearray, memoryview))):
+    if not codec.names_symbol(desired_capabilities, CAPABILITY):
         return None
     by_key = {bytes(k) if isinstance(k, (bytes, bytearray, memoryview)) else str(k).encode(): v
               for k, v in properties.items()}
