@@ -11,8 +11,9 @@ Credentials are tried in one fixed, logged order:
 The hub comes from the call, else from the connection string's ``EntityPath``, else from the
 ``eventhub_name`` extra. The network path (``transport``, ``proxy_host``/``proxy_port``/
 ``proxy_username``/``proxy_password``, ``custom_endpoint_address``, ``ca_bundle``) applies to every
-client built from the connection, whatever the credential. The hooks turn a connection into an :class:`EventHubsEndpoint`, the
-package's one client factory. ``EventHubsHook`` is sync; ``EventHubsAsyncHook`` is its twin for triggers.
+client built from the connection, whatever the credential. The hooks turn a connection into an
+:class:`EventHubsEndpoint`, the package's one client factory. ``EventHubsHook`` is sync;
+``EventHubsAsyncHook`` is its twin for triggers.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ The event payload (the asset event's ``extra["payload"]``)::
 
 ``lag`` comes from the stream itself (the receiver runtime metric the hub sends with each delivery,
 no management call): per partition, its last enqueued sequence number when the batch's last event of
-it was delivered, and how many events were enqueued after that one; absent where the hub sends none.
+it was delivered, and how many events were enqueued after that one; empty where the hub sends none.
 
 ``sequence_numbers`` is present when the filter dropped events inside the range; ``bodies`` only with
 ``include_bodies`` and when the bodies' total size is at most ``max_body_bytes``. :func:`read_events`
