@@ -97,12 +97,15 @@ def runtime_metrics(last_sequence: int, last_offset: int, last_enqueued_ms: int,
     return b"\x00\x53\x71\xd1" + _U32.pack(len(body) + 4) + _U32.pack(8) + body
 
 
-def with_delivery_annotations(stored: bytes, section: bytes) -> bytes:
-    """A stored event with a delivery-annotations ``section`` in its place: after the header, if any."""
+def with_delivery_annotations(stored: bytes | memoryview, section: bytes) -> bytes:
+    """A stored event with a delivery-annotations ``section`` in its place: after the header, if any.
+
+    ``stored`` is bytes or, for an event read from a segment file, a memoryview of it.
+    """
     if stored[:3] == b"\x00\x53\x70":
         at = skip_value(stored, 3)
-        return stored[:at] + section + stored[at:]
-    return section + stored
+        return b"".join((stored[:at], section, stored[at:]))
+    return b"".join((section, stored))
 
 
 def _partition_key_value(raw: bytes | memoryview) -> bytes | None:

@@ -14,11 +14,16 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub.amqp import AmqpMessageHeader
 
 
 def _send(conn_str: str, count: int) -> dict:
+    """``count`` events to partition 0, every other one with a message header (delivery annotations go after it)."""
+    events = [EventData(f"m{i}") for i in range(count)]
+    for event in events[::2]:
+        event.raw_amqp_message.header = AmqpMessageHeader(durable=True)
     with EventHubProducerClient.from_connection_string(conn_str) as producer:
-        producer.send_batch([EventData(f"m{i}") for i in range(count)], partition_id="0")
+        producer.send_batch(events, partition_id="0")
         return producer.get_partition_properties("0")
 
 

@@ -138,3 +138,19 @@ def test_annotations_that_only_look_like_a_known_senders_are_read_in_full():
     assert not events._SEEN.prefixes
     assert _fields(events.parse_event(sneaky)) == expected
     assert expected[-1][idempotence.PRODUCER_SEQUENCE] == 3
+
+
+def test_runtime_metrics_go_after_a_stored_events_header_also_when_it_is_read_from_disk():
+    """Delivery annotations stand between the header and the message annotations (AMQP 1.0, 3.2)."""
+    from azure.eventhub._pyamqp.message import Header
+
+    encoded = bytes(_encode.encode_payload(bytearray(), Message(data=[b"x"], header=Header(durable=True))))
+    stored = events.parse_event(encoded).stored(7, 100, 0, None)
+    section = events.runtime_metrics(9, 120, 1_700_000_000_000, 1_700_000_000_500)
+    for form in (stored, memoryview(stored)):  # a segment file's events are read as memoryviews
+        delivered = events.with_delivery_annotations(form, section)
+        sections = [d for d, *_ in codec.split_sections(delivered)]
+        assert sections == [codec.SEC_HEADER, codec.SEC_DELIVERY_ANN, codec.SEC_MESSAGE_ANN, codec.SEC_DATA]
+    headless = events.parse_event(_payload(1)).stored(0, 0, 0, None)
+    assert [d for d, *_ in codec.split_sections(events.with_delivery_annotations(memoryview(headless), section))][:2] \
+        == [codec.SEC_DELIVERY_ANN, codec.SEC_MESSAGE_ANN]
