@@ -123,8 +123,15 @@ def test_a_publisher_paused_between_its_check_and_its_send_is_refused_by_the_hub
     assert_exactly_once(read, events)
 
 
-def test_without_the_hubs_fencing_the_one_batch_in_flight_lands_twice(setup: PublishSetup, azurite: Any,
-                                                                     container: str, tmp_path: Path) -> None:
+def test_without_the_hubs_fencing_at_most_the_one_batch_in_flight_lands_twice(setup: PublishSetup, azurite: Any,
+                                                                              container: str, tmp_path: Path) -> None:
+    """The claim's deadline alone: the resumed publisher sends at most the batch it had checked for, then stops.
+
+    Whether that batch lands again depends on its connection: kept through the pause, the send goes out
+    and lands twice; lost during the pause, the send fails and its retry stops at the deadline. Both end
+    with the publisher stopped by its deadline or its failed send, nothing lost, and at most that one
+    batch twice; without the deadline check it would send every batch left.
+    """
     with EmulatorProcess(tmp_path / "no-fencing", extra_args=["--no-idempotent-producers"]) as plain:
         hub = unique_name("plain")
         plain.admin.create_hub(hub, partitions=1)
@@ -136,10 +143,8 @@ def test_without_the_hubs_fencing_the_one_batch_in_flight_lands_twice(setup: Pub
     # at most the SDK batch that was in flight: one run of consecutive events, at most 1 MiB of them
     assert twice == list(range(twice[0], twice[0] + len(twice))) if twice else True
     assert len(twice) * 480 <= 1024 * 1024
-    if "deadline passed" in err:  # its send went out (it reached its next check): that batch landed twice
-        assert twice, err[-3000:]
-    else:  # the connection it had before the pause was gone: the send failed, nothing or all of it landed
-        assert "Traceback" in err, err[-3000:]
+    # stopped at its next check (after the send, or at the retry of a send that failed), or by the failed send
+    assert "deadline passed" in err or "Traceback" in err, err[-3000:]
 
 
 def test_a_producer_client_kept_between_sends_sends_plainly_again_with_fencing_off(setup: PublishSetup) -> None:
