@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-TRANSPORTS = ("amqp", "websocket")
 #: the connection fields that make up the options (``azure_event_hubs`` connection extras)
 FIELDS = ("transport", "proxy_host", "proxy_port", "proxy_username", "proxy_password", "custom_endpoint_address",
           "ca_bundle")

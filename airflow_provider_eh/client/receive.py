@@ -263,16 +263,13 @@ class LastEnqueued:
     """A partition's last enqueued event as the hub reported it with a delivery (the receiver runtime metric).
 
     :param sequence_number: the partition's last enqueued sequence number.
-    :param retrieved_ms: when the hub read it (milliseconds since the epoch), ``None`` if not said.
     """
 
-    __slots__ = ("sequence_number", "retrieved_ms")
+    __slots__ = ("sequence_number",)
     _SEQUENCE = b"last_enqueued_sequence_number"
-    _RETRIEVED = b"runtime_info_retrieval_time_utc"
 
-    def __init__(self, sequence_number: int, retrieved_ms: int | None):
+    def __init__(self, sequence_number: int):
         self.sequence_number = sequence_number
-        self.retrieved_ms = retrieved_ms
 
     @classmethod
     def of(cls, message: Any) -> LastEnqueued | None:
@@ -281,10 +278,7 @@ class LastEnqueued:
         if not annotations:
             return None
         sequence = annotations.get(cls._SEQUENCE)
-        if not isinstance(sequence, int):
-            return None
-        retrieved = annotations.get(cls._RETRIEVED)
-        return cls(sequence, int(retrieved) if isinstance(retrieved, (int, float)) else None)
+        return cls(sequence) if isinstance(sequence, int) else None
 
     def lag(self, after: int) -> int:
         """Events enqueued after sequence number ``after`` (0 when none)."""

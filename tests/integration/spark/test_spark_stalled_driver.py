@@ -45,6 +45,15 @@ ACK_DELAY_MS = 3000
 THROTTLE_BYTES_PER_S = 150_000  # ~13 MB of output: about 90 s for the first run's executors
 
 
+def _wait_for_the_first_batch(setup: SparkSetup, first: Any) -> None:
+    """Until the first run's first SDK batch is in the hub (it must still be running)."""
+    deadline = time.monotonic() + 240
+    while not setup.read_back():
+        assert first.poll() is None, first.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the first SDK batch never landed"
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize("stall", ["paused", "cut_off_from_blob_storage"])
 def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_once(spark: Any, setup: SparkSetup,
                                                                                     tmp_path: Path, stall: str) -> None:
@@ -59,11 +68,7 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
         plain.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
         first = on_plain.start(path, batch_id, blob=setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/"))
         try:
-            deadline = time.monotonic() + 240
-            while not on_plain.read_back():
-                assert first.poll() is None, first.communicate()[1][-3000:]
-                assert time.monotonic() < deadline, "the first SDK batch never landed"
-                time.sleep(0.5)
+            _wait_for_the_first_batch(on_plain, first)
             if stall == "paused":
                 first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors go on
                 wait_stopped(first.pid)
@@ -111,11 +116,7 @@ def test_executors_of_a_paused_driver_are_fenced_by_the_hub_without_the_relay(sp
         first = fenced.start(path, batch_id, hold_relay=False, network={
             "transport": "websocket", "custom_endpoint_address": f"sb://127.0.0.1:{slow.port}"})
         try:
-            deadline = time.monotonic() + 240
-            while not fenced.read_back():
-                assert first.poll() is None, first.communicate()[1][-3000:]
-                assert time.monotonic() < deadline, "the first SDK batch never landed"
-                time.sleep(0.5)
+            _wait_for_the_first_batch(fenced, first)
             first.send_signal(signal.SIGSTOP)  # the driver only: its JVM and executors send on
             wait_stopped(first.pid)
             results = fenced.publish(spark, path, batch_id, claim_timeout=90)
