@@ -3,7 +3,8 @@
 Publishing (:data:`PUBLISH_STEPS`, in order): ``after_claim``; ``after_intent``; ``before_send`` with
 the number of the SDK batch about to go out (its claim just checked); ``mid_send`` with the count of
 the partition's SDK batches acknowledged so far; ``after_send`` (everything sent, nothing
-committed); ``during_commit`` (the commit written, the lease not yet released).
+committed); ``after_commit_records`` (the batch's ledger records written, the state not yet);
+``during_commit`` (the commit written, the lease not yet released).
 
 Ingestion (:data:`INGEST_STEPS`): ``ingest_<stage>`` for each stage of a batch
 (:data:`airflow_provider_eh.ingest.runner.STAGES`), with the batch's number in this process as the count
@@ -19,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
-PUBLISH_STEPS = ("after_claim", "after_intent", "before_send", "mid_send", "after_send", "during_commit")
+PUBLISH_STEPS = ("after_claim", "after_intent", "before_send", "mid_send", "after_send", "after_commit_records",
+                 "during_commit")
 COUNTED_STEPS = ("before_send", "mid_send")  # ``step:K`` names the K-th SDK batch
 INGEST_STEPS = ("ingest_received", "ingest_rows_written", "ingest_committed", "ingest_blob_checkpointed")
 

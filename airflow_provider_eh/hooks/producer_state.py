@@ -17,6 +17,7 @@ import logging
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_eh.errors import ProducerStateStoreError
 from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
 
@@ -72,6 +73,23 @@ class AirflowVariables:
         from airflow.models.variable import Variable as DbVariable
 
         DbVariable.set(key, value, description=self.description)
+
+    def delete(self, key: str) -> None:
+        if self._supervised():
+            from airflow.sdk import Variable
+
+            delete = getattr(Variable, "delete", None)
+            if delete is None:
+                raise ProducerStateStoreError(
+                    f"pruning the ledger could not delete Airflow Variable {key!r}: this Airflow's Task SDK has no "
+                    "Variable.delete. Nothing committed was lost; upgrade Airflow, or leave keep_committed and "
+                    "keep_committed_days unset on this backend."
+                )
+            delete(key)
+            return
+        from airflow.models.variable import Variable as DbVariable
+
+        DbVariable.delete(key)
 
 
 class ProducerStateHook(BaseHook):

@@ -127,6 +127,28 @@ def create_app() -> FastAPI:
         reading = readers.Reading(source)
         return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read))
 
+    @app.get("/api/history")
+    def history(
+        source: Annotated[readers.Source, Depends(authorized_source)],
+        group: Annotated[str, Query(min_length=1)],
+        partition: Annotated[str, Query(min_length=1)],
+        user: Any = Depends(get_user),
+        before: Annotated[int | None, Query(ge=0)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> dict[str, Any]:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        manager = get_auth_manager()
+
+        def build() -> dict[str, Any]:
+            page = readers.ledger_history(reading, group, partition, before, limit)
+            _link_batches([(group, b) for b in page["batches"]],
+                          lambda dag_ids: links.readable_dags(manager, user, links.dag_teams(dag_ids)))
+            return page
+
+        reading = readers.Reading(source)
+        return _answer(reading, build)
+
     @app.get("/api/consumers")
     def consumers(source: Annotated[readers.Source, Depends(authorized_source)]) -> dict[str, Any]:
         reading = readers.Reading(source)
@@ -159,6 +181,22 @@ def _answer(reading: readers.Reading, build: Callable[[], dict[str, Any]]) -> di
     return scrub(body, reading.secrets)
 
 
+def _link_batches(batches: list[tuple[str, dict[str, Any]]], may_read: Callable[[Iterable[str]], set[str]]) -> None:
+    """Give each ``(group, batch)``'s batch its ``task_instance`` link (``None`` where the user may not read
+    the DAG or none is found), in place of its ``origin``."""
+    wanted: dict[str, str] = {}  # batches that do not name their task instance: found by their derived ids
+    recorded: dict[str, dict[str, Any]] = {}  # batches whose ledger entry names it
+    for group, batch in batches:
+        origin = batch.pop("origin", None)
+        if links.is_origin(origin):
+            recorded[batch["batch_id"]] = origin
+        else:
+            wanted[batch["batch_id"]] = group
+    found = {**links.task_instance_links(wanted, may_read), **links.origin_links(recorded, may_read)}
+    for _, batch in batches:
+        batch["task_instance"] = found.get(batch["batch_id"])
+
+
 def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]]) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -176,25 +214,14 @@ def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[It
         props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(reading))
         producers = timed("producer_groups", lambda: readers.producer_groups(reading, now))
         props = props_future.result()
-    wanted: dict[str, str] = {}  # batches that do not name their task instance: found by their derived ids
-    recorded: dict[str, dict[str, Any]] = {}  # batches whose ledger entry names it
     batches = []
     for group in producers:
         for row in group["partitions"]:
             for batch in filter(None, [row.get("last_committed"), *row.get("open_batches", [])]):
-                origin = batch.pop("origin", None)
-                if links.is_origin(origin):
-                    recorded[batch["batch_id"]] = origin
-                else:
-                    wanted[batch["batch_id"]] = group["group"]
-                batches.append(batch)
+                batches.append((group["group"], batch))
                 if "age_seconds" in batch:
                     batch["stale"] = readers.is_stale(batch["age_seconds"], threshold)
-    found = timed("task_instances", lambda: {
-        **links.task_instance_links(wanted, may_read), **links.origin_links(recorded, may_read),
-    })
-    for batch in batches:
-        batch["task_instance"] = found.get(batch["batch_id"])
+    timed("task_instances", lambda: _link_batches(batches, may_read))
     consumers = timed("consumer_groups", lambda: readers.consumer_groups(reading, props, now))
     dead = timed("dead_letters", lambda: readers.dead_letters(reading))
     return {

@@ -255,16 +255,18 @@ def _age(since: datetime | None, now: datetime) -> float | None:
     return None if since is None else round((now - since).total_seconds(), 1)
 
 
+def committed_row(record: Any) -> dict[str, Any]:
+    """One committed batch as the view shows it (a ledger record with its batch id)."""
+    return {
+        "batch_id": record.batch_id, "events": record.events, "first_seq": record.first_seq,
+        "last_seq": record.last_seq, "committed_at": record.committed_at, "origin": record.origin,
+    }
+
+
 def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dict[str, Any]:
     """One ledger as the view shows it: next sequence number, owner level, last committed batch, open batches."""
-    committed = sorted(state.committed.items(), key=lambda item: item[1].last_seq)
-    last = None
-    if committed:
-        batch_id, record = committed[-1]
-        last = {
-            "batch_id": batch_id, "events": record.events, "first_seq": record.first_seq,
-            "last_seq": record.last_seq, "committed_at": record.committed_at, "origin": record.origin,
-        }
+    record = state.last_committed
+    last = None if record is None else committed_row(record)
     open_batches = []
     if state.pending:
         started = _parse_time(state.pending.started_at) or modified
@@ -282,7 +284,7 @@ def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dic
         "partition": state.partition,
         "owner_level": state.owner_level,
         "next_sequence_number": state.last_published_seq + 1,
-        "committed_batches": len(state.committed),
+        "committed_batches": state.committed_count,
         "last_committed": last,
         "open_batches": open_batches,
         "updated": iso(modified),
@@ -336,6 +338,32 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
         return group_ledgers(pool.map(read, blobs))
+
+
+def ledger_history(reading: Reading, group: str, partition: str, before: int | None, limit: int) -> dict[str, Any]:
+    """One page of a partition's committed batches, newest first (the ledger's history records, read by
+    ordinal: a page costs ``limit`` small reads however long the history)."""
+    from airflow_provider_eh.errors import EventHubsProviderError
+    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+    from airflow_provider_eh.publishing.state import StateKey
+
+    source = reading.source
+    if not source.state_container:
+        raise ViewReadError("the ledger's history is read from the state container: name state_container", 400)
+    endpoint = reading.endpoint
+    store = BlobProducerStateStore(reading.container(source.state_container))
+    key = StateKey(endpoint.namespace, endpoint.eventhub_name.lower(), group, partition)
+    try:
+        page = store.history(key, before=before, limit=limit)
+    except EventHubsProviderError as exc:  # the package's own words: which record, what is wrong with it
+        raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
+    except Exception as exc:
+        raise failure(f"reading the ledger history of {key}", exc,
+                      "Check that the container exists and that the connection may read it.") from None
+    return {
+        "group": group, "partition": partition, "total": page.total, "before": page.before,
+        "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],
+    }
 
 
 # ---- consumer groups ---------------------------------------------------------------------------

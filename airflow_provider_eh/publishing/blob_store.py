@@ -1,6 +1,7 @@
-"""Producer state in Azure Blob Storage: one JSON blob per (namespace, hub, group, partition).
+"""Producer state in Azure Blob Storage: one JSON blob per (namespace, hub, group, partition), plus a small
+blob per ledger record.
 
-The blob ``"{namespace}/{hub}/{group}/producer-state/{partition}"`` (lower-cased) is held under a
+The state document ``"{namespace}/{hub}/{group}/producer-state/{partition}"`` (lower-cased) is held under a
 blob lease for the whole claim; a background thread renews it. Every write carries the lease and
 an ETag ``if_match``: a write that finds another ETag or no lease fails with
 ProducerDisconnectedError, and a renewal that fails marks the claim lost, which stops the sender
@@ -12,6 +13,11 @@ waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisco
 (retryable: Airflow's retry back-off is the wait). By default it waits a little longer than one
 lease (:data:`CLAIM_GRACE_SECONDS` more), so a task cleared right after its SIGKILLed run publishes
 instead of failing, while a live holder, which keeps renewing, still fences it off.
+
+Ledger records (:mod:`~airflow_provider_eh.publishing.state`) are blobs of their own,
+``"_ledger/{namespace}/{hub}/{group}/{partition}/{batch|history}/{name}"``, written under the
+document's claim; only the document carries the lease, so listing the documents of a hub (as the view
+does) never walks the records.
 """
 
 from __future__ import annotations
@@ -176,6 +182,27 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
             raise
         claim.tag = result["etag"]
         claim.state = state
+
+    def get_record(self, key: StateKey, kind: str, name: str) -> str | None:
+        try:
+            data: bytes = self.container.get_blob_client(key.record_blob_name(kind, name)).download_blob().readall()
+        except ResourceNotFoundError:
+            return None
+        return data.decode()
+
+    def put_record(self, claim: BlobStateClaim, kind: str, name: str, text: str) -> None:
+        self.container.get_blob_client(claim.key.record_blob_name(kind, name)).upload_blob(
+            text, overwrite=True, **call_timeouts(self.lease_seconds))
+
+    def delete_record(self, claim: BlobStateClaim, kind: str, name: str) -> None:
+        try:
+            self.container.get_blob_client(claim.key.record_blob_name(kind, name)).delete_blob(
+                **call_timeouts(self.lease_seconds))
+        except ResourceNotFoundError:
+            pass
+
+    def describe_record(self, key: StateKey, kind: str, name: str) -> str:
+        return f"blob {self.container.container_name}/{key.record_blob_name(kind, name)}"
 
     def release(self, claim: BlobStateClaim) -> None:
         claim.stop_renewal.set()

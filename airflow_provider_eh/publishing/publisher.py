@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
@@ -99,6 +99,8 @@ class IdempotentPublisher:
     :param send_timeout: seconds one SDK batch may take.
     :param keep_committed: prune the ledger to this many most recent committed batches per partition
         (``None``, the default, keeps every batch: a re-run years later stays a no-op).
+    :param keep_committed_days: also prune committed batches older than this many days (the newest batch
+        of a partition is always kept). A pruned batch is forgotten: re-running it publishes it again.
     :param origin: who publishes (a JSON object, e.g. the Airflow task instance's ids), recorded with
         every batch of the ledger this publisher writes.
     :param hub_fencing: attach every sender link as an idempotent producer (owner level = the ledger's)
@@ -115,6 +117,7 @@ class IdempotentPublisher:
         partition_options: Mapping[str, PartitionOptions] | None = None,
         max_workers: int | None = None,
         keep_committed: int | None = None,
+        keep_committed_days: float | None = None,
         send_attempts: int = 3,
         send_timeout: float = 60.0,
         origin: Mapping[str, Any] | None = None,
@@ -126,7 +129,12 @@ class IdempotentPublisher:
         self.producer_group = producer_group
         self.partition_options = {str(k): v for k, v in (partition_options or {}).items()}
         self.max_workers = max_workers
+        if keep_committed is not None and keep_committed < 1:
+            raise ValueError(f"keep_committed={keep_committed!r}: keep at least 1 committed batch per partition, or None")
+        if keep_committed_days is not None and not keep_committed_days > 0:
+            raise ValueError(f"keep_committed_days={keep_committed_days!r}: a number of days above 0, or None")
         self.keep_committed = keep_committed
+        self.keep_committed_days = keep_committed_days
         self.send_attempts = max(1, send_attempts)
         self.send_timeout = send_timeout
         self.origin = dict(origin) if origin else None
@@ -243,6 +251,8 @@ class IdempotentPublisher:
         base = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
                     event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
         pending = state.pending
+        if pending is not None and self._complete_commit(key, claim, pending):
+            pending = None
         if pending is not None:
             self._fence(key, state.owner_level)
         if pending is not None and pending.batch_id != batch_id:
@@ -261,7 +271,8 @@ class IdempotentPublisher:
             )
             pending = None
 
-        done = state.committed.get(batch_id)
+        last = state.ledger.last
+        done = last if last is not None and last.batch_id == batch_id else self.store.find_committed(key, batch_id)
         if done is not None:
             _content_changed(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
@@ -342,18 +353,19 @@ class IdempotentPublisher:
                 last_seq = max(state.last_published_seq, plan.first_seq - 1)
             first_seq = plan.first_seq if state.pending is None else state.pending.first_of_batch
             fencing = report.fencing if report is not None and plan.send_count else ""
-            state.committed[plan.batch_id] = CommittedBatch(
+            record = CommittedBatch(
                 events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
                 owner_level=plan.owner_level, committed_at=datetime.now(timezone.utc).isoformat(),
                 origin=self.origin if state.pending is None else state.pending.origin, fencing=fencing or None,
+                batch_id=plan.batch_id, ordinal=state.ledger.next,
             )
+            self.store.record_committed(claim, record)
+            reached("after_commit_records")
+            state.ledger.add(record)
             state.pending = None
             state.last_published_seq = max(state.last_published_seq, last_seq)
-            if self.keep_committed is not None:
-                pruned = state.prune(self.keep_committed)
-                if pruned:
-                    log.info("group %s partition %s: pruned %d old committed batches from the ledger", key.group, key.partition, pruned)
+            self._prune(claim, state)
             self._write_commit(claim, state, plan)
             reached("during_commit")
             status = "recovered" if plan.recovered_from else "published"
@@ -376,8 +388,34 @@ class IdempotentPublisher:
         except Exception as exc:  # outcome unknown: re-read and see whether the commit landed
             log.warning("%s: commit of batch %s: %s; re-reading the state", claim.key, plan.batch_stamp, exc)
             stored = self.store.read(claim.key)
-            if stored is None or plan.batch_id not in stored.committed:
+            if stored is None or stored.ledger.last is None or stored.ledger.last.batch_id != plan.batch_id:
                 raise
+
+    def _prune(self, claim: StateClaim, state: ProducerState) -> None:
+        """Apply ``keep_committed`` and ``keep_committed_days`` to the ledger (records deleted before the state moves)."""
+        if self.keep_committed is None and self.keep_committed_days is None:
+            return
+        older_than = (None if self.keep_committed_days is None
+                      else datetime.now(timezone.utc) - timedelta(days=self.keep_committed_days))
+        pruned = self.store.prune(claim, state, keep_last=self.keep_committed, older_than=older_than)
+        if pruned:
+            log.info("group %s partition %s: pruned %d old committed batches from the ledger (%d kept)",
+                     claim.key.group, claim.key.partition, pruned, state.ledger.count)
+
+    def _complete_commit(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> bool:
+        """A pending intent whose batch has its committed records: a commit that crashed between writing them
+        and writing the state. Count it (the state written now); whether it was one."""
+        record = self.store.find_committed(key, pending.batch_id)
+        state = claim.state
+        if record is None or record.ordinal is None or record.ordinal < state.ledger.next:
+            return False
+        state.ledger.add(record)
+        state.pending = None
+        state.last_published_seq = max(state.last_published_seq, pending.assigned_end, record.last_seq)
+        self.store.write(claim, state)
+        log.info("group %s partition %s batch %s: its commit had written the ledger record, not the state; completed",
+                 key.group, key.partition, batch_stamp(pending.batch_id))
+        return True
 
     def abort(self, session: PartitionSession) -> None:
         """Release the claim without committing; a pending intent stays for recovery."""

@@ -1,28 +1,42 @@
 """Producer state of one (namespace, hub, producer group, partition): owner level, sequence, ledger.
 
-The state is one JSON document (same shape in every backend)::
+The state is a small *hot document* (same shape in every backend), read and written whole on the
+claim, the intent and the commit, plus one small *record* per committed batch, written once when
+the batch commits and never again (until pruning deletes it)::
 
-    {"version": 1, "namespace": ..., "hub": ..., "group": ..., "partition": "0",
+    {"version": 2, "namespace": ..., "hub": ..., "group": ..., "partition": "0",
      "owner_level": 3, "claim_token": "...", "last_published_seq": 41,
-     "committed": {batch_id: CommittedBatch},
+     "ledger": Ledger,
      "pending": PendingIntent | null,
      "partial": {batch_id: PartialBatch}}
 
+    Ledger:         {"next", "first", "last"}
     CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
-                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?}
+                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?, "batch_id"?, "ordinal"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
                      "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
     PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}
     origin:         {"dag_id", "task_id", "run_id", "map_index", "try_number"} (what published the batch;
-                     any JSON object the caller passes, the Airflow operators pass these)
+                    any JSON object the caller passes, the Airflow operators pass these)
 
 (``?``: absent from documents written before the field existed; such documents load unchanged.)
-The three records are the dataclasses below, the only place their JSON is written and read; a
-unit test checks this layout against them.
+The records are the dataclasses below, the only place their JSON is written and read; a unit test
+checks this layout against them.
+
+**Committed batches are records, not part of the document.** Every commit gets the next *ordinal*
+(``ledger.next``, then one more) and is stored twice, each a few hundred bytes: under its batch id
+(``batch`` records: the lookup "is this batch committed?", one read) and under its ordinal
+(``history`` records: the ledger in commit order, paged for the view and pruned oldest first,
+without listing anything). ``ledger.first`` is the oldest ordinal kept (pruning raises it) and
+``ledger.last`` the newest committed batch. So what a publish reads and writes, and the largest
+object stored, are the same on day one and after a million batches. Version 1 documents kept every
+committed batch inside (``"committed": {batch_id: CommittedBatch}``): they load, and the first claim
+moves their batches into records (ordinals in sequence-number order) before it writes version 2
+(:meth:`ProducerStateStore.claim`), so nothing committed is lost and an upgrade needs no step.
 
 ``origin`` names who sent the batch (the intent's, carried into the committed or partial record), so
 tools (the Event Hubs view) link a batch to its Airflow task instance; readers ignore fields they do
-not know, so older versions read newer documents too.
+not know, so older versions read newer records too.
 
 ``indexes`` and ``landed`` are event-index sets stored as ``[[start, stop), ...]`` ranges, so a batch
 of a million events costs a few bytes unless its sends were cut into pieces. ``landed`` maps
@@ -31,26 +45,36 @@ starting at its ``first_seq``; ``indexes`` null means every event of the batch. 
 is the first sequence number ever assigned to the batch (its first attempt's ``first_seq``).
 
 :class:`ProducerStateStore` is the interface both backends implement: claim (owner level + 1,
-exclusive), write (compare-and-swap), release.
+exclusive), write (compare-and-swap), release, and the records (get, put, delete by name).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
 from typing import Any, ClassVar, Generic, TypeVar
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 
 log = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: versions this provider reads: 1 (every committed batch inside the document) is migrated on its first claim
+READABLE_VERSIONS = (1, 2)
+#: the two kinds of ledger record: by batch id (lookups) and by ordinal (history in commit order)
+BATCH, HISTORY = "batch", "history"
+#: record calls made at once when many records are read, moved or deleted (a page, a migration, a prune)
+RECORD_THREADS = 16
 
 
 def to_ranges(indexes: Iterable[int]) -> list[list[int]]:
@@ -104,7 +128,8 @@ class _Record:
 class CommittedBatch(_Record):
     """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin", "fencing")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin", "fencing", "batch_id",
+                                           "ordinal")
 
     events: int
     first_seq: int
@@ -115,6 +140,8 @@ class CommittedBatch(_Record):
     committed_at: str | None = None
     origin: dict[str, Any] | None = None
     fencing: str | None = None  # the fence of the send that completed it: "hub" or "lease" (None: nothing sent)
+    batch_id: str | None = None  # in a record of its own (None inside a version 1 document, keyed by it there)
+    ordinal: int | None = None  # its place in the ledger's commit order (records only)
 
 
 @dataclass
@@ -165,7 +192,65 @@ class PartialBatch(_Record):
     origin: dict[str, Any] | None = None
 
 
-RECORDS = {"committed": CommittedBatch, "pending": PendingIntent, "partial": PartialBatch}
+@dataclass
+class Ledger(_Record):
+    """Where the committed-batch records stand: ordinals ``first..next-1`` are kept, ``last`` is the newest."""
+
+    next: int = 0
+    first: int = 0
+    last: CommittedBatch | None = None
+
+    @property
+    def count(self) -> int:
+        """Committed batches kept (pruning leaves fewer than were ever committed)."""
+        return self.next - self.first
+
+    def add(self, record: CommittedBatch) -> None:
+        """Count a committed batch whose records are written (its ordinal is ``next`` or above)."""
+        assert record.ordinal is not None and record.ordinal >= self.next, (record.ordinal, self.next)
+        self.next = record.ordinal + 1
+        self.last = record
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"next": self.next, "first": self.first, "last": None if self.last is None else self.last.to_doc()}
+
+    @classmethod
+    def from_doc(cls, doc: Any) -> Ledger:
+        if not isinstance(doc, dict):
+            raise TypeError(f"Ledger is a {type(doc).__name__}, not an object")
+        ledger = cls(int(doc["next"]), int(doc["first"]),
+                     None if doc.get("last") is None else CommittedBatch.from_doc(doc["last"]))
+        if not 0 <= ledger.first <= ledger.next:
+            raise ValueError(f"Ledger.first {ledger.first} is not within 0..next ({ledger.next})")
+        return ledger
+
+
+RECORDS = {"ledger": Ledger, "pending": PendingIntent, "partial": PartialBatch}
+
+_PLAIN_NAME = re.compile(r"[a-z0-9_-]{1,64}")
+
+
+def record_name(batch_id: str) -> str:
+    """The name of a batch id's record: the id itself when it is short, lower-case and plain (derived ids
+    are 64 hex digits), else ``sha256-`` and its digest (blob and Variable names are case-folded)."""
+    if _PLAIN_NAME.fullmatch(batch_id):
+        return batch_id
+    return "sha256-" + hashlib.sha256(batch_id.encode()).hexdigest()
+
+
+def history_name(ordinal: int) -> str:
+    """The name of the history record of one ordinal: zero-padded, so that names sort in commit order."""
+    return f"{ordinal:012d}"
+
+
+@dataclass
+class HistoryPage:
+    """Committed batches of one ledger, newest first: ``batches``, how many are kept in all (``total``),
+    and the ``before`` of the next (older) page, ``None`` when this one reaches the oldest."""
+
+    batches: list[CommittedBatch]
+    total: int
+    before: int | None
 
 
 @dataclass(frozen=True)
@@ -180,6 +265,10 @@ class StateKey:
     @property
     def blob_name(self) -> str:
         return f"{self.namespace}/{self.hub}/{self.group}/producer-state/{self.partition}".lower()
+
+    def record_blob_name(self, kind: str, name: str) -> str:
+        """A ledger record's blob: under ``_ledger/``, apart from the state documents (which the view lists)."""
+        return f"_ledger/{self.namespace}/{self.hub}/{self.group}/{self.partition}/{kind}/{name}".lower()
 
     def __str__(self) -> str:
         return f"group {self.group!r} partition {self.partition} of {self.namespace}/{self.hub}"
@@ -196,15 +285,32 @@ class ProducerState:
     owner_level: int = 0
     claim_token: str | None = None
     last_published_seq: int = -1
-    committed: dict[str, CommittedBatch] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
     pending: PendingIntent | None = None
     partial: dict[str, PartialBatch] = field(default_factory=dict)
+    #: the committed batches of a version 1 document, until its first claim moves them into records
+    unmigrated: dict[str, CommittedBatch] = field(default_factory=dict)
+
+    @property
+    def committed_count(self) -> int:
+        """Committed batches kept, in records or (not migrated yet) inside a version 1 document."""
+        return self.ledger.count + len(self.unmigrated)
+
+    @property
+    def last_committed(self) -> CommittedBatch | None:
+        """The newest committed batch (with its ``batch_id``), wherever it is kept."""
+        if self.unmigrated:
+            batch_id, record = max(self.unmigrated.items(), key=lambda item: (item[1].last_seq, item[0]))
+            return replace(record, batch_id=batch_id)
+        return self.ledger.last
 
     @classmethod
     def new(cls, key: StateKey) -> ProducerState:
         return cls(key.namespace.lower(), key.hub.lower(), key.group, key.partition)
 
     def to_json(self) -> str:
+        if self.unmigrated:  # a version 1 document is only ever written back after its claim moved them
+            raise RuntimeError(f"{len(self.unmigrated)} committed batches of a version 1 document are not in records yet")
         return json.dumps(
             {
                 "version": STATE_VERSION,
@@ -215,7 +321,7 @@ class ProducerState:
                 "owner_level": self.owner_level,
                 "claim_token": self.claim_token,
                 "last_published_seq": self.last_published_seq,
-                "committed": {b: r.to_doc() for b, r in self.committed.items()},
+                "ledger": self.ledger.to_doc(),
                 "pending": None if self.pending is None else self.pending.to_doc(),
                 "partial": {b: r.to_doc() for b, r in self.partial.items()},
             },
@@ -238,8 +344,9 @@ class ProducerState:
             raise bad("is not JSON") from None
         if not isinstance(doc, dict):
             raise bad("is not a JSON object")
-        if doc.get("version") != STATE_VERSION:
-            raise bad(f"has version {doc.get('version')!r}, this provider reads version {STATE_VERSION}")
+        if doc.get("version") not in READABLE_VERSIONS:
+            raise bad(f"has version {doc.get('version')!r}, this provider reads versions "
+                      f"{', '.join(map(str, READABLE_VERSIONS))} (was it written by a newer release?)")
         if (str(doc.get("namespace", "")).lower(), str(doc.get("hub", "")).lower()) != (
             key.namespace.lower(),
             key.hub.lower(),
@@ -259,22 +366,14 @@ class ProducerState:
                 owner_level=int(doc["owner_level"]),
                 claim_token=doc.get("claim_token"),
                 last_published_seq=int(doc["last_published_seq"]),
-                committed={b: CommittedBatch.from_doc(r) for b, r in (doc.get("committed") or {}).items()},
+                ledger=Ledger() if doc["version"] == 1 else Ledger.from_doc(doc["ledger"]),
                 pending=None if doc.get("pending") is None else PendingIntent.from_doc(doc["pending"]),
                 partial={b: PartialBatch.from_doc(r) for b, r in (doc.get("partial") or {}).items()},
+                unmigrated={} if doc["version"] != 1 else
+                {b: CommittedBatch.from_doc(r) for b, r in (doc.get("committed") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise bad(f"misses or mangles field {exc}") from None
-
-    def prune(self, keep_last: int) -> int:
-        """Forget all but the ``keep_last`` most recent committed batches; returns how many went."""
-        if keep_last < 0 or len(self.committed) <= keep_last:
-            return 0
-        ordered = sorted(self.committed, key=lambda b: self.committed[b].last_seq)
-        gone = ordered[: len(ordered) - keep_last]
-        for batch_id in gone:
-            del self.committed[batch_id]
-        return len(gone)
 
 
 class StateClaim:
@@ -363,6 +462,141 @@ class ProducerStateStore(ABC, Generic[C]):
     @abstractmethod
     def release(self, claim: C) -> None: ...
 
+    # ---- ledger records: the backend stores, reads and deletes text by (kind, name) ----------------
+
+    @abstractmethod
+    def get_record(self, key: StateKey, kind: str, name: str) -> str | None:
+        """The text of one ledger record (``kind`` :data:`BATCH` or :data:`HISTORY`), ``None`` when absent."""
+
+    @abstractmethod
+    def put_record(self, claim: C, kind: str, name: str, text: str) -> None:
+        """Store one ledger record of the claimed state (replacing one of that name). The caller checks the claim."""
+
+    @abstractmethod
+    def delete_record(self, claim: C, kind: str, name: str) -> None:
+        """Delete one ledger record of the claimed state; an absent one is no error."""
+
+    def describe_record(self, key: StateKey, kind: str, name: str) -> str:
+        """Where one record lives, for error messages."""
+        return f"{kind} record {name!r} of {self.describe(key)}"
+
+    def _record(self, key: StateKey, kind: str, name: str) -> CommittedBatch | None:
+        text = self.get_record(key, kind, name)
+        if text is None:
+            return None
+        where = self.describe_record(key, kind, name)
+        try:
+            record = CommittedBatch.from_doc(json.loads(text))
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise InvalidProducerStateError(
+                f"ledger record {where} for {key}: is not a committed batch ({exc}). Delete it to forget that batch "
+                "(a re-run of it then publishes it again), or restore it from a backup."
+            ) from None
+        if record.batch_id is None or record.ordinal is None:
+            raise InvalidProducerStateError(f"ledger record {where} for {key}: misses its batch_id or ordinal. Delete "
+                                            "it to forget that batch (a re-run of it then publishes it again).")
+        return record
+
+    def find_committed(self, key: StateKey, batch_id: str) -> CommittedBatch | None:
+        """The committed record of ``batch_id`` (one read), ``None`` when the batch is not committed (or was pruned)."""
+        record = self._record(key, BATCH, record_name(batch_id))
+        return record if record is not None and record.batch_id == batch_id else None
+
+    def record_committed(self, claim: C, record: CommittedBatch) -> None:
+        """Write a committed batch's two records (by batch id and by ordinal), the claim checked first.
+
+        The state document counts it only when the caller writes it next (``ledger.add``); a crash in
+        between leaves the batch's intent pending beside its records, which the next claim completes.
+        """
+        assert record.batch_id is not None and record.ordinal is not None
+        claim.check()
+        text = json.dumps(record.to_doc(), separators=(",", ":"))
+        self.put_record(claim, BATCH, record_name(record.batch_id), text)
+        self.put_record(claim, HISTORY, history_name(record.ordinal), text)
+
+    def history(self, key: StateKey, *, before: int | None = None, limit: int = 50,
+                state: ProducerState | None = None) -> HistoryPage:
+        """One page of a ledger's committed batches, newest first, read by ordinal (nothing is listed).
+
+        :param before: the page ends below this ordinal (``None``: the newest); a page's ``before`` is the next one.
+        :param limit: batches per page, 1 to 1000.
+        :param state: the state document, when the caller has just read it.
+        """
+        if not 1 <= limit <= 1000:
+            raise ValueError(f"limit={limit!r}: a page holds 1 to 1000 batches")
+        state = state if state is not None else self.read(key)
+        if state is None:
+            return HistoryPage([], 0, None)
+        if state.unmigrated:  # a version 1 document nobody has claimed since the upgrade
+            ordered = sorted(state.unmigrated.items(), key=lambda item: (item[1].last_seq, item[0]))
+            migrated = [replace(r, batch_id=b, ordinal=i) for i, (b, r) in enumerate(ordered)]
+            top = len(migrated) if before is None else max(0, min(before, len(migrated)))
+            page = migrated[max(0, top - limit):top][::-1]
+            return HistoryPage(page, len(migrated), page[-1].ordinal if page and page[-1].ordinal else None)
+        ledger = state.ledger
+        top = ledger.next if before is None else max(ledger.first, min(before, ledger.next))
+        ordinals = list(range(top - 1, max(ledger.first, top - limit) - 1, -1))
+        found = _concurrently(lambda o: self._record(key, HISTORY, history_name(o)), ordinals)
+        batches = [r for r in found if r is not None]  # a crash while pruning may leave a gap
+        lowest = ordinals[-1] if ordinals else ledger.first
+        return HistoryPage(batches, ledger.count, lowest if lowest > ledger.first else None)
+
+    def prune(self, claim: C, state: ProducerState, *, keep_last: int | None = None,
+              older_than: datetime | None = None) -> int:
+        """Delete the records of the oldest committed batches: all but the ``keep_last`` newest, and those
+        committed before ``older_than``; raises ``state.ledger.first`` (the caller writes the state).
+
+        A pruned batch is forgotten: a re-run of it publishes it again. The newest batch is never pruned.
+        Records are deleted before the state moves past them, so a crash leaves at most records that
+        the next prune deletes again, never a counted batch without its records.
+        """
+        ledger = state.ledger
+        cut = ledger.first
+        if keep_last is not None:
+            cut = max(cut, ledger.next - max(1, keep_last))
+        if older_than is not None:
+            while cut < ledger.next - 1:
+                record = self._record(claim.key, HISTORY, history_name(cut))
+                committed = _parse_time(record.committed_at) if record is not None else None
+                if record is not None and (committed is None or committed >= older_than):
+                    break
+                cut += 1
+        cut = min(cut, ledger.next - 1) if ledger.next else cut
+        if cut <= ledger.first:
+            return 0
+        claim.check()
+
+        def forget(ordinal: int) -> None:
+            record = self._record(claim.key, HISTORY, history_name(ordinal))
+            if record is not None and record.batch_id is not None:
+                current = self._record(claim.key, BATCH, record_name(record.batch_id))
+                if current is not None and current.ordinal == ordinal:  # not a later republish of the same id
+                    self.delete_record(claim, BATCH, record_name(record.batch_id))
+            self.delete_record(claim, HISTORY, history_name(ordinal))
+
+        gone = list(range(ledger.first, cut))
+        _concurrently(forget, gone)
+        ledger.first = cut
+        return len(gone)
+
+    def _migrate(self, claim: C, state: ProducerState) -> None:
+        """Move a version 1 document's committed batches into records (ordinals in sequence-number order)."""
+        ordered = sorted(state.unmigrated.items(), key=lambda item: (item[1].last_seq, item[0]))
+        records = [replace(r, batch_id=b, ordinal=state.ledger.next + i) for i, (b, r) in enumerate(ordered)]
+        started = time.monotonic()
+        chunk = 1024
+        for at in range(0, len(records), chunk):
+            claim.check()
+            part = records[at:at + chunk]
+            texts = [json.dumps(r.to_doc(), separators=(",", ":")) for r in part]
+            _concurrently(lambda pair: self.put_record(claim, BATCH, record_name(pair[0].batch_id), pair[1]), zip(part, texts))
+            _concurrently(lambda pair: self.put_record(claim, HISTORY, history_name(pair[0].ordinal), pair[1]), zip(part, texts))
+        for record in records:
+            state.ledger.add(record)
+        state.unmigrated = {}
+        log.info("%s: moved %d committed batches of a version 1 state document into ledger records in %.1fs",
+                 claim.key, len(records), time.monotonic() - started)
+
     def claim(self, key: StateKey, *, owner_level: int | None = None, starting_sequence_number: int | None = None) -> C:
         """
         Take (group, partition): exclusive hold, owner level raised and written.
@@ -375,6 +609,8 @@ class ProducerStateStore(ABC, Generic[C]):
         claim = self._acquire(key)
         try:
             state = claim.state
+            if state.unmigrated:
+                self._migrate(claim, state)
             if owner_level is not None and owner_level < state.owner_level:
                 raise ProducerDisconnectedError(
                     f"{key}: owner level {owner_level} asked for, but a publisher with owner level "
@@ -383,7 +619,7 @@ class ProducerStateStore(ABC, Generic[C]):
             state.owner_level = owner_level if owner_level is not None and owner_level > state.owner_level else state.owner_level + 1
             state.claim_token = uuid.uuid4().hex
             if starting_sequence_number is not None:
-                if state.last_published_seq < 0 and not state.committed and state.pending is None:
+                if state.last_published_seq < 0 and not state.committed_count and state.pending is None:
                     state.last_published_seq = int(starting_sequence_number) - 1
                 elif state.last_published_seq + 1 != starting_sequence_number:
                     log.info(
@@ -395,3 +631,25 @@ class ProducerStateStore(ABC, Generic[C]):
             self.release(claim)
             raise
         return claim
+
+
+T = TypeVar("T")
+
+
+def _concurrently(call: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+    """``call`` on every item, :data:`RECORD_THREADS` at a time; results in item order, the first error raised."""
+    items = list(items)
+    if len(items) <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(min(RECORD_THREADS, len(items)), thread_name_prefix="eh-ledger") as pool:
+        return list(pool.map(call, items))
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

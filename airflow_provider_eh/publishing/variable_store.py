@@ -4,7 +4,9 @@ The store of the Airflow Variables backend, without Airflow: it reads and writes
 with ``get(key) -> str | None`` and ``set(key, value)`` (:class:`Variables`), which the hook layer
 (:class:`~airflow_provider_eh.hooks.producer_state.AirflowVariables`) builds on ``airflow.sdk.Variable``
 and tests build on a dict. The document is the same JSON as the blob backend's, including the
-namespace and hub it belongs to, under ``eh_producer_state.{group}.{partition}`` (lower-cased).
+namespace and hub it belongs to, under ``eh_producer_state.{group}.{partition}`` (lower-cased); each
+ledger record is a Variable of its own, ``eh_producer_state.{group}.{partition}.{batch|history}.{name}``,
+so no Variable grows with the ledger's age (one metadata row each, a few hundred bytes).
 
 **Single-writer.** A Variable API has no compare-and-swap, so the claim writes a fresh token,
 re-reads it, and re-checks it before every write and before every SDK batch; this catches a second
@@ -30,11 +32,15 @@ class UnreadableVariableError(Exception):
 
 
 class Variables(Protocol):
-    """The two calls the store makes; ``get`` raises :class:`UnreadableVariableError` for a value it cannot read."""
+    """The calls the store makes; ``get`` raises :class:`UnreadableVariableError` for a value it cannot read."""
 
     def get(self, key: str) -> str | None: ...
 
     def set(self, key: str, value: str) -> None: ...
+
+    def delete(self, key: str) -> None:
+        """Delete a key (absent: no error); only pruning deletes."""
+        ...
 
 
 class VariableStateClaim(StateClaim):
@@ -122,6 +128,28 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
         claim.tag = token
         claim.state = state
         claim.hold(started, self.hold_seconds, 0.0)
+
+    def record_variable_name(self, key: StateKey, kind: str, name: str) -> str:
+        """A ledger record's Variable: ``{prefix}.{group}.{partition}.{batch|history}.{name}`` (lower-cased)."""
+        return f"{self.prefix}.{key.group}.{key.partition}.{kind}.{name}".lower()
+
+    def get_record(self, key: StateKey, kind: str, name: str) -> str | None:
+        name = self.record_variable_name(key, kind, name)
+        try:
+            return self.variables.get(name)
+        except UnreadableVariableError as exc:
+            raise InvalidProducerStateError(
+                f"ledger record Airflow Variable {name!r} for {key}: {exc}. Restore the Fernet key."
+            ) from None
+
+    def put_record(self, claim: VariableStateClaim, kind: str, name: str, text: str) -> None:
+        self.variables.set(self.record_variable_name(claim.key, kind, name), text)
+
+    def delete_record(self, claim: VariableStateClaim, kind: str, name: str) -> None:
+        self.variables.delete(self.record_variable_name(claim.key, kind, name))
+
+    def describe_record(self, key: StateKey, kind: str, name: str) -> str:
+        return f"Airflow Variable {self.record_variable_name(key, kind, name)!r}"
 
     def release(self, claim: VariableStateClaim) -> None:
         """Nothing to release: the token stays until the next claim replaces it."""

@@ -65,7 +65,7 @@
         if (p.error) {
           row.appendChild(el("td", {text: g.group}));
           row.appendChild(el("td", {text: p.partition}));
-          row.appendChild(el("td", {colspan: "6", className: "error", text: p.error}));
+          row.appendChild(el("td", {colspan: "7", className: "error", text: p.error}));
           body.appendChild(row);
           return;
         }
@@ -82,12 +82,44 @@
         row.appendChild(el("td", {className: "last-batch"}, [last ? tiLink(last) : el("span", {text: "none"})]));
         row.appendChild(el("td", {className: "num", text: last ? String(last.events) : ""}));
         row.appendChild(el("td", {text: last && last.committed_at ? last.committed_at : ""}));
+        var count = el("button", {type: "button", className: "history-open", text: p.committed_batches + " batches"});
+        count.disabled = p.committed_batches === 0;
+        count.addEventListener("click", function () { showHistory(g.group, p.partition, null, true); });
+        row.appendChild(el("td", {className: "num committed-count"}, [count]));
         row.appendChild(open);
         body.appendChild(row);
       });
     });
     document.getElementById("producers-section").hidden = false;
   }
+
+  // A partition's committed batches, newest first, a page at a time ("Older" reads the next page).
+  var historyOf = null;
+  function showHistory(group, partition, before, fresh) {
+    var values = settings();
+    values.group = group;
+    values.partition = partition;
+    if (before !== null) values.before = before;
+    historyOf = {group: group, partition: partition};
+    get(VIEW + "api/history", values).then(function (page) {
+      var body = document.querySelector("#history tbody");
+      if (fresh) body.textContent = "";
+      document.getElementById("history-title").textContent = group + ", partition " + partition + " (" + page.total + ")";
+      page.batches.forEach(function (b) {
+        body.appendChild(el("tr", {className: "history-row", "data-ordinal": String(b.ordinal)}, [
+          el("td", {className: "num", text: String(b.ordinal)}), el("td", {}, [tiLink(b)]),
+          el("td", {className: "num", text: String(b.events)}), el("td", {text: b.first_seq + "–" + b.last_seq}),
+          el("td", {text: b.committed_at || ""})]));
+      });
+      var older = document.getElementById("history-older");
+      older.hidden = page.before === null;
+      older.dataset.before = page.before === null ? "" : String(page.before);
+      document.getElementById("history-section").hidden = false;
+    }).catch(function (e) { statusLine.textContent = String(e); statusLine.className = "error"; });
+  }
+  document.getElementById("history-older").addEventListener("click", function (ev) {
+    if (historyOf) showHistory(historyOf.group, historyOf.partition, Number(ev.target.dataset.before), false);
+  });
 
   function renderConsumers(data) {
     var box = document.getElementById("consumers");

@@ -116,10 +116,9 @@ def test_rerun_of_same_interval_through_dag_test_publishes_once_with_blob_state(
     from azure.storage.blob import ContainerClient
 
     blobs = ContainerClient.from_connection_string(azurite.connection_string, container)
-    origins = [
-        record["origin"]
-        for blob in blobs.list_blobs() if "/producer-state/" in blob.name
-        for record in json.loads(blobs.download_blob(blob.name).readall())["committed"].values()
+    origins = [  # the ledger's history records, one per committed batch
+        json.loads(blobs.download_blob(blob.name).readall())["origin"]
+        for blob in blobs.list_blobs(name_starts_with="_ledger/") if "/history/" in blob.name
     ]
     assert len(origins) == 4  # one batch on each partition of the hub
     assert {json.dumps(o, sort_keys=True) for o in origins} == {json.dumps(

@@ -1,5 +1,6 @@
-"""A producer state blob written by the dict-based ledger loads unchanged in the blob store and goes on
-publishing: its in-doubt batch becomes partial, the next batch numbers on from it."""
+"""A producer state blob written by the dict-based ledger (version 1) loads in the blob store and goes on
+publishing: its committed batches move into records, its in-doubt batch becomes partial, the next batch
+numbers on from it."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ def test_a_blob_of_the_dict_based_ledger_loads_unchanged_and_publishing_goes_on(
                                                f'"namespace":"{key.namespace}","hub":"{key.hub}"')
     setup.container.upload_blob(key.blob_name, text)
     publisher = setup.publisher()
-    assert publisher.store.read(key).to_json() == text
+    assert publisher.store.read(key).committed_count == 2
     events = [dict(e, partition_id="0") for e in events_for("next", 30)]
     result = publisher.publish(events, batch_id=batch("next"))["0"]
     assert (result.status, result.first_seq, result.last_seq) == ("published", 2021, 2050)
     state = publisher.store.read(key)
     assert state.pending is None and state.partial["c" * 64].landed == [] and state.partial["c" * 64].events == 1000
-    assert state.committed["b" * 64].first_seq == 16 and state.owner_level == 7
+    assert publisher.store.find_committed(key, "b" * 64).first_seq == 16 and state.owner_level == 7
+    assert (state.ledger.next, state.ledger.last.batch_id) == (3, batch("next"))  # the two moved, then the new one
     assert_exactly_once(setup.read_back(), events)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from ui_kit import (
-    BACKLOG_CHECKPOINT, BASE_PATH, DAG_EVENTS, DAG_ID, KEYS, MARK, PARTITIONS, REPLAY_EVENTS, REPLAY_PARTIAL_EVENTS,
+    BACKLOG_CHECKPOINT, BASE_PATH, DAG_EVENTS, DAG_ID, HISTORY_BATCHES, KEYS, MARK, PARTITIONS, REPLAY_EVENTS, REPLAY_PARTIAL_EVENTS,
     REPLAY_PARTITION, ViewStack,
 )
 
@@ -89,6 +89,25 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
     assert 0 <= partial["age_seconds"] < 3600 and partial["stale"] is False and partial["task_instance"] is None
     assert replay["last_committed"]["events"] == REPLAY_EVENTS and replay["last_committed"]["committed_at"]
     assert replay["last_committed"]["task_instance"] is None  # published outside Airflow
+
+    # a ledger's history, a page at a time, newest first; the DAG's batch linked to its task instance
+    assert groups["history"]["1"]["committed_batches"] == HISTORY_BATCHES
+    pages, before = [], None
+    while True:
+        page = view_stack.view("/api/history", token, group="history", partition="1", limit=2,
+                               **({} if before is None else {"before": before}))
+        assert page.status_code == 200, page.text
+        pages.append(page.json())
+        before = pages[-1]["before"]
+        if before is None:
+            break
+    assert [[b["ordinal"] for b in p["batches"]] for p in pages] == [[2, 1], [0]] and pages[0]["total"] == HISTORY_BATCHES
+    assert pages[0]["batches"][0]["batch_id"] == groups["history"]["1"]["last_committed"]["batch_id"]
+    (dag_batch,) = view_stack.view("/api/history", token, group=f"{DAG_ID}.publish", partition="0").json()["batches"]
+    assert dag_batch["task_instance"] == published["0"]["last_committed"]["task_instance"]
+    assert dag_batch["events"] == published["0"]["last_committed"]["events"]
+    bad = view_stack.view("/api/history", token, group="history", partition="1", limit=0)
+    assert bad.status_code == 422
 
     # the killed publish: a pending batch on partition 3, with its age; stale only past the threshold
     (pending,) = groups["backfill"]["3"]["open_batches"]
@@ -224,6 +243,11 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         assert sorted(stale) == [["partial", "rgb(180, 35, 24)", "replay"], ["pending", "rgb(180, 35, 24)", "backfill"]]
         partial = page.eval("document.querySelector('tr[data-group=replay] .open-batches').textContent")
         assert partial.startswith(f"partial 0 of {REPLAY_PARTIAL_EVENTS} events landed")
+        # a ledger's history opens under the table; its batches are listed newest first
+        page.eval("document.querySelector('tr[data-group=history] .history-open').click()")
+        page.wait_for("document.querySelectorAll('#history tr.history-row').length > 0")
+        ordinals = page.eval("Array.from(document.querySelectorAll('#history tr.history-row')).map(r => r.dataset.ordinal)")
+        assert ordinals == [str(o) for o in reversed(range(HISTORY_BATCHES))]
 
         lag = page.eval(
             "Array.from(document.querySelectorAll('.lag-chart[data-group=analytics] .bar')).map(b => "

@@ -9,7 +9,7 @@ the same services. Before the tests run, the hub gets:
 
 * stamped events with two poison events;
 * a publish killed after writing its intent, then another batch of the same group (``replay``) on
-  partition 2: the killed one is left partial;
+  partition 2: the killed one is left partial; three one-event batches of group ``history`` on partition 1;
 * all of that ingested by ``analytics``; then a publish by a subclass of ``EventHubPublishOperator``
   with a templated ``generation`` of 1 in a DAG run of the instance (group ``eh_view_publish.publish``),
   so ``analytics`` lags by the DAG's events;
@@ -60,6 +60,7 @@ STAMPED = 5  # per partition
 LOGICAL_DATE = "2026-11-02T00:00:00+00:00"
 BASE_PATH = "/airflow"  # the instance is served under a sub-path
 REPLAY_PARTITION, REPLAY_PARTIAL_EVENTS, REPLAY_EVENTS = "2", 3, 2
+HISTORY_BATCHES = 3  # one-event batches of group ``history`` on partition 1: a ledger of more than one page
 BACKLOG_CHECKPOINT = 1  # the backlog group processed the first two events of every partition
 
 MARK = uuid.uuid4().hex[:12]
@@ -246,6 +247,10 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
                                      derive_batch_id("replay", "manual", "replay", logical_date="2026-11-01T00:00:00+00:00"),
                                      group="replay", claim_timeout=60)  # waits out the killed one's lease
             assert code == 0, err[-3000:]
+            history = setup.publisher("history")
+            for day in range(1, HISTORY_BATCHES + 1):
+                history.publish([{"body": {"id": f"h{day}"}, "partition_id": "1"}],
+                                batch_id=derive_batch_id("history", "manual", "h", logical_date=f"2026-10-{day:02d}"))
             _ingest(eh_conn_str, hub, "analytics", out / "analytics.db", checkpoints)
         except BaseException as exc:  # re-raised below
             prep_error.append(exc)

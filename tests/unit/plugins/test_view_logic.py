@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow_provider_eh.checkpoints.blob_layout import Checkpoint
 from airflow_provider_eh.plugins import readers
-from airflow_provider_eh.publishing.state import CommittedBatch, PartialBatch, PendingIntent, ProducerState, StateKey
+from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PartialBatch, PendingIntent, ProducerState, StateKey
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
 
@@ -90,10 +90,14 @@ def test_ledgers_are_grouped_by_producer_group_with_partitions_in_numeric_order(
 def test_a_ledger_summary_shows_the_last_committed_batch_the_pending_one_and_partial_ones_with_their_ages() -> None:
     state = ProducerState.new(StateKey("ns", "hub", "g", "3"))
     state.owner_level, state.last_published_seq = 4, 29
-    state.committed = {
+    # a version 1 document not claimed since the upgrade keeps its batches inside; a claimed one, in records
+    unmigrated = ProducerState.new(StateKey("ns", "hub", "g", "3"))
+    unmigrated.unmigrated = {
         "older": CommittedBatch(10, 0, 9, 9, committed_at="2026-05-04T10:00:00+00:00"),
         "newer": CommittedBatch(10, 10, 19, 19, committed_at="2026-05-04T11:00:00+00:00"),
     }
+    state.ledger = Ledger(next=7, first=5, last=CommittedBatch(10, 10, 19, 19, committed_at="2026-05-04T11:00:00+00:00",
+                                                                batch_id="newer", ordinal=6))
     state.pending = PendingIntent("p", 20, None, 5, "f", 4, 19, [], started_at=(NOW - timedelta(seconds=90)).isoformat())
     state.partial = {"q": PartialBatch(5, "f", [[0, 1], [3, 5]], origin={"dag_id": "d", "task_id": "t", "run_id": "r"})}
     modified = NOW - timedelta(minutes=10)
@@ -101,6 +105,9 @@ def test_a_ledger_summary_shows_the_last_committed_batch_the_pending_one_and_par
     assert (summary["partition"], summary["owner_level"], summary["next_sequence_number"]) == ("3", 4, 30)
     assert summary["last_committed"] == {"batch_id": "newer", "events": 10, "first_seq": 10, "last_seq": 19,
                                          "committed_at": "2026-05-04T11:00:00+00:00", "origin": None}
+    assert summary["committed_batches"] == 2  # ordinals 5 and 6 are kept
+    old = readers.summarise_state(unmigrated, modified, NOW)
+    assert (old["last_committed"], old["committed_batches"]) == (summary["last_committed"], 2)
     pending, partial = summary["open_batches"]
     assert (pending["kind"], pending["batch_id"], pending["events"], pending["age_seconds"]) == ("pending", "p", 5, 90.0)
     # landed ranges are [start, stop) event indexes: 0, then 3 and 4

@@ -1,6 +1,7 @@
 """The ledger's typed records: the layout documented in state.py is theirs, and a state document
-written by the previous (dict-based) version loads unchanged, round-trips byte for byte and goes on
-publishing, in the Variables store (here) and the blob store (tests/integration/publishing)."""
+written by earlier versions (the dict-based ledger, every committed batch inside: version 1) loads,
+is moved into records by its first claim without losing a batch, and goes on publishing, in the
+Variables store (here) and the blob store (tests/integration/publishing)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from airflow_provider_eh.publishing import IdempotentPublisher
 from airflow_provider_eh.publishing import publisher as publisher_module
 from airflow_provider_eh.publishing import state as state_module
 from airflow_provider_eh.publishing.sender import SendReport
-from airflow_provider_eh.publishing.state import CommittedBatch, PartialBatch, PendingIntent, ProducerState, StateKey
+from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PartialBatch, PendingIntent, ProducerState, StateKey
 
 FIXTURE = Path(__file__).with_name("state_v1_fixture.json")  # written by the dict-based ledger
 KEY = StateKey("ns.example", "hub", "g", "0")
@@ -27,7 +28,7 @@ KEY = StateKey("ns.example", "hub", "g", "0")
 
 def test_documented_layout_is_the_records_fields() -> None:
     doc = state_module.__doc__ or ""
-    for record in (CommittedBatch, PendingIntent, PartialBatch):
+    for record in (Ledger, CommittedBatch, PendingIntent, PartialBatch):
         line = re.search(rf"{record.__name__}:\s*\{{(.*?)\}}", doc, re.S)
         assert line is not None, f"{record.__name__} is not documented in state.py"
         documented = re.findall(r'"(\w+)"(\??)', line.group(1))
@@ -37,21 +38,22 @@ def test_documented_layout_is_the_records_fields() -> None:
         assert f'"{name}":' in doc
 
 
-def test_a_document_of_the_dict_based_ledger_loads_unchanged_and_round_trips_byte_for_byte() -> None:
+def test_a_version_1_document_loads_with_every_committed_batch_and_is_never_written_back_unmoved() -> None:
     text = FIXTURE.read_text().strip()
     state = ProducerState.from_json(text, KEY, "fixture", "delete it")
-    assert state.to_json() == text
     assert isinstance(state.pending, PendingIntent) and state.pending.first_of_batch == 21
     assert state.pending.assigned_end == 2020 and state.pending.attempt_indexes[-1] == 999
     assert state.partial["a" * 64] == PartialBatch(6, "fpa", [[0, 2]], 10)
-    assert state.committed["b" * 64].first_seq == 16 and state.committed["b" * 64].owner_level == 4
+    assert state.unmigrated["b" * 64].first_seq == 16 and state.unmigrated["b" * 64].owner_level == 4
+    assert state.committed_count == 2 and state.last_committed.batch_id == "b" * 64
+    with pytest.raises(RuntimeError, match="2 committed batches of a version 1 document are not in records yet"):
+        state.to_json()
     older = json.loads(text)  # before fingerprints, owner levels and batch_first_seq were recorded
     for record in older["committed"].values():
         del record["fingerprint"], record["owner_level"]
     del older["pending"]["batch_first_seq"], older["pending"]["started_at"], older["partial"]["a" * 64]["batch_first_seq"]
-    old_text = json.dumps(older, separators=(",", ":"))
-    old_state = ProducerState.from_json(old_text, KEY, "fixture", "delete it")
-    assert old_state.to_json() == old_text and old_state.pending.first_of_batch == 1021
+    old_state = ProducerState.from_json(json.dumps(older, separators=(",", ":")), KEY, "fixture", "delete it")
+    assert old_state.pending.first_of_batch == 1021 and old_state.unmigrated["1" * 64].fingerprint is None
     broken = json.loads(text)
     del broken["pending"]["start_sequence_number"]
     with pytest.raises(InvalidProducerStateError, match="misses or mangles field 'PendingIntent.start_sequence_number'"):
@@ -70,12 +72,52 @@ class Variables:
     def set(self, key: str, value: str) -> None:
         self.values[key] = value
 
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+def test_the_first_claim_moves_a_version_1_ledger_into_records_and_a_crash_midway_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    variables = Variables()
+    store = VariableProducerStateStore(variables)
+    doc = json.loads(FIXTURE.read_text())
+    doc["pending"] = None
+    doc["committed"] = {f"{i:064x}": {"events": 1, "first_seq": i, "last_seq": i, "service_last_sequence_number": i}
+                        for i in reversed(range(3000))}
+    variables.values[store.variable_name(KEY)] = json.dumps(doc)
+    puts = 0
+    real_set = variables.set
+
+    def failing_set(key: str, value: str) -> None:  # storage gives out after 1,500 records
+        nonlocal puts
+        puts += 1
+        if puts > 1500:
+            raise ConnectionError("storage went away")
+        real_set(key, value)
+
+    monkeypatch.setattr(variables, "set", failing_set)
+    with pytest.raises(ConnectionError):
+        store.claim(KEY)
+    assert json.loads(variables.values[store.variable_name(KEY)])["version"] == 1  # the document still has them all
+    monkeypatch.setattr(variables, "set", real_set)
+    claim = store.claim(KEY)
+    stored = json.loads(variables.values[store.variable_name(KEY)])
+    assert stored["version"] == 2 and "committed" not in stored and stored["owner_level"] == 7
+    assert (stored["ledger"]["first"], stored["ledger"]["next"], stored["ledger"]["last"]["batch_id"]) == (0, 3000, f"{2999:064x}")
+    for i in (0, 1234, 2999):  # looked up by id; ordinals in sequence-number order
+        record = store.find_committed(KEY, f"{i:064x}")
+        assert (record.first_seq, record.ordinal) == (i, i)
+    assert [r.last_seq for r in store.history(KEY, limit=3).batches] == [2999, 2998, 2997]
+    assert len(variables.values) == 1 + 2 * 3000
+    store.release(claim)
+
 
 def test_the_variables_store_goes_on_from_a_document_of_the_dict_based_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     variables = Variables()
     store = VariableProducerStateStore(variables)
     variables.values[store.variable_name(KEY)] = FIXTURE.read_text().strip()
-    assert store.read(KEY).to_json() == FIXTURE.read_text().strip()
+    assert store.read(KEY).committed_count == 2
     landed: dict[int, Any] = {}
     monkeypatch.setattr(IdempotentPublisher, "_partition_end", lambda self, pid, producer=None: 5000)
     monkeypatch.setattr(publisher_module, "landed_stamps", lambda *a, **k: dict(landed))
@@ -89,4 +131,5 @@ def test_the_variables_store_goes_on_from_a_document_of_the_dict_based_ledger(mo
     result = publisher.commit(session, SendReport("0", "c" * 64, 1000, "fpc", 600, 5600, 0.1))
     assert (result.first_seq, result.last_seq, result.status) == (21, 2620, "recovered")
     again = ProducerState.from_json(variables.values[store.variable_name(KEY)], KEY, "variable", "delete it")
-    assert again.committed["c" * 64].first_seq == 21 and again.pending is None and "a" * 64 in again.partial
+    assert store.find_committed(KEY, "c" * 64).first_seq == 21 and again.pending is None and "a" * 64 in again.partial
+    assert store.find_committed(KEY, "b" * 64).first_seq == 16 and again.ledger.count == 3
