@@ -38,6 +38,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
     :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
     :param keep_committed: prune the ledger to this many recent batches per partition (default: keep all;
         a pruned batch re-run would publish again).
+    :param keep_committed_days: also prune batches committed more than this many days ago (default: keep
+        all; the newest batch of a partition is always kept; a pruned batch re-run would publish again).
     :param send_attempts: in-process attempts per partition on transient send errors.
     :param lease_seconds: blob lease duration (15 to 60).
     :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
@@ -72,6 +74,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         generation: int | str = 0,
         partition_options: Mapping[str, Mapping[str, Any]] | None = None,
         keep_committed: int | None = None,
+        keep_committed_days: float | None = None,
         send_attempts: int = 3,
         lease_seconds: int = 15,
         claim_timeout: float | None = None,
@@ -88,6 +91,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         self.generation = generation
         self.partition_options = partition_options
         self.keep_committed = keep_committed
+        self.keep_committed_days = keep_committed_days
         self.send_attempts = send_attempts
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
@@ -135,6 +139,12 @@ class BasePublishOperator(HubLineage, BaseOperator):
         if self.keep_committed is not None:
             whole("keep_committed", self.keep_committed, 1,
                   why=" or None; a pruned batch is published again when its interval re-runs")
+        if self.keep_committed_days is not None and (
+            not isinstance(self.keep_committed_days, (int, float)) or isinstance(self.keep_committed_days, bool)
+            or not self.keep_committed_days > 0
+        ):
+            raise ValueError(f"keep_committed_days={self.keep_committed_days!r}: must be a number of days above 0, or None; "
+                             "a pruned batch is published again when its interval re-runs")
         if self.claim_timeout is not None and (
             not isinstance(self.claim_timeout, (int, float)) or isinstance(self.claim_timeout, bool) or self.claim_timeout < 0
         ):
@@ -172,7 +182,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
             endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
-            keep_committed=self.keep_committed, send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
+            keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days, send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
         )
 
     def provider_errors(self) -> AbstractContextManager[None]:

@@ -271,6 +271,7 @@ ARGUMENTS = [
     ({"lease_seconds": 61}, "lease_seconds=61: must be a whole number between 15 and 60"),
     ({"send_attempts": 0}, "send_attempts=0: must be a whole number >= 1"),
     ({"keep_committed": 0}, "keep_committed=0: must be a whole number >= 1 or None; a pruned batch is published again"),
+    ({"keep_committed_days": 0}, "keep_committed_days=0: must be a number of days above 0, or None; a pruned batch"),
     ({"claim_timeout": -5}, "claim_timeout=-5: must be a number of seconds >= 0"),
     ({"partition_options": {"0": {"owner": 2}}}, r"partition_options\['0'\]: unknown option\(s\) owner; allowed: "),
     ({"partition_options": {"1": {"owner_level": -1}}}, r"partition_options\['1'\]\['owner_level'\]=-1: must be a whole number >= 0"),
@@ -281,7 +282,7 @@ ARGUMENTS = [
 @pytest.mark.parametrize(
     ("arguments", "message"),
     ARGUMENTS,
-    ids=["negative-generation", "text-generation", "short-lease", "long-lease", "no-attempts", "keep-none",
+    ids=["negative-generation", "text-generation", "short-lease", "long-lease", "no-attempts", "keep-none", "keep-no-days",
          "negative-claim-timeout", "unknown-partition-option", "negative-owner-level", "unknown-backend"],
 )
 def test_argument_out_of_range_fails_the_task_naming_it_and_sends_nothing(

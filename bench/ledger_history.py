@@ -1,0 +1,206 @@
+"""What a small publish costs on a young ledger and on an old one, on both state backends, and its fixed cost.
+
+Starts its own local Event Hubs endpoint, Azurite and an Airflow metadata database (SQLite, in a temp
+``AIRFLOW_HOME``), creates a hub of one partition, and for each backend (``blob`` on Azurite,
+``variable``: Airflow Variables in the metadata database) and each history length of ``--histories``
+(default 0, 26,280 = hourly for three years, and 100,000 = every five minutes for a year) gives a
+producer group that many committed batches, written as the engine writes them (a record by batch id
+and one by ordinal each, and the state document counting them). Then, on every group, the median time
+of ``--repeat`` publishes of ``--events`` events (each a new batch) through
+:class:`~airflow_provider_eh.publishing.IdempotentPublisher`, and the size of the largest object the
+group has in storage (a blob, or a Variable's value).
+
+The fixed cost, in the same run: the median of ``--repeat`` publishes of the same ``--events`` events
+through the engine on a fresh group vs. through a plain SDK producer (connect, ``send_batch``, close).
+
+The last line is ``ratio_<backend>_<n>=<publish time on a ledger of n batches / on an empty one> ...
+largest_<backend>_<n>=<bytes> ... fixed_cost=<engine / plain SDK> engine_s=... sdk_s=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+HOME = tempfile.mkdtemp(prefix="bench-ledger-airflow-")
+os.environ.update({  # before Airflow is imported: its metadata database for the Variables backend
+    "AIRFLOW_HOME": HOME, "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db", "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+})
+
+from azure.eventhub import EventData  # noqa: E402
+from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, StateKey  # noqa: E402
+from airflow_provider_eh.publishing.state import (  # noqa: E402
+    BATCH,
+    HISTORY,
+    CommittedBatch,
+    Ledger,
+    ProducerStateStore,
+    history_name,
+    record_name,
+)
+from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+
+EVENTS_PER_SEEDED_BATCH = 100
+
+
+def make_events(n: int, tag: str) -> list[dict[str, Any]]:
+    return [{"body": {"id": f"{tag}-{i}", "pad": "x" * 150}, "partition_id": "0"} for i in range(n)]
+
+
+def seed(store: ProducerStateStore, key: StateKey, batches: int, write_records: Any) -> float:
+    """Give ``key`` a ledger of ``batches`` committed batches, as the engine leaves it; returns the seconds it took."""
+    started = time.perf_counter()
+    claim = store.claim(key)
+    try:
+        now = "2026-01-01T00:00:00+00:00"
+        records = [CommittedBatch(events=EVENTS_PER_SEEDED_BATCH, first_seq=i * 100, last_seq=i * 100 + 99,
+                                  service_last_sequence_number=i * 100 + 99, fingerprint="f" * 64, owner_level=1,
+                                  committed_at=now, batch_id=f"{i:064x}", ordinal=i) for i in range(batches)]
+        write_records(claim, records)
+        state = claim.state
+        state.ledger = Ledger(next=batches, first=0, last=records[-1] if records else None)
+        state.last_published_seq = batches * 100 - 1
+        store.write(claim, state)
+    finally:
+        store.release(claim)
+    return time.perf_counter() - started
+
+
+def texts(records: list[CommittedBatch]) -> list[tuple[str, str, str]]:
+    out = []
+    for r in records:
+        text = json.dumps(r.to_doc(), separators=(",", ":"))
+        out += [(BATCH, record_name(r.batch_id), text), (HISTORY, history_name(r.ordinal), text)]
+    return out
+
+
+def blob_records(store: BlobProducerStateStore) -> Any:
+    def write(claim: Any, records: list[CommittedBatch]) -> None:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda item: store.put_record(claim, *item), texts(records)))
+    return write
+
+
+def variable_records(claim: Any, records: list[CommittedBatch]) -> None:
+    """Variables inserted in bulk (the engine writes one per commit; ten years of commits one by one would be the
+    benchmark's whole time)."""
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import insert
+
+    store = claim.store
+    rows = [{"key": store.record_variable_name(claim.key, kind, name), "val": text, "is_encrypted": False}
+            for kind, name, text in texts(records)]
+    with create_session() as session:
+        for at in range(0, len(rows), 20_000):
+            session.execute(insert(Variable.__table__), rows[at:at + 20_000])
+
+
+def largest_blob(container: ContainerClient, key: StateKey) -> int:
+    sizes = [b.size for b in container.list_blobs(name_starts_with=key.blob_name)]
+    prefix = key.record_blob_name(BATCH, "x").rsplit("/", 2)[0] + "/"
+    sizes += [b.size for b in container.list_blobs(name_starts_with=prefix)]
+    return max(sizes)
+
+
+def largest_variable(store: Any, key: StateKey) -> int:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, or_, select
+
+    name = store.variable_name(key)
+    with create_session() as session:
+        return int(session.scalar(select(func.max(func.length(Variable.__table__.c.val))).where(
+            or_(Variable.__table__.c.key == name, Variable.__table__.c.key.like(name + ".%")))))
+
+
+def timed_publishes(publisher: IdempotentPublisher, repeat: int, events: int, tag: str) -> float:
+    times = []
+    for i in range(repeat):
+        batch = make_events(events, f"{tag}-{i}")
+        started = time.perf_counter()
+        result = publisher.publish(batch, batch_id=f"{tag}-{i}")
+        times.append(time.perf_counter() - started)
+        assert {r.status for r in result.values()} == {"published"}, result
+    return statistics.median(times)
+
+
+def plain_sdk(endpoint: EventHubsEndpoint, repeat: int, events: int) -> float:
+    times = []
+    for i in range(repeat):
+        bodies = [json.dumps(e["body"]) for e in make_events(events, f"sdk-{i}")]
+        started = time.perf_counter()
+        with endpoint.producer() as producer:
+            batch = producer.create_batch(partition_id="0")
+            for body in bodies:
+                batch.add(EventData(body))
+            producer.send_batch(batch)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--histories", default="0,26280,100000", help="history lengths, comma-separated (0 first)")
+    parser.add_argument("--events", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    histories = [int(n) for n in args.histories.split(",")]
+    assert histories[0] == 0, "the first history length is the empty ledger the others are compared with"
+    logging.basicConfig(level=logging.WARNING)
+    migrate = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True)
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    from airflow_provider_eh.hooks.producer_state import AirflowVariables
+    from airflow_provider_eh.publishing import VariableProducerStateStore
+
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-ledger-") as tmp, \
+            EmulatorProcess(Path(tmp) / "eh") as eh, AzuriteProcess(Path(tmp) / "azurite") as azurite:
+        container = BlobServiceClient.from_connection_string(azurite.connection_string).create_container("ledger-state")
+        eh.admin.create_hub("ledger", partitions=1)
+        endpoint = EventHubsEndpoint.from_connection_string(eh.connection_string("ledger"), "ledger")
+        stores: dict[str, Any] = {"blob": BlobProducerStateStore(container),
+                                  "variable": VariableProducerStateStore(AirflowVariables())}
+        for backend, store in stores.items():
+            write = blob_records(store) if backend == "blob" else variable_records
+            for n in histories:
+                group = f"{backend}-{n}"
+                key = StateKey(endpoint.namespace, "ledger", group, "0")
+                seeded = seed(store, key, n, write)
+                publisher = IdempotentPublisher(endpoint, store, producer_group=group)
+                figures[f"{backend}_{n}_s"] = timed_publishes(publisher, args.repeat, args.events, group)
+                largest = largest_blob(container, key) if backend == "blob" else largest_variable(store, key)
+                figures[f"largest_{backend}_{n}"] = largest
+                print(f"{backend:8} ledger of {n:>7} batches (seeded in {seeded:6.1f}s): one {args.events}-event publish "
+                      f"{figures[f'{backend}_{n}_s'] * 1000:7.1f} ms (median of {args.repeat}), largest object {largest} B",
+                      flush=True)
+        sdk_s = plain_sdk(endpoint, args.repeat, args.events)
+        engine_s = timed_publishes(IdempotentPublisher(endpoint, stores["blob"], producer_group="fixed-cost"),
+                                   args.repeat, args.events, "fixed")
+    print(f"fixed cost of one {args.events}-event publish: engine {engine_s * 1000:.1f} ms, plain SDK {sdk_s * 1000:.1f} ms")
+    ratios = " ".join(f"ratio_{b}_{n}={figures[f'{b}_{n}_s'] / figures[f'{b}_0_s']:.3f}"
+                      for b in stores for n in histories[1:])
+    largest = " ".join(f"largest_{b}_{n}={int(figures[f'largest_{b}_{n}'])}" for b in stores for n in histories)
+    print(f"{ratios} {largest} fixed_cost={engine_s / sdk_s:.3f} engine_s={engine_s:.3f} sdk_s={sdk_s:.3f}")
+
+
+if __name__ == "__main__":
+    main()
