@@ -13,7 +13,11 @@ engine's (:mod:`airflow_provider_eh.publishing`), this module only connects them
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseHook
 
@@ -22,18 +26,38 @@ from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BACKENDS = ("blob", "variable")
 
 
+#: one Variables call at a time in this process (see :class:`AirflowVariables`)
+_CALLS = threading.Lock()
+
+
+def _one_at_a_time(call: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(call)
+    def serialised(*args: Any, **kwargs: Any) -> T:
+        with _CALLS:
+            return call(*args, **kwargs)
+
+    return serialised
+
+
 class AirflowVariables:
     """
-    ``airflow.sdk.Variable`` behind the two calls the Variables store makes
+    ``airflow.sdk.Variable`` behind the calls the Variables store makes
     (:class:`~airflow_provider_eh.publishing.variable_store.Variables`).
 
     In a task run by a supervisor (every worker) writes go through the Task SDK. ``dag.test()`` in
     Airflow 3.3 runs tasks in-process without the supervisor channel ``Variable.set`` needs; there,
     and only there, reads and writes fall back to the metadata DB through ``airflow.models.Variable``.
+
+    The calls are made one at a time per process: a publish checks its partitions' claim tokens from
+    a thread per partition, and the in-process channel of ``dag.test()`` (a queue of answers shared by
+    every thread, the channel swapped out while a request is handled) hands one thread's answer to
+    another: a partition then reads another partition's token and stops, "another publisher wrote a
+    new claim token", with no other publisher anywhere.
     """
 
     description = "airflow-provider-eh producer state; see the provider README before editing"
@@ -44,6 +68,7 @@ class AirflowVariables:
 
         return hasattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS")
 
+    @_one_at_a_time
     def get(self, key: str) -> str | None:
         if self._supervised():
             from airflow.sdk import Variable
@@ -64,6 +89,7 @@ class AirflowVariables:
                 )
             return value
 
+    @_one_at_a_time
     def set(self, key: str, value: str) -> None:
         if self._supervised():
             from airflow.sdk import Variable
@@ -74,6 +100,7 @@ class AirflowVariables:
 
         DbVariable.set(key, value, description=self.description)
 
+    @_one_at_a_time
     def delete(self, key: str) -> None:
         if self._supervised():
             from airflow.sdk import Variable
