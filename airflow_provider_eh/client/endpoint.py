@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumerClient
     from azure.eventhub.aio import EventHubProducerClient as AsyncProducerClient
 
+    from airflow_provider_eh.client.lean import KeptManagement
+
 
 def parse_connection_string(conn_str: str) -> dict[str, str]:
     """Split ``Key=Value;...`` into a dict with lower-cased keys; values keep their case."""
@@ -134,16 +136,20 @@ class EventHubsEndpoint:
         """The network path's SDK arguments (:class:`NetworkOptions`) under the caller's ``kwargs``."""
         return {**self.network.client_kwargs(aio=aio), **kwargs}
 
-    def producer(self, **kwargs: Any) -> EventHubProducerClient:
-        """A sync producer client; the caller closes it (use it as a context manager)."""
-        from azure.eventhub import EventHubProducerClient
+    def producer(self, *, management: KeptManagement | None = None, **kwargs: Any) -> EventHubProducerClient:
+        """A sync producer client (:class:`~airflow_provider_eh.client.lean.LeanProducerClient`); the caller
+        closes it (use it as a context manager).
+
+        :param management: a kept management link to share with other clients of this hub (``None``: its own).
+        """
+        from airflow_provider_eh.client.lean import LeanProducerClient
 
         kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
-            return EventHubProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub_name, **kwargs
+            return LeanProducerClient.from_connection_string(
+                self.connection_string, eventhub_name=self.eventhub_name, management=management, **kwargs
             )
-        return EventHubProducerClient(**self._kwargs(aio=False, **kwargs))
+        return LeanProducerClient(**self._kwargs(aio=False, management=management, **kwargs))
 
     def consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> EventHubConsumerClient:
         """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...)."""

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.lean import KeptManagement
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
     EventHubsProviderError,
@@ -138,6 +139,7 @@ class IdempotentPublisher:
         self.send_attempts = max(1, send_attempts)
         self.send_timeout = send_timeout
         self.origin = dict(origin) if origin else None
+        self._management: KeptManagement | None = None  # shared by the clients of one publish
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -145,19 +147,23 @@ class IdempotentPublisher:
         opts = self.partition_options.get(partition_id)
         return (opts.producer_group if opts and opts.producer_group else None) or self.producer_group
 
+    def _producer(self, **kwargs: Any) -> Any:
+        """A producer client of the hub; during :meth:`publish` they share one kept management link."""
+        return self.endpoint.producer(management=self._management, **kwargs)
+
     def _key(self, partition_id: str) -> StateKey:
         return StateKey(self.endpoint.namespace, self.endpoint.eventhub_name.lower(), self._group(partition_id), str(partition_id))
 
     def _partition_end(self, partition_id: str, producer: Any = None) -> int:
         if producer is not None:
             return partition_end(producer, partition_id)
-        with self.endpoint.producer() as client:
+        with self._producer() as client:
             return partition_end(client, partition_id)
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids; an unknown hub or bad credential is a non-retryable error."""
         try:
-            with self.endpoint.producer(retry_total=1) as client:
+            with self._producer(retry_total=1) as client:
                 return [str(p) for p in client.get_partition_ids()]
         except Exception as exc:
             from azure.eventhub.exceptions import AuthenticationError
@@ -229,7 +235,7 @@ class IdempotentPublisher:
         """
         if not self.hub_fencing:
             return
-        with self.endpoint.producer(retry_total=0) as client:
+        with self._producer(retry_total=0) as client:
             fence = open_fenced(client, key.partition, group=key.group, owner_level=owner_level, send_timeout=self.send_timeout)
         log.info("group %s partition %s: %s before the read-back", key.group, key.partition,
                  f"owner level {owner_level} raised at the hub" if fence is not None else "no hub fencing (not offered)")
@@ -453,7 +459,7 @@ class IdempotentPublisher:
             return out
 
         results = drive(self, batch_id, {partition_id: (count, fingerprint)}, send, attempts=self.send_attempts,
-                        producer_factory=lambda: self.endpoint.producer(retry_total=0))
+                        producer_factory=lambda: self._producer(retry_total=0))
         return results[partition_id]
 
     def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
@@ -465,19 +471,24 @@ class IdempotentPublisher:
         all partitions finished (non-retryable errors first).
         """
         started = time.monotonic()
-        grouped = self.prepare(events, default_partition)
         results: dict[str, PartitionResult] = {}
         errors: list[tuple[str, BaseException]] = []
-        workers = self.max_workers or max(1, len(grouped))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eh-publish") as pool:
-            futures = {pid: pool.submit(self.publish_partition, pid, batch_id, evs) for pid, evs in sorted(grouped.items())}
-            for pid, future in futures.items():
-                try:
-                    results[pid] = future.result()
-                except BaseException as exc:  # collected; raised below
-                    log.error("group %s partition %s batch %s: %s: %s", self._group(pid), pid, batch_stamp(batch_id),
-                              type(exc).__name__, exc)
-                    errors.append((pid, exc))
+        self._management = KeptManagement()  # one management link for the hub's metadata, partition ends and fences
+        try:
+            grouped = self.prepare(events, default_partition)
+            workers = self.max_workers or max(1, len(grouped))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eh-publish") as pool:
+                futures = {pid: pool.submit(self.publish_partition, pid, batch_id, evs) for pid, evs in sorted(grouped.items())}
+                for pid, future in futures.items():
+                    try:
+                        results[pid] = future.result()
+                    except BaseException as exc:  # collected; raised below
+                        log.error("group %s partition %s batch %s: %s: %s", self._group(pid), pid, batch_stamp(batch_id),
+                                  type(exc).__name__, exc)
+                        errors.append((pid, exc))
+        finally:
+            management, self._management = self._management, None
+            management.close()
         if errors:
             raise rank_errors(errors)[0][1]
         total = sum(r.events for r in results.values())
