@@ -52,7 +52,9 @@ from airflow_provider_eh.publishing.state import (  # noqa: E402
     HISTORY,
     CommittedBatch,
     Ledger,
+    ProducerState,
     ProducerStateStore,
+    StateClaim,
     history_name,
     record_name,
 )
@@ -68,13 +70,14 @@ def make_events(n: int, tag: str) -> list[dict[str, Any]]:
 def seed(store: ProducerStateStore, key: StateKey, batches: int, write_records: Any) -> float:
     """Give ``key`` a ledger of ``batches`` committed batches, as the engine leaves it; returns the seconds it took."""
     started = time.perf_counter()
+    now = "2026-01-01T00:00:00+00:00"
+    records = [CommittedBatch(events=EVENTS_PER_SEEDED_BATCH, first_seq=i * 100, last_seq=i * 100 + 99,
+                              service_last_sequence_number=i * 100 + 99, fingerprint="f" * 64, owner_level=1,
+                              committed_at=now, batch_id=f"{i:064x}", ordinal=i) for i in range(batches)]
+    # the records first, outside a claim (years of commits at once would outlast a lease), then the document
+    write_records(StateClaim(key, ProducerState.new(key), None, "seed"), records)
     claim = store.claim(key)
     try:
-        now = "2026-01-01T00:00:00+00:00"
-        records = [CommittedBatch(events=EVENTS_PER_SEEDED_BATCH, first_seq=i * 100, last_seq=i * 100 + 99,
-                                  service_last_sequence_number=i * 100 + 99, fingerprint="f" * 64, owner_level=1,
-                                  committed_at=now, batch_id=f"{i:064x}", ordinal=i) for i in range(batches)]
-        write_records(claim, records)
         state = claim.state
         state.ledger = Ledger(next=batches, first=0, last=records[-1] if records else None)
         state.last_published_seq = batches * 100 - 1
@@ -106,7 +109,10 @@ def variable_records(claim: Any, records: list[CommittedBatch]) -> None:
     from airflow.utils.session import create_session
     from sqlalchemy import insert
 
-    store = claim.store
+    from airflow_provider_eh.hooks.producer_state import AirflowVariables
+    from airflow_provider_eh.publishing import VariableProducerStateStore
+
+    store = VariableProducerStateStore(AirflowVariables())
     rows = [{"key": store.record_variable_name(claim.key, kind, name), "val": text, "is_encrypted": False}
             for kind, name, text in texts(records)]
     with create_session() as session:

@@ -15,8 +15,8 @@ builds on:
 * management requests go over one kept management link (:class:`KeptManagement`), opened on the
   first request and shared, under a lock, by every client given the same one (a publish shares one
   between its partitions' threads); a request that fails closes it and is made again the SDK's way;
-* a batch for a partition takes its size limit from that partition's own sender link (opened then,
-  and used by the send) instead of opening a link to no partition;
+* a batch for a partition takes its size limit from that partition's sender link when it is open
+  already (the engine opens it first, to fence it) instead of opening a link to no partition;
 * handlers open without sleeping between readiness checks (each check waits on the socket).
 """
 
@@ -136,13 +136,13 @@ class LeanProducerClient(EventHubProducerClient):
     def create_batch(self, **kwargs: Any) -> Any:
         partition_id = kwargs.get("partition_id")
         if not self._max_message_size_on_link and partition_id is not None:
-            try:
-                self._start_producer(str(partition_id), None)
-                producer = self._producers[str(partition_id)]
-                producer._open_with_retry()
-                self._max_message_size_on_link = producer._max_message_size_on_link
-            except (AttributeError, KeyError, TypeError) as exc:  # another SDK layout: its own way
-                log.debug("batch size from the partition's link: %s", exc)
+            # only from a link already open (the engine opens the partition's sender first, to fence it):
+            # opening one here, before the send, would change how the SDK retries that send (a link open
+            # before a send is re-sent on once when its acknowledgement times out)
+            producer = (getattr(self, "_producers", None) or {}).get(str(partition_id))
+            size = getattr(producer, "_max_message_size_on_link", None) if getattr(producer, "running", False) else None
+            if size:
+                self._max_message_size_on_link = size
         return super().create_batch(**kwargs)
 
     def close(self) -> None:

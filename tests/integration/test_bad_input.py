@@ -164,7 +164,7 @@ def variable_publisher(setup: PublishSetup, group: str, hub: str | None = None) 
     ("content", "why", "publish"),
     # the version check reads the document as the JSON check does, on either path: the Spark path runs one of them
     [("not json", "is not JSON", "local"), ("not json", "is not JSON", "spark"),
-     ('{"version": 99}', "has version 99, this provider reads version 1", "local")],
+     ('{"version": 99}', "has version 99, this provider reads versions 1, 2", "local")],
     indirect=["publish"],
 )
 def test_corrupt_state_variable_fails_its_partition_only_and_the_retry_after_reset_completes(

@@ -41,10 +41,12 @@ def test_a_publish_opens_one_management_link_and_one_sender_per_partition(
     assert connections(event_hubs) - before == 1  # a re-run only asks for the partition ids
 
 
-def test_a_partitions_batch_takes_its_limit_from_its_own_link_and_the_send_reuses_it(event_hubs: Any, hub: str) -> None:
+def test_a_partitions_batch_takes_its_limit_from_its_open_link_and_the_send_reuses_it(event_hubs: Any, hub: str) -> None:
     endpoint = EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub)
     before = connections(event_hubs)
     with endpoint.producer() as client:
+        client._start_producer("2", None)  # the partition's sender, opened first (the engine's open_fenced does)
+        client._producers["2"]._open_with_retry()
         batch = client.create_batch(partition_id="2")
         for i in range(50):
             batch.add(EventData(f"e{i}"))
