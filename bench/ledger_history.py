@@ -154,7 +154,7 @@ def plain_sdk(endpoint: EventHubsEndpoint, repeat: int, events: int) -> float:
     for i in range(repeat):
         bodies = [json.dumps(e["body"]) for e in make_events(events, f"sdk-{i}")]
         started = time.perf_counter()
-        with endpoint.producer() as producer:
+        with endpoint.plain_producer() as producer:
             batch = producer.create_batch(partition_id="0")
             for body in bodies:
                 batch.add(EventData(body))

@@ -60,7 +60,7 @@ def plain_sdk(endpoint: EventHubsEndpoint, events: list[dict]) -> float:
     per_partition = {str(p): [e["body"] for e in events if e["partition_id"] == str(p)] for p in range(PARTITIONS)}
 
     def send(pid: str) -> None:
-        with endpoint.producer() as producer:
+        with endpoint.plain_producer() as producer:
             batch = producer.create_batch(partition_id=pid)
             for body in per_partition[pid]:
                 event = EventData(body)

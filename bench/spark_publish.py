@@ -65,7 +65,7 @@ def plain_send_partition(rows: Any, endpoint: EventHubsEndpoint, partition_ids: 
     """What a plain pipeline runs per Spark partition: map each row, fill one SDK batch per partition, send."""
     from azure.eventhub import EventData
 
-    with endpoint.producer() as producer:
+    with endpoint.plain_producer() as producer:
         batches: dict[str, Any] = {}
         for row in rows:
             pid, body, props = MAPPING.event_of(row.asDict(), partition_ids)

@@ -151,6 +151,18 @@ class EventHubsEndpoint:
             )
         return LeanProducerClient(**self._kwargs(aio=False, management=management, **kwargs))
 
+    def plain_producer(self, **kwargs: Any) -> EventHubProducerClient:
+        """The SDK's own producer client with the same settings (what a plain pipeline uses: the baselines
+        the benchmarks compare with)."""
+        from azure.eventhub import EventHubProducerClient
+
+        kwargs = self.client_kwargs(kwargs)
+        if self.connection_string:
+            return EventHubProducerClient.from_connection_string(
+                self.connection_string, eventhub_name=self.eventhub_name, **kwargs
+            )
+        return EventHubProducerClient(**self._kwargs(aio=False, **kwargs))
+
     def consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> EventHubConsumerClient:
         """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...)."""
         from azure.eventhub import EventHubConsumerClient
