@@ -21,6 +21,7 @@ import pytest
 from publish_kit import PublishSetup, assert_exactly_once, events_for
 
 from airflow_provider_eh.publishing import IdempotentPublisher, StateKey, VariableProducerStateStore, derive_batch_id
+from airflow_provider_eh.testing.variables import DictVariables
 from tests.compat.test_wheel_on_airflow_floor import uv
 from tests.conftest import REPO
 
@@ -89,22 +90,6 @@ def assert_each_group_once(setup: PublishSetup, events: dict[str, list[dict[str,
     assert len(read) == sum(map(len, events.values()))
 
 
-class FileVariables:
-    """The Variables the previous release wrote, as a dict (get, set, delete)."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
 def test_ledgers_of_the_previous_release_move_into_records_and_rerunning_every_old_batch_sends_nothing(
     setup: PublishSetup, previous_release: Path, tmp_path: Path,
 ) -> None:
@@ -134,7 +119,7 @@ def test_ledgers_of_the_previous_release_move_into_records_and_rerunning_every_o
     assert {json.loads(v)["version"] for v in values.values()} == {1} and len(values) == 4
 
     # this release: every old batch again, on both backends, sends nothing
-    stores = {"blob": setup.publisher("g-blob").store, "variable": VariableProducerStateStore(FileVariables(values))}
+    stores = {"blob": setup.publisher("g-blob").store, "variable": VariableProducerStateStore(DictVariables(values))}
     for backend, store in stores.items():
         publisher = IdempotentPublisher(setup.endpoint, store, producer_group=f"g-{backend}")
         statuses = Counter(r.status for batch_id, events in batches[backend]

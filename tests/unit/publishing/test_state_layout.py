@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import InvalidProducerStateError
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
+from airflow_provider_eh.testing.variables import DictVariables
 from airflow_provider_eh.publishing import IdempotentPublisher
 from airflow_provider_eh.publishing import publisher as publisher_module
 from airflow_provider_eh.publishing import state as state_module
@@ -60,26 +61,10 @@ def test_a_version_1_document_loads_with_every_committed_batch_and_is_never_writ
         ProducerState.from_json(json.dumps(broken), KEY, "fixture", "delete it")
 
 
-class Variables:
-    """The two calls of ``airflow.sdk.Variable`` the store makes, over a dict."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
 def test_the_first_claim_moves_a_version_1_ledger_into_records_and_a_crash_midway_loses_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    variables = Variables()
+    variables = DictVariables()
     store = VariableProducerStateStore(variables)
     doc = json.loads(FIXTURE.read_text())
     doc["pending"] = None
@@ -114,7 +99,7 @@ def test_the_first_claim_moves_a_version_1_ledger_into_records_and_a_crash_midwa
 
 
 def test_the_variables_store_goes_on_from_a_document_of_the_dict_based_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
-    variables = Variables()
+    variables = DictVariables()
     store = VariableProducerStateStore(variables)
     variables.values[store.variable_name(KEY)] = FIXTURE.read_text().strip()
     assert store.read(KEY).committed_count == 2
