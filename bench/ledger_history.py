@@ -10,11 +10,20 @@ of ``--repeat`` publishes of ``--events`` events (each a new batch) through
 :class:`~airflow_provider_eh.publishing.IdempotentPublisher`, and the size of the largest object the
 group has in storage (a blob, or a Variable's value).
 
+What a publish costs in storage is counted too, and that is the figure that shows whether it depends
+on history: the requests it makes to storage and the bytes they move (blob: every HTTP request of
+the store's client; Variables: every get, set and delete), per publish, at each length. Azurite
+itself slows as a container fills (its blob index is an in-memory collection: a GET of a missing
+blob takes 1.6 ms in an empty account and 4 ms beside 20,000 blobs), so on the blob backend the time
+ratio carries Azurite's own growth: ``azurite_get_ms_<n>``, the median GET of a missing blob at each
+length, prints it beside the publish.
+
 The fixed cost, in the same run: the median of ``--repeat`` publishes of the same ``--events`` events
 through the engine on a fresh group vs. through a plain SDK producer (connect, ``send_batch``, close).
 
 The last line is ``ratio_<backend>_<n>=<publish time on a ledger of n batches / on an empty one> ...
-largest_<backend>_<n>=<bytes> ... fixed_cost=<engine / plain SDK> engine_s=... sdk_s=...``.
+requests_<backend>_<n>=<storage requests per publish> bytes_<backend>_<n>=<bytes moved per publish> ...
+largest_<backend>_<n>=<bytes> ... azurite_get_ms_<n>=... fixed_cost=<engine / plain SDK> engine_s=... sdk_s=...``.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ os.environ.update({  # before Airflow is imported: its metadata database for the
     "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
 })
 
+from azure.core.exceptions import ResourceNotFoundError  # noqa: E402
+from azure.core.pipeline.policies import SansIOHTTPPolicy  # noqa: E402
 from azure.eventhub import EventData  # noqa: E402
 from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
 
@@ -138,6 +149,55 @@ def largest_variable(store: Any, key: StateKey) -> int:
             or_(Variable.__table__.c.key == name, Variable.__table__.c.key.like(name + ".%")))))
 
 
+class Counting(SansIOHTTPPolicy):
+    """Counts the blob client's HTTP requests and the bytes they move (bodies sent, Content-Length received)."""
+
+    def __init__(self) -> None:
+        self.requests = self.bytes = 0
+
+    def on_request(self, request: Any) -> None:
+        body = request.http_request.body
+        self.requests += 1
+        self.bytes += len(body) if isinstance(body, (bytes, str)) else 0
+
+    def on_response(self, request: Any, response: Any) -> None:
+        self.bytes += int(response.http_response.headers.get("Content-Length") or 0)
+
+
+class CountingVariables:
+    """Airflow Variables, counting the calls and the bytes of the values read and written."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.requests, self.bytes = inner, 0, 0
+
+    def get(self, key: str) -> str | None:
+        value = self.inner.get(key)
+        self.requests += 1
+        self.bytes += len(value or "")
+        return value
+
+    def set(self, key: str, value: str) -> None:
+        self.inner.set(key, value)
+        self.requests += 1
+        self.bytes += len(value)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+        self.requests += 1
+
+
+def azurite_get_ms(container: ContainerClient) -> float:
+    times = []
+    for i in range(25):
+        started = time.perf_counter()
+        try:
+            container.get_blob_client(f"missing/{i}").download_blob().readall()
+        except ResourceNotFoundError:
+            pass
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
 def timed_publishes(publisher: IdempotentPublisher, repeat: int, events: int, tag: str) -> float:
     times = []
     for i in range(repeat):
@@ -180,11 +240,14 @@ def main() -> None:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as tmp, \
             EmulatorProcess(Path(tmp) / "eh") as eh, AzuriteProcess(Path(tmp) / "azurite") as azurite:
-        container = BlobServiceClient.from_connection_string(azurite.connection_string).create_container("ledger-state")
+        counting = Counting()
+        container = BlobServiceClient.from_connection_string(
+            azurite.connection_string, per_call_policies=[counting]).create_container("ledger-state")
+        counted_variables = CountingVariables(AirflowVariables())
         eh.admin.create_hub("ledger", partitions=1)
         endpoint = EventHubsEndpoint.from_connection_string(eh.connection_string("ledger"), "ledger")
         stores: dict[str, Any] = {"blob": BlobProducerStateStore(container),
-                                  "variable": VariableProducerStateStore(AirflowVariables())}
+                                  "variable": VariableProducerStateStore(counted_variables)}
         for backend, store in stores.items():
             write = blob_records(store) if backend == "blob" else variable_records
             for n in histories:
@@ -192,20 +255,30 @@ def main() -> None:
                 key = StateKey(endpoint.namespace, "ledger", group, "0")
                 seeded = seed(store, key, n, write)
                 publisher = IdempotentPublisher(endpoint, store, producer_group=group)
+                counter: Any = counting if backend == "blob" else counted_variables
+                before = (counter.requests, counter.bytes)
                 figures[f"{backend}_{n}_s"] = timed_publishes(publisher, args.repeat, args.events, group)
+                figures[f"requests_{backend}_{n}"] = (counter.requests - before[0]) / args.repeat
+                figures[f"bytes_{backend}_{n}"] = (counter.bytes - before[1]) / args.repeat
+                if backend == "blob":
+                    figures[f"azurite_get_ms_{n}"] = azurite_get_ms(container)
                 largest = largest_blob(container, key) if backend == "blob" else largest_variable(store, key)
                 figures[f"largest_{backend}_{n}"] = largest
                 print(f"{backend:8} ledger of {n:>7} batches (seeded in {seeded:6.1f}s): one {args.events}-event publish "
-                      f"{figures[f'{backend}_{n}_s'] * 1000:7.1f} ms (median of {args.repeat}), largest object {largest} B",
-                      flush=True)
+                      f"{figures[f'{backend}_{n}_s'] * 1000:7.1f} ms (median of {args.repeat}), "
+                      f"{figures[f'requests_{backend}_{n}']:.1f} storage requests moving {figures[f'bytes_{backend}_{n}']:.0f} B, "
+                      f"largest object {largest} B", flush=True)
         sdk_s = plain_sdk(endpoint, args.repeat, args.events)
         engine_s = timed_publishes(IdempotentPublisher(endpoint, stores["blob"], producer_group="fixed-cost"),
                                    args.repeat, args.events, "fixed")
     print(f"fixed cost of one {args.events}-event publish: engine {engine_s * 1000:.1f} ms, plain SDK {sdk_s * 1000:.1f} ms")
     ratios = " ".join(f"ratio_{b}_{n}={figures[f'{b}_{n}_s'] / figures[f'{b}_0_s']:.3f}"
                       for b in stores for n in histories[1:])
+    counted = " ".join(f"{what}_{b}_{n}={figures[f'{what}_{b}_{n}']:.1f}" for what in ("requests", "bytes")
+                       for b in stores for n in histories)
     largest = " ".join(f"largest_{b}_{n}={int(figures[f'largest_{b}_{n}'])}" for b in stores for n in histories)
-    print(f"{ratios} {largest} fixed_cost={engine_s / sdk_s:.3f} engine_s={engine_s:.3f} sdk_s={sdk_s:.3f}")
+    azurite = " ".join(f"azurite_get_ms_{n}={figures[f'azurite_get_ms_{n}']:.1f}" for n in histories)
+    print(f"{ratios} {counted} {largest} {azurite} fixed_cost={engine_s / sdk_s:.3f} engine_s={engine_s:.3f} sdk_s={sdk_s:.3f}")
 
 
 if __name__ == "__main__":
