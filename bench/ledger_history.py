@@ -51,7 +51,6 @@ os.environ.update({  # before Airflow is imported: its metadata database for the
 })
 
 from azure.core.exceptions import ResourceNotFoundError  # noqa: E402
-from azure.core.pipeline.policies import SansIOHTTPPolicy  # noqa: E402
 from azure.eventhub import EventData  # noqa: E402
 from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
 
@@ -149,18 +148,17 @@ def largest_variable(store: Any, key: StateKey) -> int:
             or_(Variable.__table__.c.key == name, Variable.__table__.c.key.like(name + ".%")))))
 
 
-class Counting(SansIOHTTPPolicy):
-    """Counts the blob client's HTTP requests and the bytes they move (bodies sent, Content-Length received)."""
+class Counting:
+    """The blob client's ``raw_response_hook``: counts its HTTP requests and the bytes they move (bodies sent,
+    Content-Length received)."""
 
     def __init__(self) -> None:
         self.requests = self.bytes = 0
 
-    def on_request(self, request: Any) -> None:
-        body = request.http_request.body
+    def __call__(self, response: Any) -> None:
+        body = response.http_request.body
         self.requests += 1
         self.bytes += len(body) if isinstance(body, (bytes, str)) else 0
-
-    def on_response(self, request: Any, response: Any) -> None:
         self.bytes += int(response.http_response.headers.get("Content-Length") or 0)
 
 
@@ -242,7 +240,7 @@ def main() -> None:
             EmulatorProcess(Path(tmp) / "eh") as eh, AzuriteProcess(Path(tmp) / "azurite") as azurite:
         counting = Counting()
         container = BlobServiceClient.from_connection_string(
-            azurite.connection_string, per_call_policies=[counting]).create_container("ledger-state")
+            azurite.connection_string, raw_response_hook=counting).create_container("ledger-state")
         counted_variables = CountingVariables(AirflowVariables())
         eh.admin.create_hub("ledger", partitions=1)
         endpoint = EventHubsEndpoint.from_connection_string(eh.connection_string("ledger"), "ledger")
