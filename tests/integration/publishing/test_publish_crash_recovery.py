@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections import Counter
 
 import pytest
 
@@ -34,8 +35,10 @@ def test_retry_after_crash_at_each_step_publishes_each_event_once(setup: Publish
     for point, proc in crashed.items():
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == -signal.SIGKILL, f"{point}: exit {proc.returncode}\n{err[-2000:]}"
-    # the crashes left in-doubt sends behind: all of them after the send, part of them mid-send
-    assert len(setups["after_send"].read_back()) == len(EVENTS)
+    # the crashes left in-doubt sends behind: a whole partition's send after the send (each partition runs
+    # on a thread of its own, so the other one is cut wherever it was), part of one mid-send
+    per_partition = Counter(e.partition for e in setups["after_send"].read_back())
+    assert len(EVENTS) // 2 in per_partition.values(), per_partition
     assert 0 < len(setups["mid_send:1"].read_back()) < len(EVENTS)
     retried = {point: s.start(EVENTS, batch("crash"), claim_timeout=40) for point, s in setups.items()}
     for point, proc in retried.items():

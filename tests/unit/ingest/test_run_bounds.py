@@ -22,7 +22,7 @@ class _Hub:
         return {"is_empty": last is None, "last_enqueued_sequence_number": -1 if last is None else last}
 
     @contextmanager
-    def consumer(self, consumer_group):
+    def producer(self):  # a run reads its bounds with management requests, through a producer client
         yield self
 
 
