@@ -76,7 +76,9 @@ def _start(dag_file: Path, home: Path, container: str, pause_at: str | None = No
 
 def _result(out: str, err: str) -> dict[str, Any]:
     try:
-        return json.loads(out.strip().splitlines()[-1])
+        # the result line; a client's closing log from another thread may be written into it, after the object
+        line = [x for x in out.splitlines() if x.startswith('{"state": ')][-1]
+        return json.JSONDecoder().raw_decode(line)[0]
     except (IndexError, ValueError):
         raise AssertionError("no result\n" + failure_report(out + err)) from None
 
