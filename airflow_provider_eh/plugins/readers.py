@@ -39,6 +39,7 @@ from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.redaction import ViewReadError, connection_secrets, failure, log_failure
+from airflow_provider_eh.publishing.state import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -171,16 +172,6 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat()
 
 
-def _parse_time(text: Any) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def _partition_key(partition_id: str) -> tuple[int, int | str]:
     return (0, int(partition_id)) if str(partition_id).isdigit() else (1, str(partition_id))
 
@@ -269,7 +260,7 @@ def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dic
     last = None if record is None else committed_row(record)
     open_batches = []
     if state.pending:
-        started = _parse_time(state.pending.started_at) or modified
+        started = parse_time(state.pending.started_at) or modified
         open_batches.append({
             "kind": "pending", "batch_id": state.pending.batch_id, "events": state.pending.events,
             "since": iso(started), "age_seconds": _age(started, now), "origin": state.pending.origin,

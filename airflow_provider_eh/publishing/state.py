@@ -532,7 +532,7 @@ class ProducerStateStore(ABC, Generic[C]):
             migrated = [replace(r, batch_id=b, ordinal=i) for i, (b, r) in enumerate(ordered)]
             top = len(migrated) if before is None else max(0, min(before, len(migrated)))
             page = migrated[max(0, top - limit):top][::-1]
-            return HistoryPage(page, len(migrated), page[-1].ordinal if page and page[-1].ordinal else None)
+            return HistoryPage(page, len(migrated), page[-1].ordinal if page and page[-1].ordinal > 0 else None)
         ledger = state.ledger
         top = ledger.next if before is None else max(ledger.first, min(before, ledger.next))
         ordinals = list(range(top - 1, max(ledger.first, top - limit) - 1, -1))
@@ -557,7 +557,7 @@ class ProducerStateStore(ABC, Generic[C]):
         if older_than is not None:
             while cut < ledger.next - 1:
                 record = self._record(claim.key, HISTORY, history_name(cut))
-                committed = _parse_time(record.committed_at) if record is not None else None
+                committed = parse_time(record.committed_at) if record is not None else None
                 if record is not None and (committed is None or committed >= older_than):
                     break
                 cut += 1
@@ -645,11 +645,13 @@ def _concurrently(call: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
         return list(pool.map(call, items))
 
 
-def _parse_time(text: str | None) -> datetime | None:
+def parse_time(text: Any) -> datetime | None:
+    """An ISO time stored in a ledger record (``committed_at``, ``started_at``), UTC when it names no zone;
+    ``None`` when absent or unreadable."""
     if not text:
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
