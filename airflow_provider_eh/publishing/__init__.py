@@ -50,8 +50,9 @@ from airflow_provider_eh.publishing.rulebook import (
 from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 from airflow_provider_eh.publishing.fingerprint import Fingerprint, fingerprint_of
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
-from airflow_provider_eh.publishing.publisher import IdempotentPublisher, PartitionSession
+from airflow_provider_eh.publishing.publisher import IdempotentPublisher
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
+from airflow_provider_eh.publishing.session import PartitionSession
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 

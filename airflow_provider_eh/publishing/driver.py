@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
 from airflow_provider_eh.stamps import batch_stamp
@@ -30,12 +30,25 @@ from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:
     from airflow_provider_eh.publishing.plan import PartitionResult
-    from airflow_provider_eh.publishing.publisher import IdempotentPublisher, PartitionSession
+    from airflow_provider_eh.publishing.session import PartitionSession
     from airflow_provider_eh.publishing.sender import SendReport
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class PartitionPublisher(Protocol):
+    """What :func:`drive` needs of a publisher (:class:`~airflow_provider_eh.publishing.IdempotentPublisher`)."""
+
+    producer_group: str
+
+    def begin(self, partition_id: str, batch_id: str, event_count: int, fingerprint: str, *,
+              producer: Any = None) -> PartitionSession: ...
+
+    def commit(self, session: PartitionSession, report: SendReport | None, *, producer: Any = None) -> PartitionResult: ...
+
+    def abort(self, session: PartitionSession) -> None: ...
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -148,7 +161,7 @@ FailureError = Callable[[str, SendOutcome, int], BaseException]
 """``failure(partition, outcome, committed_count) -> exception`` raised when a send failure ends the run."""
 
 
-def _begin_all(publisher: IdempotentPublisher, batch_id: str, counts: Mapping[str, tuple[int, str]],
+def _begin_all(publisher: PartitionPublisher, batch_id: str, counts: Mapping[str, tuple[int, str]],
                producer: Any) -> dict[str, PartitionSession]:
     """Begin every partition (concurrently when several); if one fails, release the others' claims and raise."""
     if len(counts) == 1:
@@ -177,7 +190,7 @@ def _default_failure(partition_id: str, outcome: SendOutcome, committed: int) ->
 
 
 def drive(
-    publisher: IdempotentPublisher,
+    publisher: PartitionPublisher,
     batch_id: str,
     counts: Mapping[str, tuple[int, str]],
     send: SendPartitions,

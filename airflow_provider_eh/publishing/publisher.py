@@ -40,6 +40,7 @@ from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan,
 from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
 from airflow_provider_eh.client.fencing import open_fenced
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
+from airflow_provider_eh.publishing.session import PartitionSession
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
     CommittedBatch,
@@ -54,25 +55,6 @@ from airflow_provider_eh.publishing.state import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class PartitionSession:
-    """A claimed partition with its plan; hand ``plan`` to the sender and the session back to ``commit``."""
-
-    def __init__(self, key: StateKey, claim: StateClaim, plan: PartitionPlan):
-        self.key = key
-        self.claim = claim
-        self.plan = plan
-
-    def check(self) -> None:
-        """Raise ProducerDisconnectedError if the claim was lost; the sender's ``stop_check``."""
-        self.claim.check()
-
-    @property
-    def intent_start(self) -> int | None:
-        """The partition's last service sequence number when the intent was written (``None``: no intent)."""
-        pending = self.claim.state.pending
-        return None if pending is None else int(pending.start_sequence_number)
 
 
 def _content_changed(key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int) -> None:
@@ -368,7 +350,7 @@ class IdempotentPublisher:
             )
             self.store.record_committed(claim, record)
             reached("after_commit_records")
-            state.ledger.add(record)
+            state.ledger = state.ledger.added(record)
             state.pending = None
             state.last_published_seq = max(state.last_published_seq, last_seq)
             self._prune(claim, state)
@@ -415,7 +397,7 @@ class IdempotentPublisher:
         state = claim.state
         if record is None or record.ordinal is None or record.ordinal < state.ledger.next:
             return False
-        state.ledger.add(record)
+        state.ledger = state.ledger.added(record)
         state.pending = None
         state.last_published_seq = max(state.last_published_seq, pending.assigned_end, record.last_seq)
         self.store.write(claim, state)

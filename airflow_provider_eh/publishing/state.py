@@ -124,7 +124,7 @@ class _Record:
         return cls(**{n: doc.get(n) for n in names})
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommittedBatch(_Record):
     """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
 
@@ -144,7 +144,7 @@ class CommittedBatch(_Record):
     ordinal: int | None = None  # its place in the ledger's commit order (records only)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PendingIntent(_Record):
     """The batch being sent (written before the send): what this attempt sends and from which number."""
 
@@ -179,7 +179,7 @@ class PendingIntent(_Record):
         return int(self.first_seq if self.batch_first_seq is None else self.batch_first_seq)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PartialBatch(_Record):
     """A batch of another run found in doubt: the events of it that landed; its retry sends the rest."""
 
@@ -192,7 +192,7 @@ class PartialBatch(_Record):
     origin: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ledger(_Record):
     """Where the committed-batch records stand: ordinals ``first..next-1`` are kept, ``last`` is the newest."""
 
@@ -205,11 +205,14 @@ class Ledger(_Record):
         """Committed batches kept (pruning leaves fewer than were ever committed)."""
         return self.next - self.first
 
-    def add(self, record: CommittedBatch) -> None:
-        """Count a committed batch whose records are written (its ordinal is ``next`` or above)."""
+    def added(self, record: CommittedBatch) -> Ledger:
+        """This ledger counting a committed batch whose records are written (its ordinal is ``next`` or above)."""
         assert record.ordinal is not None and record.ordinal >= self.next, (record.ordinal, self.next)
-        self.next = record.ordinal + 1
-        self.last = record
+        return replace(self, next=record.ordinal + 1, last=record)
+
+    def pruned(self, first: int) -> Ledger:
+        """This ledger keeping ordinals from ``first`` on (the records below are deleted)."""
+        return replace(self, first=first)
 
     def to_doc(self) -> dict[str, Any]:
         return {"next": self.next, "first": self.first, "last": None if self.last is None else self.last.to_doc()}
@@ -576,7 +579,7 @@ class ProducerStateStore(ABC, Generic[C]):
 
         gone = list(range(ledger.first, cut))
         _concurrently(forget, gone)
-        ledger.first = cut
+        state.ledger = ledger.pruned(cut)
         return len(gone)
 
     def _migrate(self, claim: C, state: ProducerState) -> None:
@@ -592,7 +595,7 @@ class ProducerStateStore(ABC, Generic[C]):
             _concurrently(lambda pair: self.put_record(claim, BATCH, record_name(pair[0].batch_id), pair[1]), zip(part, texts))
             _concurrently(lambda pair: self.put_record(claim, HISTORY, history_name(pair[0].ordinal), pair[1]), zip(part, texts))
         for record in records:
-            state.ledger.add(record)
+            state.ledger = state.ledger.added(record)
         state.unmigrated = {}
         log.info("%s: moved %d committed batches of a version 1 state document into ledger records in %.1fs",
                  claim.key, len(records), time.monotonic() - started)

@@ -118,3 +118,26 @@ def test_the_variables_store_goes_on_from_a_document_of_the_dict_based_ledger(mo
     again = ProducerState.from_json(variables.values[store.variable_name(KEY)], KEY, "variable", "delete it")
     assert store.find_committed(KEY, "c" * 64).first_seq == 21 and again.pending is None and "a" * 64 in again.partial
     assert store.find_committed(KEY, "b" * 64).first_seq == 16 and again.ledger.count == 3
+
+
+@pytest.mark.parametrize("record", [
+    CommittedBatch(3, 1, 3, 41, batch_id="b", ordinal=0),
+    PendingIntent("b", 1, None, 3, "fp", 1, 40, []),
+    PartialBatch(3, "fp", [[0, 1]]),
+    Ledger(1, 0, None),
+])
+def test_ledger_records_are_immutable(record: Any) -> None:
+    """A record is written once; a state that changes makes a new one (``Ledger.added``), never edits one in place."""
+    from dataclasses import FrozenInstanceError
+
+    with pytest.raises(FrozenInstanceError):
+        setattr(record, fields(record)[0].name, 99)
+
+
+def test_ledger_added_and_pruned_make_new_ledgers() -> None:
+    ledger = Ledger()
+    record = CommittedBatch(3, 1, 3, 41, batch_id="b", ordinal=0)
+    grown = ledger.added(record)
+    assert (ledger.next, ledger.last) == (0, None)
+    assert (grown.next, grown.last, grown.count) == (1, record, 1)
+    assert grown.pruned(1).count == 0 and grown.count == 1
