@@ -3,6 +3,10 @@
 No Airflow import here: the publishing engine and the local endpoint's client tools use these too.
 Every error says whether an Airflow retry can help (``retryable``); operators turn the
 non-retryable ones into ``AirflowFailException`` so that Airflow does not burn retries on them.
+
+Each error is also importable where it is raised (``spark.errors``, ``triggers.event``,
+``operators.common``, ``client.readback``, ``plugins.redaction``, ``emulator``), as it was before it
+moved here.
 """
 
 from __future__ import annotations
@@ -66,6 +70,12 @@ class UnknownPartitionError(EventHubsProviderError):
     """A partition named by the caller does not exist in the hub."""
 
 
+class EventTriggerConfigError(EventHubsProviderError, ValueError):
+    """A bad argument of the event trigger or sensor; the message names it and what to do."""
+
+    retryable = False
+
+
 class SinkConfigError(EventHubsProviderError):
     """The SQL sink is misconfigured: a table, column or option is missing or not allowed."""
 
@@ -82,9 +92,93 @@ class IngestStalledError(EventHubsProviderError):
     retryable = True
 
 
+class ReadBackStalledError(EventHubsProviderError, TimeoutError):
+    """No event arrived for ``idle_timeout`` seconds before a read-back reached its end; the caller says what that means."""
+
+    retryable = True
+
+    def __init__(self, partition_id: str, last: int, end: int, idle_timeout: float):
+        self.partition_id, self.last, self.end, self.idle_timeout = partition_id, last, end, idle_timeout
+        super().__init__(
+            f"partition {partition_id}: read-back stalled at sequence number {last} of {end} "
+            f"(nothing for {idle_timeout:g} s)"
+        )
+
+
 class DeadLetterNotFoundError(EventHubsProviderError):
     """A dead letter asked for (partition, sequence number) is not in the dead-letter table."""
 
 
 class UnknownEventHubError(EventHubsProviderError):
     """The hub does not exist on the namespace, or the credential cannot see it."""
+
+
+class TriggerReportedError(EventHubsProviderError):
+    """An error a trigger reported as data (its type and text in the message, and ``retryable``).
+
+    A trigger runs in the triggerer and hands its error to the task as an event; the task raises
+    this in its place, so the error is mapped like one raised in the task itself.
+    """
+
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class SparkPublishError(EventHubsProviderError):
+    """Publishing a Spark output failed; ``retryable`` says whether a new run can complete it."""
+
+    def __init__(self, message: str, *, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class OutputNotFoundError(SparkPublishError):
+    """The output path or table does not exist."""
+
+
+class EmptyOutputError(SparkPublishError):
+    """The output has no rows and ``on_empty="fail"``."""
+
+
+class SparkUnavailableError(SparkPublishError):
+    """A session with a master (not Spark Connect) cannot start here: no Spark distribution or no Java."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(
+            f"Spark ({where}) cannot start in this task: {reason}. With a master URL the Spark driver runs inside "
+            "the task and needs a Spark distribution and Java 17+ here: install the provider's spark extra "
+            "(pip install 'airflow-provider-eh[spark]', pyspark with its jars) or set SPARK_HOME to a Spark "
+            "installation; or run on a Spark Connect server, which needs neither: a spark_connect connection or "
+            "a Spark connection whose host is sc://host:15002."
+        )
+
+
+class ViewReadError(EventHubsProviderError):
+    """A read the Event Hubs view could not make, in words fit for the person looking at it (no raw error text).
+
+    ``retryable`` when the service or storage behind the read failed (a 5xx answer): a refresh may
+    succeed; a bad setting or a missing connection (4xx) stays as it is until someone changes it.
+
+    :param message: what failed, why as far as the error's class tells, and what to check.
+    :param status_code: the HTTP status the view's API answers with.
+    """
+
+    def __init__(self, message: str, status_code: int = 502):
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.retryable = status_code >= 500
+
+
+class EmulatorAdminError(EventHubsProviderError, RuntimeError):
+    """The local endpoint's admin API answered with an error; ``status`` is the HTTP status.
+
+    The message is the endpoint's own (it names the hub, fault kind or field it refused). ``retryable``
+    for a 5xx answer only: a refused request is refused again.
+    """
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"admin endpoint answered {status}: {message}")
+        self.status = status
+        self.retryable = status >= 500

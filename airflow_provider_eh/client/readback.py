@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.receive import PartitionReader
+from airflow_provider_eh.errors import ReadBackStalledError  # raised here, importable from here as before
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,6 @@ def partition_span(endpoint: EventHubsEndpoint, partition_id: str) -> PartitionS
         last_enqueued_sequence_number=int(props["last_enqueued_sequence_number"]),
         is_empty=bool(props.get("is_empty")),
     )
-
-
-class ReadBackStalledError(TimeoutError):
-    """No event arrived for ``idle_timeout`` seconds before the read reached its end; the caller says what that means."""
-
-    def __init__(self, partition_id: str, last: int, end: int, idle_timeout: float):
-        self.partition_id, self.last, self.end, self.idle_timeout = partition_id, last, end, idle_timeout
-        super().__init__(
-            f"partition {partition_id}: read-back stalled at sequence number {last} of {end} "
-            f"(nothing for {idle_timeout:g} s)"
-        )
 
 
 def events_after(

@@ -36,18 +36,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
+from airflow_provider_eh.errors import EmulatorAdminError  # importable from here, as before it joined errors.py
+
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "local-event-hubs-key"
 
 __all__ = ["EmulatorAdmin", "EmulatorAdminError", "EmulatorProcess", "DEFAULT_KEY", "DEFAULT_KEY_NAME"]
-
-
-class EmulatorAdminError(RuntimeError):
-    """The admin endpoint answered with an error; ``status`` is the HTTP status."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"admin endpoint answered {status}: {message}")
-        self.status = status
 
 
 class EmulatorAdmin:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.errors import EventHubsProviderError, TriggerReportedError
 from airflow_provider_eh.lineage import eventhub_dataset
 
 if TYPE_CHECKING:
@@ -50,12 +50,7 @@ def airflow_error(exc: BaseException, task_id: str) -> BaseException:
     return exc
 
 
-class _ReportedError(EventHubsProviderError):
-    """An error a trigger reported as data (its type and text in the message, and ``retryable``)."""
-
-    def __init__(self, message: str, retryable: bool):
-        super().__init__(message)
-        self.retryable = retryable
+_ReportedError = TriggerReportedError  # its name here before it joined errors.py
 
 
 def trigger_error(task_id: str, doing: str, event: Mapping[str, Any]) -> BaseException:
@@ -67,7 +62,7 @@ def trigger_error(task_id: str, doing: str, event: Mapping[str, Any]) -> BaseExc
     without the flag (written by an older trigger) counts as retryable. The message reads
     ``Task '<id>': <doing> failed: <the trigger's message>``.
     """
-    reported = _ReportedError(f"{doing} failed: {event.get('message', '')}", event.get("retryable") is not False)
+    reported = TriggerReportedError(f"{doing} failed: {event.get('message', '')}", event.get("retryable") is not False)
     mapped = airflow_error(reported, task_id)
     return AirflowException(f"Task {task_id!r}: {reported}") if mapped is reported else mapped
 

@@ -28,9 +28,10 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, status
 from fastapi.responses import FileResponse, HTMLResponse
 
+from airflow_provider_eh.errors import ViewReadError
 from airflow_provider_eh.plugins import links, readers
+from airflow_provider_eh.plugins.redaction import log_failure, scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
-from airflow_provider_eh.plugins.redaction import ViewReadError, log_failure, scrub
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from airflow_provider_eh.errors import ViewReadError  # what a failed read raises; importable from here as before
+
 log = logging.getLogger(__name__)
 
 #: extra fields whose values are secrets, by a part of their name (``connection_string``, ``sas_token``, ...)
@@ -23,19 +25,6 @@ SECRET_SEGMENTS = ("sharedaccesskey", "accountkey", "sharedaccesssignature", "si
 #: shorter strings are not scrubbed (Airflow's masker skips them too): they would mangle ordinary words
 MIN_SECRET_LENGTH = 6
 REPLACEMENT = "***"
-
-
-class ViewReadError(Exception):
-    """A read the view could not make, in words fit for the person looking at it (no raw error text).
-
-    :param message: what failed, why as far as the error's class tells, and what to check.
-    :param status_code: the HTTP status the API answers with.
-    """
-
-    def __init__(self, message: str, status_code: int = 502):
-        super().__init__(message)
-        self.message = message
-        self.status_code = status_code
 
 
 def _redact(text: str) -> str:

@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_eh.errors import ConnectionUnreachableError
+from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.triggers.event import (
     EventHubAwaitEventTrigger,
-    EventTriggerConfigError,
     await_match,
     load_filter,
     not_found,

@@ -1,4 +1,4 @@
-"""Errors of publishing Spark output, and bringing executors' errors back to the driver as themselves.
+"""Bringing executors' errors back to the driver as themselves (the Spark errors are in :mod:`airflow_provider_eh.errors`).
 
 An error raised in a Python worker reaches the driver as Spark's ``PythonException`` (or a
 ``Py4JJavaError``) whose text holds the worker's traceback. :func:`raise_from_spark` finds the
@@ -13,36 +13,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from airflow_provider_eh import errors
-from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.errors import (  # the Spark errors live in the one hierarchy; importable here as before
+    EmptyOutputError,
+    EventHubsProviderError,
+    OutputNotFoundError,
+    SparkPublishError,
+    SparkUnavailableError,
+)
 
-
-class SparkPublishError(EventHubsProviderError):
-    """Publishing a Spark output failed; ``retryable`` says whether a new run can complete it."""
-
-    def __init__(self, message: str, *, retryable: bool = False):
-        super().__init__(message)
-        self.retryable = retryable
-
-
-class OutputNotFoundError(SparkPublishError):
-    """The output path or table does not exist."""
-
-
-class EmptyOutputError(SparkPublishError):
-    """The output has no rows and ``on_empty="fail"``."""
-
-
-class SparkUnavailableError(SparkPublishError):
-    """A session with a master (not Spark Connect) cannot start here: no Spark distribution or no Java."""
-
-    def __init__(self, where: str, reason: str):
-        super().__init__(
-            f"Spark ({where}) cannot start in this task: {reason}. With a master URL the Spark driver runs inside "
-            "the task and needs a Spark distribution and Java 17+ here: install the provider's spark extra "
-            "(pip install 'airflow-provider-eh[spark]', pyspark with its jars) or set SPARK_HOME to a Spark "
-            "installation; or run on a Spark Connect server, which needs neither: a spark_connect connection or "
-            "a Spark connection whose host is sc://host:15002."
-        )
+__all__ = [
+    "EmptyOutputError", "OutputNotFoundError", "SparkPublishError", "SparkUnavailableError", "error_condition",
+    "from_worker_text", "raise_from_spark",
+]
 
 
 def error_condition(exc: BaseException) -> str | None:

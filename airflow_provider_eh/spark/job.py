@@ -34,7 +34,8 @@ from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
-from airflow_provider_eh.spark.errors import EmptyOutputError, SparkPublishError, error_condition, raise_from_spark
+from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
+from airflow_provider_eh.spark.errors import error_condition, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ class SparkSource:
 
     def read(self, spark: SparkSession) -> DataFrame:
         """The output as a DataFrame; a missing path or table raises :class:`OutputNotFoundError`."""
-        from airflow_provider_eh.spark.errors import OutputNotFoundError
-
         try:
             if self.table:
                 return spark.table(self.table)

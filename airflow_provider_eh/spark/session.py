@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_eh.spark.errors import SparkUnavailableError, error_condition
+from airflow_provider_eh.errors import SparkUnavailableError
+from airflow_provider_eh.spark.errors import error_condition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -128,6 +129,8 @@ def connect_session(settings: SparkSettings) -> SparkSession:
     """A Spark Connect session with the settings it may change; the refused ones reported in one warning."""
     from pyspark.sql import SparkSession
 
+    if not settings.remote:
+        raise ValueError("a Spark Connect session needs settings.remote (sc://host:port)")
     session = SparkSession.builder.remote(settings.remote).getOrCreate()
     refused = apply_connect_conf(session.conf, {**SESSION_CONF, **dict(settings.conf)})
     if refused:

@@ -61,7 +61,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
 from airflow_provider_eh.client.receive import LastEnqueued
-from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError
+from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -72,12 +72,6 @@ except ImportError:  # pragma: no cover - older Airflow: run() only
     SharedStreamProducer = object  # type: ignore[assignment,misc]
 
 START_POSITIONS = ("earliest", "latest")
-
-
-class EventTriggerConfigError(EventHubsProviderError, ValueError):
-    """A bad argument of the event trigger or sensor; the message names it and what to do."""
-
-    retryable = False
 
 
 def load_filter(path: str | None) -> Callable[[dict[str, Any]], Any] | None:
