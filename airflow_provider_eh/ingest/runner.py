@@ -31,7 +31,8 @@ from typing import Any
 
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader, namespace_spellings
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError, UnknownPartitionError
+from airflow_provider_eh.client.partitions import check_partition_ids
+from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
@@ -205,12 +206,7 @@ class IngestRun:
         ids = [str(p) for p in client.get_partition_ids()]
         if self.limits.partition_ids is not None:
             wanted = {str(p) for p in self.limits.partition_ids}
-            unknown = sorted(wanted - set(ids))
-            if unknown:
-                raise UnknownPartitionError(
-                    f"Event Hub {self.endpoint.eventhub_name!r} has no partition {', '.join(unknown)} "
-                    f"(it has {', '.join(ids)}); fix partition_ids."
-                )
+            check_partition_ids(self.endpoint.eventhub_name, wanted, ids)
             ids = [p for p in ids if p in wanted]
 
         def last_enqueued(partition_id: str) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
@@ -135,12 +136,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
                 raise EventTriggerConfigError(f"{exc}; fix eventhub_name or create the hub") from exc
             raise
         wanted = [str(p) for p in self.partition_ids] if self.partition_ids else ids
-        unknown = sorted(set(wanted) - set(ids))
-        if unknown:
-            raise EventTriggerConfigError(
-                f"Event Hub {self.eventhub_name!r} has no partition {', '.join(unknown)} (it has {', '.join(ids)}); "
-                "fix partition_ids"
-            )
+        check_partition_ids(self.eventhub_name, wanted, ids, EventTriggerConfigError)
         checkpoints: dict[str, int | None] = {}
         if self.checkpoint_container:
             (group,) = CheckpointHook(

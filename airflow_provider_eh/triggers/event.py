@@ -60,6 +60,7 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
+from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.client.receive import LastEnqueued
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
@@ -350,12 +351,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
                 raise EventTriggerConfigError(message) from exc
             raise ConnectionUnreachableError(kw["event_hubs_conn_id"], message) from exc
         wanted = [str(p) for p in kw["partition_ids"]] if kw.get("partition_ids") else ids
-        unknown = sorted(set(wanted) - set(ids))
-        if unknown:
-            raise EventTriggerConfigError(
-                f"Event Hub {kw['eventhub_name']!r} has no partition {', '.join(unknown)} (it has {', '.join(ids)}); "
-                "fix partition_ids"
-            )
+        check_partition_ids(kw["eventhub_name"], wanted, ids, EventTriggerConfigError)
         checkpoints: dict[str, int | None] = {}
         if kw.get("checkpoint_container"):
             await self._ensure_container()
