@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
-from airflow_provider_eh.triggers.event import ranges_of
+from airflow_provider_eh.triggers.payload import ranges_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -16,12 +16,8 @@ from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.operators.common import airflow_errors
-from airflow_provider_eh.triggers.event import (
-    EventHubAwaitEventTrigger,
-    await_match,
-    load_filter,
-    not_found,
-)
+from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger, await_match, load_filter
+from airflow_provider_eh.triggers.partition_stream import not_found
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

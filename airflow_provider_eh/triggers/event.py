@@ -32,20 +32,10 @@ Outside the triggerer's shared-stream mode (``run()``: the sensor, a direct use)
 checkpointed when the consumer of the generator asks for the next event, i.e. after it took the
 previous one: a crash in between re-fires that batch.
 
-The event payload (the asset event's ``extra["payload"]``)::
-
-    {"namespace", "eventhub", "consumer_group", "events": <count>,
-     "partitions": {"0": {"first": 10, "last": 14, "count": 5[, "sequence_numbers": [...]]}, ...},
-     "lag": {"0": {"last_enqueued": 20, "behind": 6}, ...},
-     ["bodies": [{"partition", "sequence_number", "body"}, ...]]}
-
-``lag`` comes from the stream itself (the receiver runtime metric the hub sends with each delivery,
-no management call): per partition, its last enqueued sequence number when the batch's last event of
-it was delivered, and how many events were enqueued after that one; empty where the hub sends none.
-
-``sequence_numbers`` is present when the filter dropped events inside the range; ``bodies`` only with
-``include_bodies`` and when the bodies' total size is at most ``max_body_bytes``. :func:`read_events`
-reads exactly those events back, :func:`ranges_of` merges the ranges of several asset events.
+The event payload (the asset event's ``extra["payload"]``) and the records filters receive are
+described in :mod:`airflow_provider_eh.triggers.payload`; :func:`read_events` reads a payload's events
+back, :func:`ranges_of` merges the ranges of several asset events. The partitions are received through
+:class:`~airflow_provider_eh.triggers.partition_stream.PartitionStream`.
 """
 
 from __future__ import annotations
@@ -53,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,11 +51,12 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.client.receive import LastEnqueued
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.triggers.partition_stream import PartitionStream, not_found, receive_error
+from airflow_provider_eh.triggers.payload import batch_payload, event_record, ranges_of, read_events
 
 try:  # Airflow 3.3+: acknowledged shared streams (persistence-gated checkpoints)
     from airflow.triggers.shared_stream import SharedStreamProducer
@@ -73,6 +64,13 @@ except ImportError:  # pragma: no cover - older Airflow: run() only
     SharedStreamProducer = object  # type: ignore[assignment,misc]
 
 START_POSITIONS = ("earliest", "latest")
+
+# Importable from here as before they moved to the payload and partition-stream modules.
+__all__ = [
+    "START_POSITIONS", "EventHubAwaitEventTrigger", "EventHubBatchProducer", "EventHubEventTrigger",
+    "EventTriggerConfigError", "await_match", "batch_payload", "event_record", "gather_batches", "load_filter",
+    "not_found", "ranges_of", "read_events", "read_summary", "receive_error",
+]
 
 
 def load_filter(path: str | None) -> Callable[[dict[str, Any]], Any] | None:
@@ -97,214 +95,6 @@ def load_filter(path: str | None) -> Callable[[dict[str, Any]], Any] | None:
     if not callable(func):
         raise EventTriggerConfigError(f"filter {path!r}: module {module_name!r} has no function {name!r}")
     return func
-
-
-def event_record(event: Any, partition_id: str) -> dict[str, Any]:
-    """A JSON-able view of an SDK ``EventData``: what filters receive and what ``bodies`` hold."""
-    body = b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
-    if isinstance(body, bytes):
-        try:
-            body = body.decode("utf-8")
-        except UnicodeDecodeError:
-            body = body.hex()
-    props = {
-        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else v)
-        for k, v in (event.properties or {}).items()
-    }
-    enqueued = getattr(event, "enqueued_time", None)
-    last = LastEnqueued.of(getattr(event, "_message", None))  # the SDK keeps the AMQP message there
-    return {
-        "partition": partition_id,
-        "sequence_number": int(event.sequence_number),
-        "offset": None if event.offset is None else str(event.offset),
-        "enqueued_time": enqueued.isoformat() if enqueued else None,
-        "properties": props,
-        "body": body,
-        "last_enqueued": None if last is None else last.sequence_number,  # the partition's, at delivery
-    }
-
-
-def not_found(exc: BaseException) -> bool:
-    """Whether the service (or the local endpoint) answered that an entity does not exist (``amqp:not-found``, 404)."""
-    text = str(exc).lower()
-    return "could not be found" in text or "amqp:not-found" in text
-
-
-def receive_error(exc: BaseException, eventhub_name: str, consumer_group: str, partition_id: str) -> BaseException:
-    """
-    What a receiver's error means: a config error when the service says the consumer group does not exist.
-
-    The service (and the local endpoint) refuses a receiver on an unknown consumer group with
-    ``amqp:not-found`` naming ``<hub>/ConsumerGroups/<group>``; the SDK reports it as a connection
-    error and would retry for ever. Any other error is returned unchanged.
-    """
-    text = str(exc)
-    if not_found(exc) and "consumergroups" in text.lower():
-        return EventTriggerConfigError(
-            f"Event Hub {eventhub_name!r} has no consumer group {consumer_group!r} (partition {partition_id}: "
-            f"{text.splitlines()[0] if text else type(exc).__name__}); create the consumer group on the hub "
-            "(Azure portal, `az eventhubs eventhub consumer-group create`, or the local endpoint's admin API) "
-            "or fix consumer_group"
-        )
-    return exc
-
-
-def batch_payload(
-    records: Sequence[dict[str, Any]], *, namespace: str, eventhub: str, consumer_group: str,
-    include_bodies: bool = False, max_body_bytes: int = 65536,
-) -> dict[str, Any]:
-    """The payload of one batch: the kept ``records`` per partition as ranges (with gaps listed)."""
-    partitions: dict[str, dict[str, Any]] = {}
-    for r in records:
-        p = partitions.setdefault(r["partition"], {"first": r["sequence_number"], "last": r["sequence_number"], "seqs": []})
-        p["last"] = r["sequence_number"]
-        p["seqs"].append(r["sequence_number"])
-    for pid, p in partitions.items():
-        seqs = p.pop("seqs")
-        p["count"] = len(seqs)
-        if len(seqs) != p["last"] - p["first"] + 1:
-            p["sequence_numbers"] = seqs
-    lag: dict[str, dict[str, int]] = {}
-    for r in records:  # each partition's last record carrying the hub's figure
-        if r.get("last_enqueued") is not None:
-            lag[r["partition"]] = {"last_enqueued": r["last_enqueued"],
-                                   "behind": max(0, r["last_enqueued"] - r["sequence_number"])}
-    payload: dict[str, Any] = {
-        "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
-        "events": len(records), "partitions": dict(sorted(partitions.items())), "lag": dict(sorted(lag.items())),
-    }
-    if include_bodies:
-        size = sum(len(str(r["body"]).encode()) for r in records)
-        if size <= max_body_bytes:
-            payload["bodies"] = [
-                {"partition": r["partition"], "sequence_number": r["sequence_number"], "body": r["body"]} for r in records
-            ]
-        else:
-            payload["bodies_omitted"] = f"{size} bytes of bodies exceed max_body_bytes={max_body_bytes}; use read_events"
-    return payload
-
-
-def ranges_of(payloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """
-    Merge the ranges of several event payloads (or asset event ``extra``\\ s): per partition the lowest
-    ``first`` and the highest ``last``. A run triggered by several asset events gets them all.
-    """
-    merged: dict[str, dict[str, int]] = {}
-    for item in payloads:
-        payload = item.get("payload", item)
-        for pid, r in payload.get("partitions", {}).items():
-            m = merged.setdefault(str(pid), {"first": int(r["first"]), "last": int(r["last"])})
-            m["first"] = min(m["first"], int(r["first"]))
-            m["last"] = max(m["last"], int(r["last"]))
-    return merged
-
-
-def read_events(
-    payload: Mapping[str, Any], event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name, *, timeout: float = 60.0,
-) -> list[dict[str, Any]]:
-    """
-    Read back exactly the events of one payload (or asset event ``extra``): every partition's range, and
-    only the listed sequence numbers when the filter dropped some. Records as :func:`event_record` gives.
-    """
-    payload = payload.get("payload", payload)
-    wanted = {
-        str(pid): (int(r["first"]), int(r["last"]), set(r["sequence_numbers"]) if "sequence_numbers" in r else None)
-        for pid, r in payload.get("partitions", {}).items()
-    }
-
-    async def read() -> list[dict[str, Any]]:
-        hook = EventHubsAsyncHook(event_hubs_conn_id, payload["eventhub"])
-        endpoint = await hook.get_endpoint()
-        out: list[dict[str, Any]] = []
-        for pid, (first, last, only) in sorted(wanted.items()):
-            reader = _PartitionStream(endpoint, payload["consumer_group"], {pid: first - 1}, max_batch_size=300)
-            got: list[dict[str, Any]] = []
-            async with reader:
-                deadline = time.monotonic() + timeout
-                while not got or got[-1]["sequence_number"] < last:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise TimeoutError(
-                            f"hub {payload['eventhub']!r} partition {pid}: read up to seq "
-                            f"{got[-1]['sequence_number'] if got else first - 1} of {first}..{last} in {timeout:.0f} s"
-                        )
-                    item = await reader.get(left)
-                    if item is not None:
-                        got.extend(event_record(e, pid) for e in item[1] if first <= e.sequence_number <= last)
-            out.extend(r for r in got if only is None or r["sequence_number"] in only)
-        return out
-
-    return asyncio.run(read())
-
-
-class _PartitionStream:
-    """Receive several partitions after given sequence numbers (or enqueued times) into one queue (one client per partition)."""
-
-    def __init__(
-        self, endpoint: Any, consumer_group: str, after: Mapping[str, int | datetime], *, max_batch_size: int = 300,
-    ):
-        self.endpoint, self.consumer_group, self.after = endpoint, consumer_group, dict(after)
-        self.max_batch_size = max_batch_size
-        self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=8)
-        self._clients: list[Any] = []
-        self._tasks: list[asyncio.Task] = []
-
-    async def __aenter__(self) -> _PartitionStream:
-        for pid, after in self.after.items():
-            client = self.endpoint.async_consumer(self.consumer_group)
-            self._clients.append(client)
-            self._tasks.append(asyncio.create_task(self._receive(client, pid, after)))
-        return self
-
-    async def _receive(self, client: Any, pid: str, after: int | datetime) -> None:
-        async def on_batch(_ctx: Any, events: list[Any]) -> None:
-            if events:
-                await self.queue.put((pid, list(events)))
-
-        async def on_error(_ctx: Any, error: Exception) -> None:
-            await self.queue.put((pid, self._error(error, pid)))
-
-        position: Any = after
-        if isinstance(after, int) and after < 0:
-            position = "-1"  # the start of the partition
-        try:
-            await client.receive_batch(
-                on_event_batch=on_batch, on_error=on_error, partition_id=pid,
-                starting_position=position, starting_position_inclusive=False,
-                max_batch_size=self.max_batch_size, max_wait_time=1.0,
-                track_last_enqueued_event_properties=True,  # each batch's lag, from the stream itself
-            )
-        except Exception as exc:
-            await self.queue.put((pid, self._error(exc, pid)))
-
-    def _error(self, exc: BaseException, pid: str) -> BaseException:
-        return receive_error(exc, self.endpoint.eventhub_name, self.consumer_group, pid)
-
-    async def get(self, timeout: float) -> tuple[str, list[Any]] | None:
-        """The next ``(partition, events)``; ``None`` when nothing arrived within ``timeout``; errors raise."""
-        for task in self._tasks:
-            if task.done() and self.queue.empty():
-                raise RuntimeError(f"receiving stopped: {task.exception() or 'the link closed'}")
-        try:
-            pid, item = await asyncio.wait_for(self.queue.get(), timeout=max(timeout, 0.01))
-        except asyncio.TimeoutError:
-            return None
-        if isinstance(item, BaseException):
-            raise item
-        return pid, item
-
-    async def __aexit__(self, *exc: Any) -> None:
-        async def close(client: Any) -> None:
-            try:
-                await asyncio.wait_for(client.close(), timeout=10)
-            except Exception:  # closing a link that failed to open
-                pass
-
-        await asyncio.gather(*(close(c) for c in self._clients))
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._clients, self._tasks = [], []
 
 
 class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-type]
@@ -390,7 +180,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         after = await self.prepare()
         kw = self.kw
         size, window = int(kw["batch_size"]), float(kw["batch_window"])
-        async with _PartitionStream(self.endpoint, kw["consumer_group"], after, max_batch_size=min(size, 300)) as stream:
+        async with PartitionStream(self.endpoint, kw["consumer_group"], after, max_batch_size=min(size, 300)) as stream:
             async for batch in gather_batches(stream.get, self.read_to, size, window):
                 yield {"namespace": self.endpoint.namespace, "events": batch}, _positions(batch)
 

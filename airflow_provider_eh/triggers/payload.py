@@ -1,0 +1,142 @@
+"""The event trigger's payload: event records, a batch's payload, and reading a payload's events back.
+
+An event record is the JSON-able view of one received event (:func:`event_record`): what a trigger's
+filter receives and what ``bodies`` hold. The event payload (the asset event's ``extra["payload"]``)::
+
+    {"namespace", "eventhub", "consumer_group", "events": <count>,
+     "partitions": {"0": {"first": 10, "last": 14, "count": 5[, "sequence_numbers": [...]]}, ...},
+     "lag": {"0": {"last_enqueued": 20, "behind": 6}, ...},
+     ["bodies": [{"partition", "sequence_number", "body"}, ...]]}
+
+``lag`` comes from the stream itself (the receiver runtime metric the hub sends with each delivery,
+no management call): per partition, its last enqueued sequence number when the batch's last event of
+it was delivered, and how many events were enqueued after that one; empty where the hub sends none.
+
+``sequence_numbers`` is present when the filter dropped events inside the range; ``bodies`` only with
+``include_bodies`` and when the bodies' total size is at most ``max_body_bytes``. :func:`read_events`
+reads exactly those events back, :func:`ranges_of` merges the ranges of several asset events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from airflow_provider_eh.client.receive import LastEnqueued
+from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.triggers.partition_stream import PartitionStream
+
+
+def event_record(event: Any, partition_id: str) -> dict[str, Any]:
+    """A JSON-able view of an SDK ``EventData``: what filters receive and what ``bodies`` hold."""
+    body = b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = body.hex()
+    props = {
+        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in (event.properties or {}).items()
+    }
+    enqueued = getattr(event, "enqueued_time", None)
+    last = LastEnqueued.of(getattr(event, "_message", None))  # the SDK keeps the AMQP message there
+    return {
+        "partition": partition_id,
+        "sequence_number": int(event.sequence_number),
+        "offset": None if event.offset is None else str(event.offset),
+        "enqueued_time": enqueued.isoformat() if enqueued else None,
+        "properties": props,
+        "body": body,
+        "last_enqueued": None if last is None else last.sequence_number,  # the partition's, at delivery
+    }
+
+
+def batch_payload(
+    records: Sequence[dict[str, Any]], *, namespace: str, eventhub: str, consumer_group: str,
+    include_bodies: bool = False, max_body_bytes: int = 65536,
+) -> dict[str, Any]:
+    """The payload of one batch: the kept ``records`` per partition as ranges (with gaps listed)."""
+    partitions: dict[str, dict[str, Any]] = {}
+    for r in records:
+        p = partitions.setdefault(r["partition"], {"first": r["sequence_number"], "last": r["sequence_number"], "seqs": []})
+        p["last"] = r["sequence_number"]
+        p["seqs"].append(r["sequence_number"])
+    for pid, p in partitions.items():
+        seqs = p.pop("seqs")
+        p["count"] = len(seqs)
+        if len(seqs) != p["last"] - p["first"] + 1:
+            p["sequence_numbers"] = seqs
+    lag: dict[str, dict[str, int]] = {}
+    for r in records:  # each partition's last record carrying the hub's figure
+        if r.get("last_enqueued") is not None:
+            lag[r["partition"]] = {"last_enqueued": r["last_enqueued"],
+                                   "behind": max(0, r["last_enqueued"] - r["sequence_number"])}
+    payload: dict[str, Any] = {
+        "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
+        "events": len(records), "partitions": dict(sorted(partitions.items())), "lag": dict(sorted(lag.items())),
+    }
+    if include_bodies:
+        size = sum(len(str(r["body"]).encode()) for r in records)
+        if size <= max_body_bytes:
+            payload["bodies"] = [
+                {"partition": r["partition"], "sequence_number": r["sequence_number"], "body": r["body"]} for r in records
+            ]
+        else:
+            payload["bodies_omitted"] = f"{size} bytes of bodies exceed max_body_bytes={max_body_bytes}; use read_events"
+    return payload
+
+
+def ranges_of(payloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """
+    Merge the ranges of several event payloads (or asset event ``extra``\\ s): per partition the lowest
+    ``first`` and the highest ``last``. A run triggered by several asset events gets them all.
+    """
+    merged: dict[str, dict[str, int]] = {}
+    for item in payloads:
+        payload = item.get("payload", item)
+        for pid, r in payload.get("partitions", {}).items():
+            m = merged.setdefault(str(pid), {"first": int(r["first"]), "last": int(r["last"])})
+            m["first"] = min(m["first"], int(r["first"]))
+            m["last"] = max(m["last"], int(r["last"]))
+    return merged
+
+
+def read_events(
+    payload: Mapping[str, Any], event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name, *, timeout: float = 60.0,
+) -> list[dict[str, Any]]:
+    """
+    Read back exactly the events of one payload (or asset event ``extra``): every partition's range, and
+    only the listed sequence numbers when the filter dropped some. Records as :func:`event_record` gives.
+    """
+    payload = payload.get("payload", payload)
+    wanted = {
+        str(pid): (int(r["first"]), int(r["last"]), set(r["sequence_numbers"]) if "sequence_numbers" in r else None)
+        for pid, r in payload.get("partitions", {}).items()
+    }
+
+    async def read() -> list[dict[str, Any]]:
+        hook = EventHubsAsyncHook(event_hubs_conn_id, payload["eventhub"])
+        endpoint = await hook.get_endpoint()
+        out: list[dict[str, Any]] = []
+        for pid, (first, last, only) in sorted(wanted.items()):
+            reader = PartitionStream(endpoint, payload["consumer_group"], {pid: first - 1}, max_batch_size=300)
+            got: list[dict[str, Any]] = []
+            async with reader:
+                deadline = time.monotonic() + timeout
+                while not got or got[-1]["sequence_number"] < last:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"hub {payload['eventhub']!r} partition {pid}: read up to seq "
+                            f"{got[-1]['sequence_number'] if got else first - 1} of {first}..{last} in {timeout:.0f} s"
+                        )
+                    item = await reader.get(left)
+                    if item is not None:
+                        got.extend(event_record(e, pid) for e in item[1] if first <= e.sequence_number <= last)
+            out.extend(r for r in got if only is None or r["sequence_number"] in only)
+        return out
+
+    return asyncio.run(read())
