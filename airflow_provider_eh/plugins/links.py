@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
-from airflow_provider_eh.plugins.readers import iso
+from airflow_provider_eh.plugins.readers.reading import iso
 
 #: the template fields every publishing operator (and subclass) has
 PUBLISH_FIELDS = frozenset({"producer_group", "generation", "state_container", "event_hubs_conn_id"})

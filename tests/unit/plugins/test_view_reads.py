@@ -13,6 +13,7 @@ from airflow.models.connection import Connection
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh.plugins import readers
+from airflow_provider_eh.plugins.readers import lag, partitions
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
 EH = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=send;SharedAccessKey=EhKey-reads-test;UseDevelopmentEmulator=true"
@@ -22,7 +23,7 @@ BLOB = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Q
 
 @pytest.fixture(autouse=True)
 def fresh_caches() -> None:
-    for cache in (readers._PROPERTIES, readers._PARTITION_IDS, readers._FIRST_UNPROCESSED, readers._UNREADABLE):
+    for cache in (partitions._PROPERTIES, partitions._PARTITION_IDS, lag._FIRST_UNPROCESSED, lag._UNREADABLE):
         cache.clear()
 
 
@@ -94,7 +95,7 @@ def test_tabs_refreshing_together_share_one_read_of_the_partition_properties(mon
     first = readers.partition_properties(_reading(endpoint))
     assert readers.partition_properties(_reading(endpoint)) == first  # another tab, within PROPERTIES_TTL
     assert sorted(endpoint.requests) == ["0", "1", "2", "3", "hub"]
-    monkeypatch.setattr(readers._PROPERTIES, "ttl", 0.0)
+    monkeypatch.setattr(partitions._PROPERTIES, "ttl", 0.0)
     readers.partition_properties(_reading(endpoint))
     assert sorted(endpoint.requests) == ["0", "0", "1", "1", "2", "2", "3", "3", "hub"]  # partition ids kept longer
     assert first["3"] == {"beginning_sequence_number": 0, "last_enqueued_sequence_number": 3,
@@ -128,7 +129,7 @@ def test_only_lagging_partitions_are_probed_once_per_checkpoint_position(monkeyp
         probed.append(position)
         return enqueued[position]
 
-    monkeypatch.setattr(readers, "_probe", probe)
+    monkeypatch.setattr(lag, "_probe", probe)
     cp = "127.0.0.1:5672/orders/{group}/checkpoint/{pid}"
     container = Container([
         Blob(cp.format(group="analytics", pid=0), {"sequencenumber": "9"}),
@@ -159,7 +160,7 @@ def test_a_slow_read_does_not_hold_the_answer_and_fills_in_a_later_refresh(monke
         release.wait(10)
         return None if position[0] == "1" else NOW - timedelta(minutes=1)
 
-    monkeypatch.setattr(readers, "_probe", probe)
+    monkeypatch.setattr(lag, "_probe", probe)
     endpoint = Endpoint({})
     started = time.monotonic()
     assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2) == {("0", 4): None, ("1", 4): None}
@@ -167,7 +168,7 @@ def test_a_slow_read_does_not_hold_the_answer_and_fills_in_a_later_refresh(monke
     assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4)], wait=0.2) == {("0", 4): None}
     release.set()
     deadline = time.monotonic() + 10
-    while readers._PROBING and time.monotonic() < deadline:
+    while lag._PROBING and time.monotonic() < deadline:
         time.sleep(0.05)
     again = readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2)
     assert again == {("0", 4): NOW - timedelta(minutes=1), ("1", 4): None}

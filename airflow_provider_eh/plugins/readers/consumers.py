@@ -1,0 +1,99 @@
+"""Consumer groups as the view shows them: found in the checkpoint container, each partition's checkpoint and lag.
+
+Checkpoints are read through :class:`~airflow_provider_eh.checkpoints.blob_layout.CheckpointReader`,
+whichever SDK wrote them; the lag in time comes from :mod:`~airflow_provider_eh.plugins.readers.lag`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag_events, lag_seconds
+from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key
+from airflow_provider_eh.plugins.redaction import failure
+
+CHECKPOINT = "checkpoint"
+OWNERSHIP = "ownership"
+
+
+def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub: str) -> list[str]:
+    """Consumer groups with checkpoint or ownership blobs of the hub, whichever SDK wrote them.
+
+    The namespace is looked for as configured and without its port (Python writes
+    ``127.0.0.1:5672/<hub>/...``, JavaScript ``127.0.0.1/<hub>/...``), paths in any case (most SDKs
+    lower-case them, early Go releases kept the configured case): one listing per spelling, with the
+    prefix both cases share. A group found under several spellings is returned once, as first found.
+    """
+    from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
+
+    found: dict[str, str] = {}
+    for namespace in namespace_spellings(fully_qualified_namespace):
+        spelled = f"{namespace}/{hub}/"
+        lowered = spelled.lower()
+        common = next((i for i, (a, b) in enumerate(zip(spelled, lowered)) if a != b), len(spelled))
+        for blob in container.list_blobs(name_starts_with=spelled[:common]):
+            if not blob.name.lower().startswith(lowered):
+                continue
+            parts = blob.name[len(lowered):].split("/")
+            if len(parts) == 3 and parts[0] and parts[2] and parts[1].lower() in (CHECKPOINT, OWNERSHIP):
+                found.setdefault(parts[0].lower(), parts[0])
+    return sorted(found.values(), key=str.lower)
+
+
+def consumer_row(partition: str, last_enqueued: int, checkpoint: Any, owner: Any,
+                 first_unprocessed: datetime | None, now: datetime) -> dict[str, Any]:
+    """One partition of one consumer group: checkpointed and last enqueued sequence numbers, lag in events and time."""
+    seq = checkpoint.sequence_number if checkpoint else None
+    behind = lag_events(last_enqueued, seq)
+    return {
+        "partition": partition, "checkpointed": seq, "last_enqueued": last_enqueued, "lag_events": behind,
+        "lag_seconds": lag_seconds(behind, first_unprocessed, now),
+        "oldest_unprocessed_enqueued_at": iso(first_unprocessed) if behind else None,
+        "checkpointed_at": iso(checkpoint.last_modified if checkpoint else None),
+        "owner": owner.owner_id if owner else None,
+    }
+
+
+def consumer_groups(reading: Reading, props: Mapping[str, Mapping[str, Any]], now: datetime | None = None) -> list[dict[str, Any]]:
+    """Per consumer group and partition: checkpointed and last enqueued sequence numbers, lag in events and time."""
+    from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
+
+    source = reading.source
+    if not source.checkpoint_container:
+        return []
+    now = now or datetime.now(timezone.utc)
+    endpoint = reading.endpoint
+    container = reading.container(source.checkpoint_container)
+    what = f"reading checkpoints in container {source.checkpoint_container!r} (connection {source.wasb_conn_id!r})"
+    hint = "Check that the container exists and that the connection may read it."
+    try:
+        names = list(source.consumer_groups) or discover_consumer_groups(
+            container, endpoint.fully_qualified_namespace, endpoint.eventhub_name
+        )
+        reader = CheckpointReader(container, endpoint.fully_qualified_namespace, endpoint.eventhub_name)
+        reads = {}
+        for name in names:
+            if name.lower() not in reads:
+                reads[name.lower()] = reader.read(name)
+    except Exception as exc:
+        raise failure(what, exc, hint) from None
+    positions = set()
+    for read in reads.values():
+        for pid, prop in props.items():
+            seq = read.sequence_number(pid)
+            if lag_events(prop["last_enqueued_sequence_number"], seq) > 0:
+                positions.add((pid, -1 if seq is None else seq))
+    times = first_unprocessed_times(endpoint, source.lag_consumer_group, positions)
+    out = []
+    for read in reads.values():
+        rows = []
+        for pid in sorted(props, key=partition_sort_key):
+            seq = read.sequence_number(pid)
+            rows.append(consumer_row(
+                pid, props[pid]["last_enqueued_sequence_number"], read.checkpoints.get(pid), read.ownership.get(pid),
+                times.get((pid, -1 if seq is None else seq)), now,
+            ))
+        out.append({"consumer_group": read.consumer_group, "partitions": rows})
+    return out

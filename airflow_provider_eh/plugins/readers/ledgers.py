@@ -1,0 +1,149 @@
+"""Producer ledgers as the view shows them: each group's partitions, their open batches, a partition's history.
+
+Producer states are read through the state store's public ``read`` and ``history`` (the same
+decoding and checks as the engine); the view never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
+from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key
+from airflow_provider_eh.plugins.redaction import failure
+from airflow_provider_eh.publishing.state import parse_time
+
+PRODUCER_STATE = "/producer-state/"
+READ_THREADS = 16
+
+
+def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[tuple[str, str, datetime | None]]:
+    """``(group as stored in the path, partition, last modified)`` of every producer state of the hub: one listing."""
+    prefix = f"{namespace}/{hub}/".lower()
+    found = []
+    for blob in container.list_blobs(name_starts_with=prefix):
+        group, sep, partition = blob.name[len(prefix):].rpartition(PRODUCER_STATE)
+        if sep and group and partition and "/" not in partition:
+            found.append((group, partition, blob.last_modified))
+    return found
+
+
+def is_stale(age_seconds: float | None, threshold: float) -> bool:
+    """An open batch is highlighted once it is older than the threshold; one of unknown age is not."""
+    return age_seconds is not None and age_seconds > threshold
+
+
+def _age(since: datetime | None, now: datetime) -> float | None:
+    return None if since is None else round((now - since).total_seconds(), 1)
+
+
+def committed_row(record: Any) -> dict[str, Any]:
+    """One committed batch as the view shows it (a ledger record with its batch id)."""
+    return {
+        "batch_id": record.batch_id, "events": record.events, "first_seq": record.first_seq,
+        "last_seq": record.last_seq, "committed_at": record.committed_at, "origin": record.origin,
+    }
+
+
+def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dict[str, Any]:
+    """One ledger as the view shows it: next sequence number, owner level, last committed batch, open batches."""
+    record = state.last_committed
+    last = None if record is None else committed_row(record)
+    open_batches = []
+    if state.pending:
+        started = parse_time(state.pending.started_at) or modified
+        open_batches.append({
+            "kind": "pending", "batch_id": state.pending.batch_id, "events": state.pending.events,
+            "since": iso(started), "age_seconds": _age(started, now), "origin": state.pending.origin,
+        })
+    for batch_id, part in state.partial.items():
+        landed = sum(stop - start for start, stop in part.landed or [])  # [start, stop) ranges of event indexes
+        open_batches.append({
+            "kind": "partial", "batch_id": batch_id, "events": part.events, "landed": landed,
+            "since": iso(modified), "age_seconds": _age(modified, now), "origin": part.origin,
+        })
+    return {
+        "partition": state.partition,
+        "owner_level": state.owner_level,
+        "next_sequence_number": state.last_published_seq + 1,
+        "committed_batches": state.committed_count,
+        "last_committed": last,
+        "open_batches": open_batches,
+        "updated": iso(modified),
+    }
+
+
+def group_ledgers(rows: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``(group, partition row)`` pairs as groups in name order, each with its partitions in partition order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for group, row in rows:
+        groups.setdefault(group, []).append(row)
+    return [
+        {"group": group, "partitions": sorted(found, key=lambda r: partition_sort_key(r["partition"]))}
+        for group, found in sorted(groups.items())
+    ]
+
+
+def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Producer groups of the hub in ``state_container`` (Blob backend), each with its partitions' ledgers."""
+    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+    from airflow_provider_eh.publishing.state import StateKey
+
+    source = reading.source
+    if not source.state_container:
+        return []
+    now = now or datetime.now(timezone.utc)
+    endpoint = reading.endpoint
+    container = reading.container(source.state_container)
+    store = BlobProducerStateStore(container)
+    try:
+        blobs = producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
+    except Exception as exc:
+        raise failure(
+            f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
+            "Check that the container exists and that the connection may read it.",
+        ) from None
+
+    def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
+        group, partition, modified = item
+        key = StateKey(endpoint.namespace, endpoint.eventhub_name.lower(), group, partition)
+        try:
+            state = store.read(key)
+        except EventHubsProviderError as exc:  # the package's own words: which blob, what is wrong with it
+            return group, {"partition": partition, "error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # one unreadable ledger must not hide the others
+            return group, {"partition": partition, "error": failure(f"reading {key.blob_name}", exc, "").message}
+        if state is None:
+            return group, {"partition": partition, "error": "state blob vanished while reading"}
+        return state.group, summarise_state(state, modified, now)
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        return group_ledgers(pool.map(read, blobs))
+
+
+def ledger_history(reading: Reading, group: str, partition: str, before: int | None, limit: int) -> dict[str, Any]:
+    """One page of a partition's committed batches, newest first (the ledger's history records, read by
+    ordinal: a page costs ``limit`` small reads however long the history)."""
+    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+    from airflow_provider_eh.publishing.state import StateKey
+
+    source = reading.source
+    if not source.state_container:
+        raise ViewReadError("the ledger's history is read from the state container: name state_container", 400)
+    endpoint = reading.endpoint
+    store = BlobProducerStateStore(reading.container(source.state_container))
+    key = StateKey(endpoint.namespace, endpoint.eventhub_name.lower(), group, partition)
+    try:
+        page = store.history(key, before=before, limit=limit)
+    except EventHubsProviderError as exc:  # the package's own words: which record, what is wrong with it
+        raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
+    except Exception as exc:
+        raise failure(f"reading the ledger history of {key}", exc,
+                      "Check that the container exists and that the connection may read it.") from None
+    return {
+        "group": group, "partition": partition, "total": page.total, "before": page.before,
+        "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],
+    }

@@ -1,0 +1,127 @@
+"""What every read of the Event Hubs view starts from: the :class:`Source` a view shows and one request's :class:`Reading`.
+
+A request reads through one :class:`Reading`: each connection it names is read once and each client
+built once. The helpers at the end (:func:`iso`, :func:`partition_sort_key`) are how every reader
+writes times and orders partitions.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
+from airflow_provider_eh.plugins.redaction import connection_secrets
+
+
+@dataclass(frozen=True)
+class Source:
+    """What one view shows: a hub of an Event Hubs connection and where its state lives."""
+
+    event_hubs_conn_id: str
+    eventhub_name: str | None = None
+    wasb_conn_id: str = "wasb_default"
+    state_container: str | None = None
+    checkpoint_container: str | None = None
+    consumer_groups: tuple[str, ...] = ()
+    sql_conn_id: str | None = None
+    sink_consumer_group: str = "$Default"
+    sink_prefix: str | None = None
+    lag_consumer_group: str = "$Default"
+
+    def connection_ids(self) -> list[str]:
+        ids = [self.event_hubs_conn_id]
+        if self.state_container or self.checkpoint_container:
+            ids.append(self.wasb_conn_id)
+        if self.sql_conn_id:
+            ids.append(self.sql_conn_id)
+        return ids
+
+
+class _OneRead:
+    """A hook that takes the connection its request already read instead of reading it again."""
+
+    seeded: Any
+
+    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
+        if conn_id == self.seeded.conn_id:
+            return self.seeded
+        return super().get_connection(conn_id)  # type: ignore[misc]
+
+
+@functools.cache
+def _one_read(hook_class: type) -> type:
+    return type(f"OneRead{hook_class.__name__}", (_OneRead, hook_class), {})
+
+
+class Reading:
+    """One request's reads of one :class:`Source`: each connection read once, each client built once.
+
+    ``secrets`` holds the secrets of the connections read, for :func:`~airflow_provider_eh.plugins.redaction.scrub`.
+    """
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.secrets: set[str] = set()
+        self._connections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def connection(self, conn_id: str) -> Any:
+        from airflow.exceptions import AirflowNotFoundException
+        from airflow.sdk import BaseHook
+
+        with self._lock:
+            if conn_id not in self._connections:
+                try:
+                    conn = BaseHook.get_connection(conn_id)
+                except AirflowNotFoundException:
+                    raise ViewReadError(
+                        f"connection {conn_id!r} is not defined; check the connection ids in the view's settings", 404
+                    ) from None
+                self._connections[conn_id] = conn
+                self.secrets |= connection_secrets(conn)
+            return self._connections[conn_id]
+
+    def _hook(self, base: type, conn_id: str, *args: Any) -> Any:
+        hook = _one_read(base)(conn_id, *args)
+        hook.seeded = self.connection(conn_id)
+        return hook
+
+    @functools.cached_property
+    def endpoint(self) -> Any:
+        from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+
+        hook = self._hook(EventHubsHook, self.source.event_hubs_conn_id, self.source.eventhub_name)
+        try:
+            return hook.get_endpoint()
+        except ConnectionConfigError as exc:
+            raise ViewReadError(str(exc), 400) from None
+
+    @functools.cached_property
+    def blob_hook(self) -> Any:
+        from airflow_provider_eh.hooks.blob import BlobStorageHook
+
+        return self._hook(BlobStorageHook, self.source.wasb_conn_id)
+
+    def container(self, name: str) -> Any:
+        try:
+            return self.blob_hook.get_container_client(name)
+        except ConnectionConfigError as exc:
+            raise ViewReadError(str(exc), 400) from None
+
+
+def iso(moment: datetime | None) -> str | None:
+    """``moment`` in UTC as ISO 8601 (a naive time counts as UTC); ``None`` stays ``None``."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat()
+
+
+def partition_sort_key(partition_id: str) -> tuple[int, int | str]:
+    """Numeric partition ids in numeric order (``2`` before ``10``), any other after them by name."""
+    return (0, int(partition_id)) if str(partition_id).isdigit() else (1, str(partition_id))
