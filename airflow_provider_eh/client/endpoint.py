@@ -112,7 +112,7 @@ class EventHubsEndpoint:
         return replace(self, eventhub_name=eventhub_name)
 
     def _credential(self, *, aio: bool) -> Any:
-        if self.credential_kind == "client_secret":
+        if self.credential_kind == "client_secret" and self.tenant_id and self.client_id and self.client_secret:
             if aio:
                 from azure.identity.aio import ClientSecretCredential
             else:

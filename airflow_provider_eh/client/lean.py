@@ -130,7 +130,7 @@ class LeanProducerClient(EventHubProducerClient):
     def _create_producer(self, partition_id: str | None = None, send_timeout: float | None = None) -> Any:
         producer = super()._create_producer(partition_id=partition_id, send_timeout=send_timeout)
         if callable(getattr(producer, "_open", None)) and hasattr(producer, "_create_handler"):
-            producer._open = types.MethodType(_lean_open, producer)
+            setattr(producer, "_open", types.MethodType(_lean_open, producer))  # noqa: B010 (a method of the SDK's, replaced)
         return producer
 
     def create_batch(self, **kwargs: Any) -> Any:
@@ -145,9 +145,9 @@ class LeanProducerClient(EventHubProducerClient):
                 self._max_message_size_on_link = size
         return super().create_batch(**kwargs)
 
-    def close(self) -> None:
+    def close(self, **kwargs: Any) -> None:
         try:
-            super().close()
+            super().close(**kwargs)
         finally:
             if self._owns_kept:
                 self._kept.close()

@@ -106,15 +106,15 @@ class AdminServer:
                 groups = body.get("consumer_groups", [])
                 if not isinstance(groups, list):
                     raise _HttpError(400, "consumer_groups must be a list of names")
-                hub, created = store.create_hub(body.get("name"), body.get("partitions", 4), groups)
+                hub, created = store.create_hub(_name(body, "name"), body.get("partitions", 4), groups)
                 return (201 if created else 200), hub.describe()
         if len(segments) == 2 and segments[0] == "hubs" and method == "GET":
-            hub = store.get(segments[1])
-            if hub is None:
+            found = store.get(segments[1])
+            if found is None:
                 raise _HttpError(404, f"hub {segments[1]!r} does not exist")
-            return 200, hub.describe()
+            return 200, found.describe()
         if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "POST":
-            hub = store.add_consumer_group(segments[1], body.get("name"))
+            hub = store.add_consumer_group(segments[1], _name(body, "name"))
             return 200, hub.describe()
         if segments == ["faults"]:
             if method == "GET":
@@ -123,10 +123,10 @@ class AdminServer:
                 params = body.get("params", {})
                 if not isinstance(params, dict):
                     raise _HttpError(400, "params must be an object")
-                hub = body.get("hub")
-                if hub is not None and store.get(hub) is None:
-                    raise _HttpError(404, f"hub {hub!r} does not exist")
-                fault = broker.faults.set(body.get("kind"), hub, **params)
+                on = body.get("hub")
+                if on is not None and (not isinstance(on, str) or store.get(on) is None):
+                    raise _HttpError(404, f"hub {on!r} does not exist")
+                fault = broker.faults.set(_name(body, "kind"), on, **params)
                 _LOG.info("fault set: %s", fault.describe())
                 return 200, fault.describe()
             if method == "DELETE":
@@ -143,3 +143,11 @@ class _HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def _name(body: dict[str, Any], field: str) -> str:
+    """A request's required string field, or a 400 that names it."""
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        raise _HttpError(400, f"{field} must be a non-empty string, got {value!r}")
+    return value

@@ -49,7 +49,9 @@ class Producer(Protocol):
     partition: int | None
     producer_group: idempotence.ProducerGroup | None
     producer_epoch: int
-    client: Client
+
+    @property
+    def client(self) -> Client: ...
 
     def accept(self, delivery_id: int) -> None: ...
 

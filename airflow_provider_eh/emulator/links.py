@@ -140,7 +140,7 @@ class IncomingLink(Link):
             if more:
                 self._partial = bytearray(payload)
                 return
-            data: bytes | memoryview = payload
+            data: bytes | bytearray | memoryview = payload
         else:
             self._partial += payload
             if len(self._partial) > MAX_MESSAGE_SIZE + 64 * 1024:
@@ -164,7 +164,7 @@ class IncomingLink(Link):
         message_format = first[3] or 0
         self.on_message(first[1], message_format, data, settled)
 
-    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | bytearray | memoryview, settled: bool) -> None:
         raise NotImplementedError
 
     def accept(self, delivery_id: int) -> None:
@@ -182,7 +182,7 @@ class RequestLink(IncomingLink):
 
     kind = "request"
 
-    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | bytearray | memoryview, settled: bool) -> None:
         node = self.address
         try:
             request = messages.parse_request(payload)
@@ -223,7 +223,7 @@ class IngressLink(IncomingLink):
         self.producer_attach: Attached | None = None
         self.producer_epoch = 0
 
-    def on_message(self, delivery_id: int, message_format: int, payload: bytes | memoryview, settled: bool) -> None:
+    def on_message(self, delivery_id: int, message_format: int, payload: bytes | bytearray | memoryview, settled: bool) -> None:
         self.conn.broker.ingest(self, delivery_id, message_format, payload, settled)
 
 
@@ -281,7 +281,7 @@ class DeliveryLink(Link):
         if self.runtime_metrics:  # as of this pass: the partition's end now, and now
             metrics = events.runtime_metrics(log.last_seq, log.last_offset(), log.last_time(), int(time.time() * 1000))
         while self.credit > 0 and budget > 0:
-            payloads = log.read(self.next_seq, min(self.credit, 512))
+            payloads: list[memoryview] | list[bytes] = log.read(self.next_seq, min(self.credit, 512))
             if not payloads:
                 break
             if metrics is not None:

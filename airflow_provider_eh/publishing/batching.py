@@ -50,7 +50,7 @@ def tracing_enabled() -> bool:
         return True
 
 
-def add_encoded(batch: Any, encoded: bytes) -> None:
+def add_encoded(batch: Any, encoded: bytes | bytearray) -> None:
     """Append one already-encoded message (from ``StampedMessageEncoder``); ``ValueError`` when it does not fit.
 
     Only on a batch for which :func:`fast_path_available` is true. The batch keeps no ``EventData``

@@ -47,7 +47,7 @@ def safety_margin(lease_seconds: float) -> float:
     return max(2.0, lease_seconds / 5)
 
 
-def call_timeouts(lease_seconds: float) -> dict[str, float]:
+def call_timeouts(lease_seconds: float) -> dict[str, Any]:
     """Time bounds of one blob call made under a lease (renew, write, release): a third of the lease.
 
     A renewal that hangs (storage unreachable, a frozen connection) then fails well before the lease

@@ -88,7 +88,7 @@ def backoff_seconds(attempt: int) -> float:
     return min(2.0**attempt, 10.0)
 
 
-def rank_errors(errors: list[tuple[str, T]], retryable: Callable[[T], bool] = is_retryable) -> list[tuple[str, T]]:
+def rank_errors(errors: list[tuple[str, T]], retryable: Callable[[Any], bool] = is_retryable) -> list[tuple[str, T]]:
     """
     ``(partition, error)`` pairs, the ones no retry can cure first (so they are the ones raised).
 

@@ -236,17 +236,17 @@ class IdempotentPublisher:
     def _plan(self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any) -> PartitionPlan:
         state = claim.state
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
-        base = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
-                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
+        base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
+                                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
         pending = state.pending
         if pending is not None and self._complete_commit(key, claim, pending):
             pending = None
         if pending is not None:
             self._fence(key, state.owner_level)
         if pending is not None and pending.batch_id != batch_id:
-            landed = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
+            theirs = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
             state.partial[pending.batch_id] = PartialBatch(
-                events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(landed),
+                events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(theirs),
                 batch_first_seq=pending.first_of_batch, origin=pending.origin,
             )
             state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
@@ -255,7 +255,7 @@ class IdempotentPublisher:
             log.info(
                 "group %s partition %s batch %s: resolved in-doubt batch %s of another run as partial: "
                 "%d of %d events landed; its retry will send the rest",
-                group, pid, stamp, batch_stamp(pending.batch_id), len(landed), pending.events,
+                group, pid, stamp, batch_stamp(pending.batch_id), len(theirs), pending.events,
             )
             pending = None
 
@@ -293,7 +293,7 @@ class IdempotentPublisher:
             )
         first_seq = state.last_published_seq + 1
         # one intent: every event (fresh batch), the missing ones, or none (everything landed: commit only)
-        indexes = None if missing is None else tuple(tuple(r) for r in to_ranges(missing))
+        indexes = None if missing is None else tuple((start, stop) for start, stop in to_ranges(missing))
         state.pending = PendingIntent(
             batch_id=batch_id, first_seq=first_seq, indexes=None if indexes is None else [list(r) for r in indexes],
             events=count, fingerprint=fingerprint, owner_level=state.owner_level,

@@ -39,6 +39,10 @@ MAX_MESSAGE_BYTES = 1024 * 1024
 # Room for the AMQP envelope and our stamps, so an event that passes here fits in an empty SDK batch.
 ENVELOPE_ALLOWANCE = 1024
 
+Where = int | str | object
+"""Which event an error is about: its index (``3`` reads "event 3"), or anything whose ``str`` describes it
+(``"row with id=3"``, or a lazy description that is written only when an error message is)."""
+
 
 def key_bytes(key: Any, index: int | None = None) -> bytes:
     """The stable bytes of a partition key; refuses types without a stable encoding."""
@@ -81,7 +85,7 @@ def to_json(value: Any) -> bytes:
     return json.dumps(value, default=json_default, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
-def encode_body(body: Any, where: int | str, hint: str = "pass bytes, str or a JSON-serialisable value") -> bytes:
+def encode_body(body: Any, where: Where, hint: str = "pass bytes, str or a JSON-serialisable value") -> bytes:
     """
     bytes as they are, str as UTF-8, anything else as canonical JSON.
 
@@ -98,15 +102,15 @@ def encode_body(body: Any, where: int | str, hint: str = "pass bytes, str or a J
         raise InvalidEventError(f"{_where(where)}: field 'body' cannot be serialised ({exc}); {hint}") from None
 
 
-def _where(where: int | str) -> str:
-    return f"event {where}" if isinstance(where, int) else where
+def _where(where: Where) -> str:
+    return f"event {where}" if isinstance(where, int) else str(where)
 
 
 _PROP_TYPES = (str, int, float, bool, bytes, type(None))
 PROPERTY_TYPES = "str, int, float, bool, bytes or None"
 
 
-def check_property_name(name: Any, where: int | str) -> None:
+def check_property_name(name: Any, where: Where) -> None:
     """A property name must be a str outside the reserved ``eh.`` prefix of the stamps."""
     if not isinstance(name, str):
         raise InvalidEventError(f"{_where(where)}: property name {name!r} must be a str")
@@ -118,7 +122,7 @@ def check_property_name(name: Any, where: int | str) -> None:
 
 
 def check_properties(
-    properties: Any, where: int | str, *, label: str = "field 'properties.{name}'", fix: str = ""
+    properties: Any, where: Where, *, label: str = "field 'properties.{name}'", fix: str = ""
 ) -> dict[str, Any] | None:
     """
     The user's application properties, checked; ``None`` when there are none.
@@ -148,7 +152,7 @@ def check_properties(
     return dict(properties) or None
 
 
-def check_size(body: bytes, properties: Mapping[str, Any] | None, where: str, hint: str = "split it") -> None:
+def check_size(body: bytes, properties: Mapping[str, Any] | None, where: Where, hint: str = "split it") -> None:
     """Body plus properties must fit one Event Hubs message with room for the envelope and stamps."""
     size = len(body) + (sum(len(k) + len(str(v)) for k, v in properties.items()) if properties else 0)
     if size > MAX_EVENT_BYTES:

@@ -26,7 +26,7 @@ from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.state import from_ranges
-from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder, set_stamps
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
@@ -85,9 +85,7 @@ def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedL
 
     def make(body: bytes, props: Any, seq: int) -> EventData:
         event = EventData(body)
-        event.properties = stamps.properties(props, seq)
-        if fence is not None:
-            event.raw_amqp_message.annotations.update(fence.annotations(fence.take()))
+        set_stamps(event, stamps.properties(props, seq), None if fence is None else fence.annotations(fence.take()))
         return event
 
     return make, functools.partial(add_event, fast=fast)

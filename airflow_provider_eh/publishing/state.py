@@ -535,7 +535,7 @@ class ProducerStateStore(ABC, Generic[C]):
             migrated = [replace(r, batch_id=b, ordinal=i) for i, (b, r) in enumerate(ordered)]
             top = len(migrated) if before is None else max(0, min(before, len(migrated)))
             page = migrated[max(0, top - limit):top][::-1]
-            return HistoryPage(page, len(migrated), page[-1].ordinal if page and page[-1].ordinal > 0 else None)
+            return HistoryPage(page, len(migrated), page[-1].ordinal if page and (page[-1].ordinal or 0) > 0 else None)
         ledger = state.ledger
         top = ledger.next if before is None else max(ledger.first, min(before, ledger.next))
         ordinals = list(range(top - 1, max(ledger.first, top - limit) - 1, -1))

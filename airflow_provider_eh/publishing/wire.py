@@ -93,6 +93,13 @@ def _long(value: int) -> bytes:
     return b"\x81" + _pack_q(value)
 
 
+def set_stamps(event: Any, properties: dict[str, Any], annotations: dict[bytes, Any] | None) -> None:
+    """Give an SDK ``EventData`` its application properties and (a fenced send's) message annotations."""
+    event.properties = properties
+    if annotations:
+        event.raw_amqp_message.annotations.update(annotations)
+
+
 def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes, Any] | None = None) -> bytes:
     """One event's encoding by the SDK's own path (the reference the fast path must match)."""
     from azure.eventhub import EventData
@@ -100,9 +107,7 @@ def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes,
     from airflow_provider_eh.publishing.batching import sdk_encode
 
     event = EventData(body)
-    event.properties = properties
-    if annotations:
-        event.raw_amqp_message.annotations.update(annotations)
+    set_stamps(event, properties, annotations)
     return bytes(sdk_encode(event))
 
 
@@ -162,7 +167,7 @@ class StampedMessageEncoder:
             encoder = cls(group, batch, owner)
             stamps = encoder._stamps
             wide = {f"p{i}": "v" * 40 for i in range(6)}
-            probes = [
+            probes: list[tuple[bytes, dict[str, Any] | None, int]] = [
                 (b"", None, 0), (b"x" * 200, None, 127), (b"y" * 255, None, 128), (b"z" * 256, None, -129),
                 (b"w" * 70_000, None, 2**40), (b"q", {"a": "b", "n": 7, "l": 2**40, "f": 1.5, "t": True, "b": b"\x00", "z": None}, 5),
                 (b"r" * 10, wide, 300),

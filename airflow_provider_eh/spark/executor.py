@@ -203,7 +203,7 @@ def send_rows(
     mapping: RowMapping,
     endpoint: EventHubsEndpoint,
     plans: Mapping[str, PartitionPlan],
-    starts: Mapping[str, int] | None = None,
+    starts: Mapping[str, int | None] | None = None,
     send_timeout: float = 60.0,
     holds: Mapping[str, HoldTicket] | None = None,
 ) -> Iterator[pa.RecordBatch]:
