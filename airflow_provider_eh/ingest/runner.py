@@ -9,7 +9,8 @@ One :class:`IngestRun` is one instance (one mapped task instance). Its loop:
    :func:`~airflow_provider_eh.ingest.ownership.plan_claims` says; without one, every partition is ours;
 3. drain the owned pending partitions on parallel links, in batches. Each batch: receive -> one SQL transaction (rows,
    dead letters, sessions, dedupe marks, checkpoint compare-and-set) -> commit -> the standard blob
-   checkpoint (``BlobCheckpointStore.update_checkpoint``) so sensors and other tools see progress.
+   checkpoint (``BlobCheckpointStore.update_checkpoint``, written behind the commits by
+   :mod:`~airflow_provider_eh.ingest.mirror`) so sensors and other tools see progress.
    Claims are renewed between batches; a lost claim ends the partition's drain;
 4. back to 1, waiting ``poll_interval`` when pending partitions are owned by live instances (a dead
    instance's claims expire, and this loop then takes its partitions over).
@@ -29,11 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader, namespace_spellings
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
 from airflow_provider_eh.client.receive import STOP, PartitionsReader
@@ -49,8 +51,7 @@ log = logging.getLogger(__name__)
 RECEIVED = "received"
 ROWS_WRITTEN = "rows_written"
 COMMITTED = "committed"
-BLOB_CHECKPOINTED = "blob_checkpointed"
-STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)
+STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)  # the last announced by the mirror writer
 
 # Events per receive call; a transaction takes as many received chunks of a partition as are
 # already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
@@ -182,7 +183,7 @@ class IngestRun:
         self._last_enqueued: Mapping[str, Any] = {}  # the reader's: per partition, the stream's last enqueued event
         self._events = 0
         self._batches = 0
-        self._mirror_writer: _MirrorWriter | None = None
+        self._mirror_writer: MirrorWriter | None = None
         self._deadline: float | None = None
         self._stopped = threading.Event()
 
@@ -270,7 +271,8 @@ class IngestRun:
         """
         if self.ownership is None:
             return
-        mirrored = self._mirrored()
+        mirrored = mirrored_positions(self.checkpoint_store, self.endpoint.fully_qualified_namespace,
+                                      self.endpoint.eventhub_name, self.consumer_group)
         claims = self.ownership.list()
         for p, cp in self.store.checkpoints(targets).items():
             blob = mirrored.get(p)
@@ -285,37 +287,10 @@ class IngestRun:
             self._mirror(p, cp.sequence_number, cp.offset)
             log.info("Instance %s: blob checkpoint of partition %s brought up to seq %d", self.owner_id, p, cp.sequence_number)
 
-    def _mirrored(self) -> dict[str, int]:
-        """
-        Per partition, the lowest sequence number the mirror holds under any spelling of the namespace,
-        as each SDK's store lists it; a partition missing under one spelling is not mirrored (a crash
-        between the two writes of :meth:`_mirror` leaves one behind).
-        """
-        listed = [
-            {c["partition_id"]: c["sequence_number"] for c in self.checkpoint_store.list_checkpoints(
-                namespace, self.endpoint.eventhub_name, self.consumer_group)}
-            for namespace in namespace_spellings(self.endpoint.fully_qualified_namespace)
-        ]
-        return {p: min(spelling[p] for spelling in listed) for p in listed[0] if all(p in spelling for spelling in listed)}
-
     def _mirror(self, partition_id: str, sequence_number: int, offset: str | None) -> None:
-        """
-        Write the standard checkpoint blob under every spelling of the namespace an SDK's processor
-        reads: a namespace with a port (the local endpoint, a custom endpoint) is ``host:port`` in
-        Python's ``BlobCheckpointStore`` and ``host`` in JavaScript's; both read the same metadata
-        (``sequencenumber``, ``offset``) and resume after the offset.
-        """
-        for namespace in namespace_spellings(self.endpoint.fully_qualified_namespace):
-            self.checkpoint_store.update_checkpoint(
-                {
-                    "fully_qualified_namespace": namespace,
-                    "eventhub_name": self.endpoint.eventhub_name,
-                    "consumer_group": self.consumer_group,
-                    "partition_id": partition_id,
-                    "sequence_number": sequence_number,
-                    "offset": offset,
-                }
-            )
+        """Write the partition's standard checkpoint blob (:func:`~airflow_provider_eh.ingest.mirror.write_checkpoint`)."""
+        write_checkpoint(self.checkpoint_store, self.endpoint.fully_qualified_namespace, self.endpoint.eventhub_name,
+                         self.consumer_group, partition_id, sequence_number, offset)
 
     def _balance(self, targets: Mapping[str, int], pending: list[str], idle_for: float) -> list[str]:
         """Renew, then claim until the plan wants nothing more (``balanced`` re-lists between claims)."""
@@ -452,8 +427,9 @@ class IngestRun:
                         stop(lost)
         finally:
             reader.close()
-            if self._mirror_writer is not None:
-                self._mirror_writer.flush()
+            writer, self._mirror_writer = self._mirror_writer, None  # its thread ends with the flush
+            if writer is not None:
+                writer.flush()
 
     def _stage(self, stage: str, partition_id: str, first: int, last: int, batch: int) -> None:
         steps.reached(f"ingest_{stage}", batch, {"partition": partition_id, "first": first, "last": last})
@@ -479,7 +455,7 @@ class IngestRun:
             report.lag = reported.lag(last.sequence_number)
         if self.checkpoint_store is not None:
             if self._mirror_writer is None:
-                self._mirror_writer = _MirrorWriter(self, self.limits.checkpoint_interval)
+                self._mirror_writer = MirrorWriter(self, self.limits.checkpoint_interval)
             self._mirror_writer.submit(partition_id, first, last.sequence_number, last.offset, batch)
         log.info(
             "Instance %s: partition %s seq %d-%d committed: %d rows, %d duplicates, %d dead letters, %d deferred%s",
@@ -488,85 +464,3 @@ class IngestRun:
             "" if report.lag is None else f"; lag {report.lag} (last enqueued {report.last_enqueued})",
         )
         return last.sequence_number
-
-
-class _MirrorWriter:
-    """
-    Writes the blob checkpoint of committed batches on a thread of its own, so the next batch's
-    transaction does not wait for Azure Storage. Only the newest commit of a partition is written
-    (a checkpoint supersedes the ones before it), and a partition's blob at most once per
-    ``interval`` seconds while the run goes on: a blob write costs the worker as much CPU as
-    committing a few hundred events, and what reads the blobs (sensors, other SDKs' processors taking
-    over) needs progress, not every batch. :meth:`flush` writes what is left at once, waits until it is
-    written and re-raises a failure. A crash before a write leaves the blob behind the SQL checkpoint,
-    which is the source of truth, and the next run's ``_repair_mirror`` brings it up.
-    """
-
-    def __init__(self, run: IngestRun, interval: float):
-        self._run = run
-        self._interval = interval
-        self._pending: dict[str, tuple[int, int, str | None, int]] = {}  # partition -> (first, last, offset, batch)
-        self._written: dict[str, float] = {}  # partition -> when its blob was last written (monotonic)
-        self._cond = threading.Condition()
-        self._busy = False
-        self._error: BaseException | None = None
-        self._flushing = False
-        self._thread = threading.Thread(target=self._loop, name="eh-ingest-blob-checkpoint", daemon=True)
-        self._thread.start()
-
-    def submit(self, partition_id: str, first: int, last: int, offset: str | None, batch: int) -> None:
-        with self._cond:
-            if self._error is not None:
-                error, self._error = self._error, None
-                raise error
-            earlier = self._pending.get(partition_id)
-            self._pending[partition_id] = (first if earlier is None else earlier[0], last, offset, batch)
-            self._cond.notify_all()
-
-    def _next_due(self) -> tuple[str | None, float]:
-        """The pending partition to write now, else ``None`` and how long until one is due."""
-        now = time.monotonic()
-        wait = self._interval
-        for partition_id in self._pending:
-            due = self._written.get(partition_id, -self._interval) + self._interval
-            if self._flushing or due <= now:
-                return partition_id, 0.0
-            wait = min(wait, due - now)
-        return None, wait
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if not self._pending and self._flushing:
-                        return
-                    partition_id, wait = self._next_due() if self._pending else (None, 0.0)
-                    if partition_id is not None:
-                        break
-                    self._cond.wait(wait if self._pending else None)
-                first, last, offset, batch = self._pending.pop(partition_id)
-                self._busy = True
-            try:
-                self._run._mirror(partition_id, last, offset)
-                self._written[partition_id] = time.monotonic()
-                self._run._stage(BLOB_CHECKPOINTED, partition_id, first, last, batch)
-            except BaseException as exc:  # handed to the committing thread
-                with self._cond:
-                    self._error = exc
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-
-    def flush(self) -> None:
-        """Write every pending checkpoint now, wait until written; stop the thread; re-raise a failure."""
-        with self._cond:
-            self._flushing = True
-            self._cond.notify_all()
-            while self._pending or self._busy:
-                self._cond.wait()
-            error, self._error = self._error, None
-        self._thread.join(timeout=30)
-        self._run._mirror_writer = None
-        if error is not None:
-            raise error

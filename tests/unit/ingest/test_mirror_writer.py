@@ -8,7 +8,8 @@ import time
 import pytest
 
 from airflow_provider_eh.errors import SinkConfigError
-from airflow_provider_eh.ingest.runner import BLOB_CHECKPOINTED, RunLimits, _MirrorWriter
+from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter
+from airflow_provider_eh.ingest.runner import RunLimits
 
 
 class FakeRun:
@@ -33,7 +34,7 @@ class FakeRun:
 
 def test_commits_within_the_interval_are_written_once_as_the_newest_and_flush_writes_the_last():
     run = FakeRun()
-    writer = _MirrorWriter(run, interval=30.0)
+    writer = MirrorWriter(run, interval=30.0)
     writer.submit("0", 0, 9, "90", batch=1)
     assert run.wrote.wait(10)
     for batch, last in enumerate(range(19, 60, 10), start=2):  # five more commits while the interval runs
@@ -48,7 +49,7 @@ def test_commits_within_the_interval_are_written_once_as_the_newest_and_flush_wr
 
 def test_each_partition_keeps_its_own_interval():
     run = FakeRun()
-    writer = _MirrorWriter(run, interval=0.2)
+    writer = MirrorWriter(run, interval=0.2)
     writer.submit("0", 0, 4, None, batch=1)
     writer.submit("1", 0, 7, None, batch=2)
     deadline = time.monotonic() + 10
@@ -67,7 +68,7 @@ def test_each_partition_keeps_its_own_interval():
 
 def test_interval_zero_writes_every_commit_the_writer_has_not_yet_superseded():
     run = FakeRun()
-    writer = _MirrorWriter(run, interval=0.0)
+    writer = MirrorWriter(run, interval=0.0)
     for batch in range(1, 4):
         writer.submit("0", batch * 10, batch * 10 + 9, None, batch=batch)
         assert run.wrote.wait(10)
@@ -78,7 +79,7 @@ def test_interval_zero_writes_every_commit_the_writer_has_not_yet_superseded():
 
 def test_a_failed_write_is_raised_to_the_committing_thread():
     run = FakeRun(fail=True)
-    writer = _MirrorWriter(run, interval=0.0)
+    writer = MirrorWriter(run, interval=0.0)
     writer.submit("0", 0, 1, None, batch=1)
     with pytest.raises(OSError, match="refused the write"):
         writer.flush()
