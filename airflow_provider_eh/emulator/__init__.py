@@ -1,7 +1,8 @@
 """The project's local Event Hubs endpoint: an AMQP 1.0 server for the unmodified azure-eventhub SDK.
 
 ``EmulatorProcess`` runs ``python -m airflow_provider_eh.emulator`` as a child process (tests,
-benchmarks, the demo); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
+benchmarks, the demo), started by ``launcher`` (which the development stack's ``testing.stack`` uses
+too); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
 
 Architecture: two layers, imports running from the AMQP layer down to the broker, never back.
 
@@ -16,7 +17,8 @@ Architecture: two layers, imports running from the AMQP layer down to the broker
   ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),
   ``attach`` (link addresses to links), ``links`` (sessions and link endpoints), ``messages``
   (``$cbs``/``$management`` request and reply encoding) and ``frames`` (performatives, hot-path frames).
-* Beside them: ``admin`` (the admin HTTP endpoint, on the broker) and ``__main__`` (command line).
+* Beside them: ``admin`` (the admin HTTP endpoint, on the broker), ``__main__`` (command line) and
+  ``launcher`` (that command line started as a background process, for the classes here and the stack).
 
 What the endpoint reads of AMQP 1.0, by section of the specification: ``AMQP.md``.
 """
@@ -27,19 +29,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_eh.errors import EmulatorAdminError  # importable from here, as before it joined errors.py
 
-DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
-DEFAULT_KEY = "local-event-hubs-key"
+from .launcher import DEFAULT_KEY, DEFAULT_KEY_NAME, command, connection_string, spawn, wait_ready
 
 __all__ = ["EmulatorAdmin", "EmulatorAdminError", "EmulatorProcess", "DEFAULT_KEY", "DEFAULT_KEY_NAME"]
 
@@ -132,7 +132,6 @@ class EmulatorProcess:
         self.tls = tls
         self.pid = 0
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
         self.admin = EmulatorAdmin(f"http://127.0.0.1:{admin_port}")
 
     @property
@@ -140,20 +139,12 @@ class EmulatorProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "airflow_provider_eh.emulator", "--host", self.host, "--port", str(self.port),
-               "--admin-port", str(self.admin_port), "--data-dir", str(self.data_dir),
-               "--ready-file", str(self._ready_path), "--sas-key-name", self.key_name, "--sas-key", self.key,
-               "--exit-with-parent", str(os.getpid())]
-        if self.websocket_port is not None:
-            cmd += ["--websocket-port", str(self.websocket_port)]
-        if self.tls:
-            cmd += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
-        for name, partitions in self.hubs.items():
-            cmd += ["--hub", f"{name}:{partitions}"]
-        for hub, groups in self.consumer_groups.items():
-            for group in groups:
-                cmd += ["--consumer-group", f"{hub}:{group}"]
-        return cmd + self.extra_args
+        return command(
+            self.data_dir, host=self.host, port=self.port, admin_port=self.admin_port, hubs=self.hubs,
+            consumer_groups=self.consumer_groups, key_name=self.key_name, key=self.key,
+            websocket_port=self.websocket_port, tls=self.tls, ready_file=self._ready_path,
+            exit_with_parent=os.getpid(), extra_args=self.extra_args,
+        )
 
     @property
     def _ready_path(self) -> Path:
@@ -164,34 +155,15 @@ class EmulatorProcess:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._ready_path.unlink(missing_ok=True)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        repo = Path(__file__).resolve().parents[2]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
-        self._proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True)
+        self._proc = spawn(self.command(), self.log_path)
         self.pid = self._proc.pid
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._close_log()
-                raise RuntimeError(f"emulator exited with code {code} during start; see {self.log_path}:\n"
-                                   + _tail(self.log_path))
-            try:
-                ready = json.loads(self._ready_path.read_text())
-            except (FileNotFoundError, ValueError):
-                time.sleep(0.05)
-                continue
-            self.port = int(ready["port"])
-            self.admin_port = int(ready["admin_port"])
-            if ready.get("websocket_port") is not None:
-                self.websocket_port = int(ready["websocket_port"])
-            self.admin = EmulatorAdmin(f"http://127.0.0.1:{self.admin_port}")
-            return self
-        self.kill()
-        raise TimeoutError(f"emulator not ready within {timeout}s; see {self.log_path}:\n" + _tail(self.log_path))
+        ready = wait_ready(self._proc, self._ready_path, self.log_path, timeout)
+        self.port = int(ready["port"])
+        self.admin_port = int(ready["admin_port"])
+        if ready.get("websocket_port") is not None:
+            self.websocket_port = int(ready["websocket_port"])
+        self.admin = EmulatorAdmin(f"http://127.0.0.1:{self.admin_port}")
+        return self
 
     def stop(self, timeout: float = 15) -> None:
         """SIGTERM and wait (SIGKILL if it does not stop in ``timeout``)."""
@@ -202,14 +174,12 @@ class EmulatorProcess:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        self._close_log()
 
     def kill(self) -> None:
         """SIGKILL: a crash, as far as the data on disk is concerned."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-        self._close_log()
 
     def restart(self, timeout: float = 30) -> None:
         """Stop then start on the same ports and data dir."""
@@ -227,15 +197,8 @@ class EmulatorProcess:
                     raise
                 time.sleep(0.2)  # the port may linger briefly after the old process exits
 
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
     def connection_string(self, hub: str | None = None) -> str:
-        text = (f"Endpoint=sb://{self.host}:{self.port};SharedAccessKeyName={self.key_name};"
-                f"SharedAccessKey={self.key};UseDevelopmentEmulator=true")
-        return text + (f";EntityPath={hub}" if hub else "")
+        return connection_string(self.host, self.port, self.key_name, self.key, hub)
 
     @property
     def websocket_address(self) -> str:
@@ -249,10 +212,3 @@ class EmulatorProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""

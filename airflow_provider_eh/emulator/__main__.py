@@ -15,17 +15,9 @@ from pathlib import Path
 from .admin import AdminServer
 from .auth import SasValidator
 from .broker import FSYNC_POLICIES, Broker
+from .launcher import DEFAULT_KEY, DEFAULT_KEY_NAME, connection_string
 from .server import Server
 from .store import Store, StoreError
-
-DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
-DEFAULT_KEY = "local-event-hubs-key"
-
-
-def connection_string(host: str, port: int, key_name: str, key: str, hub: str | None = None) -> str:
-    """The connection string the SDK needs (``UseDevelopmentEmulator=true`` means plain AMQP, no TLS)."""
-    text = f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};SharedAccessKey={key};UseDevelopmentEmulator=true"
-    return text + (f";EntityPath={hub}" if hub else "")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -13,12 +13,12 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_provider_eh.emulator.launcher import command, connection_string, spawn
 from airflow_provider_eh.testing.azurite import azurite_binary, connection_string as azurite_connection_string
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,15 +27,21 @@ HOST = "127.0.0.1"
 EVENT_HUBS_PORT = int(os.environ.get("EH_PORT", "5672"))
 EVENT_HUBS_ADMIN_PORT = int(os.environ.get("EH_ADMIN_PORT", "5680"))
 AZURITE_PORT = int(os.environ.get("AZURITE_PORT", "10000"))
-DEMO_HUBS = ("orders:4",)
-DEMO_CONSUMER_GROUPS = ("orders:analytics",)
+DEMO_HUBS = {"orders": 4}
+DEMO_CONSUMER_GROUPS = {"orders": ["analytics"]}
+# the key the stack's connection strings carry (the endpoint it starts checks no key)
+KEY_NAME = KEY = "local"
 
 
 @dataclass(frozen=True)
 class Service:
+    """A process of the stack: its name, the port it listens on, its command line, and a word of that
+    command line that tells the process apart from any other that reuses its PID."""
+
     name: str
     port: int
     argv: list[str]
+    marker: str
 
     @property
     def pid_file(self) -> Path:
@@ -55,27 +61,22 @@ def services() -> list[Service]:
                 azurite_binary(), "--blobHost", HOST, "--blobPort", str(AZURITE_PORT),
                 "--location", str(LOCAL / "azurite"), "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry",
             ],
+            "--blobPort",
         ),
         Service(
             "event-hubs",
             EVENT_HUBS_PORT,
-            [
-                sys.executable, "-m", "airflow_provider_eh.emulator", "--host", HOST,
-                "--port", str(EVENT_HUBS_PORT), "--admin-port", str(EVENT_HUBS_ADMIN_PORT),
-                "--data-dir", str(LOCAL / "event-hubs"),
-                *[arg for hub in DEMO_HUBS for arg in ("--hub", hub)],
-                *[arg for cg in DEMO_CONSUMER_GROUPS for arg in ("--consumer-group", cg)],
-            ],
+            command(
+                LOCAL / "event-hubs", host=HOST, port=EVENT_HUBS_PORT, admin_port=EVENT_HUBS_ADMIN_PORT,
+                hubs=DEMO_HUBS, consumer_groups=DEMO_CONSUMER_GROUPS, key_name=KEY_NAME, key=KEY,
+            ),
+            str(LOCAL / "event-hubs"),
         ),
     ]
 
 
 def event_hubs_connection_string(hub: str | None = None) -> str:
-    conn = (
-        f"Endpoint=sb://{HOST}:{EVENT_HUBS_PORT};SharedAccessKeyName=local;SharedAccessKey=local;"
-        "UseDevelopmentEmulator=true"
-    )
-    return f"{conn};EntityPath={hub}" if hub else conn
+    return connection_string(HOST, EVENT_HUBS_PORT, KEY_NAME, KEY, hub)
 
 
 def connection_env(event_hubs: str | None = None, blob: str | None = None, spark_master: str = "local[*]") -> dict[str, str]:
@@ -115,8 +116,7 @@ def _running_pid(service: Service) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
-    wanted = service.argv[-1].encode() if service.name == "event-hubs" else b"--blobPort"
-    return pid if wanted in cmdline else None
+    return pid if service.marker.encode() in cmdline else None
 
 
 def _listening(port: int) -> bool:
@@ -137,13 +137,8 @@ def up(timeout: float = 60) -> None:
                 f"{service.name}: port {HOST}:{service.port} is taken by a process this stack did not start; "
                 f"stop it or set {'AZURITE_PORT' if service.name == 'azurite' else 'EH_PORT'} to another port"
             )
-        for folder in (service.pid_file.parent, service.log_file.parent):
-            folder.mkdir(parents=True, exist_ok=True)
-        with open(service.log_file, "ab") as log:
-            proc = subprocess.Popen(
-                service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, cwd=REPO,
-            )
+        service.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        proc = spawn(service.argv, service.log_file, cwd=REPO)  # detached: it outlives this command
         service.pid_file.write_text(str(proc.pid))
         deadline = time.monotonic() + timeout
         while not _listening(service.port):

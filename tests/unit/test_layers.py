@@ -2,7 +2,9 @@
 
 From the bottom: ``errors``, ``steps``, ``stamps``, ``client/`` and ``checkpoints/``; then the two
 engines, ``publishing/`` and ``ingest/`` (neither imports the other, nor Airflow); then ``spark/``
-(the publishing engine on executors, no Airflow); then the Airflow shells.
+(the publishing engine on executors, no Airflow); then the Airflow shells. Beside them, ``emulator/``
+(the local endpoint, a program of its own) uses the bottom layer only: ``testing/`` starts it, never the
+other way round.
 
 Every ``import`` statement of a layer's source is read (also those inside functions and under
 ``TYPE_CHECKING``: an upward import there is still an upward dependency), and every module of a layer
@@ -40,6 +42,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "publishing": ("airflow", "ingest", "spark", *SHELLS),
     "ingest": ("airflow", "publishing", "spark", *SHELLS),
     "spark": ("airflow", "ingest", *SHELLS),
+    "emulator": (*ABOVE_BOTTOM, "testing"),
 }
 
 
