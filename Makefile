@@ -17,7 +17,7 @@ SKIP ?=
 SHUFFLE ?=
 PREREQS := $(PYTHON) scripts/prerequisites.py
 
-.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh demo services-up services-down services-status bench clean
+.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh demo docs services-up services-down services-status bench clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
@@ -26,6 +26,7 @@ help:
 	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD (or COMMIT), one after another"
 	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
+	@echo "make docs            build the documentation site into .local/site (warnings, broken links and anchors fail it)"
 	@echo "make bench           run every benchmark and write bench/results.md"
 
 check-tools:
@@ -80,6 +81,14 @@ services-status: venv
 
 demo: venv node
 	$(PY) scripts/demo.py
+
+# The documentation site (mkdocs.yml, docs/) into .local/site. --strict makes every warning an error:
+# a link or anchor between pages that does not exist (mkdocs.yml's validation settings) and a docstring
+# :param: the code does not take (the API reference). Then the relative links of README.md,
+# CONTRIBUTING.md and bench/README.md, which the site does not build. make test runs both (tests/docs).
+docs: venv
+	$(PY) -m mkdocs build --strict --site-dir $(abspath $(LOCAL))/site
+	$(PY) scripts/doc_links.py
 
 bench: venv node
 	$(PY) bench/run_all.py
