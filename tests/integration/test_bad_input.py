@@ -6,7 +6,7 @@ Each case runs on both paths of the one engine (``[local]``: ``IdempotentPublish
 ``EventHubPublishOperator``; ``[spark]``: ``SparkPublishJob`` and ``SparkToEventHubOperator`` over the
 same events written as Parquet), with one Spark session for the module, started only by a Spark case.
 
-Rows covered elsewhere (see the README's bad-input table): oversize event and wrong partition id
+Rows covered elsewhere (see the bad-input table of docs/exactly-once.md): oversize event and wrong partition id
 (``test_bad_event_fails_before_anything_is_sent``), unknown hub
 (``test_unknown_hub_and_unknown_partition_option_are_named``), corrupt or foreign state blob and wrong
 state version (``test_corrupt_or_foreign_state_blob_is_named_with_how_to_reset``) and content changed on

@@ -6,7 +6,7 @@ executors in a session of their own), disrupted like the others, so both paths o
 are under faults. Nothing depends on the machine's speed: a disruption that did not take effect is
 made again, and the test counts runs actually disrupted.
 
-The long run (``python bench/chaos.py --runs 200``) is the README's figure; this one keeps CI short.
+The long run (``python bench/chaos.py --runs 200``) is bench/README.md's figure; this one keeps CI short.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Imports only point down: the layers of the README's "How the code is laid out", checked two ways.
+"""Imports only point down: the layers of CONTRIBUTING.md's "How the code is laid out", checked two ways.
 
 From the bottom: ``errors``, ``steps``, ``stamps``, ``client/`` and ``checkpoints/``; then the two
 engines, ``publishing/`` and ``ingest/`` (neither imports the other, nor Airflow); then ``spark/``
