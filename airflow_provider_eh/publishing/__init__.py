@@ -1,4 +1,4 @@
-"""Exactly-once publishing to Event Hubs partitions (the protocol of ``idempotent-publishing.md``).
+"""Exactly-once publishing to Event Hubs partitions (the protocol of ``docs/exactly-once.md``).
 
 No Airflow import here. Two ways in:
 
@@ -7,7 +7,7 @@ No Airflow import here. Two ways in:
     publisher = IdempotentPublisher(endpoint, store, producer_group="dag.task")
     results = publisher.publish(events, batch_id=derive_batch_id(...))   # {partition: PartitionResult}
 
-**Split driver / executor** (Spark, issue #5). The content of every partition's batch must be
+**Split driver / executor** (Spark). The content of every partition's batch must be
 deterministic (read materialised output, order rows by a declared key):
 
 1. *executors*, pass 1: per partition, feed every event's ``(body bytes, properties)`` in order into a
