@@ -7,7 +7,6 @@ reads the DAGs folder and the connections once per process, and earlier tests ma
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +18,7 @@ import pytest
 
 from airflow_provider_eh.testing.stack import example_env
 from tests.conftest import REPO, unique_name
+from tests.support.airflow_home import migrated_home
 
 DAGS = REPO / "dags"
 
@@ -104,18 +104,7 @@ def example_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPa
     event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
     db = tmp_path / "example.db"
     data_dir = tmp_path / "data"
-    home = tmp_path / "airflow"
-    home.mkdir()
-    env = {
-        **os.environ,
-        **example_env(db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string,
-                      spark_master="local[2]"),
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-    }
-    migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                              env=env, timeout=600)
-    assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
+    env = migrated_home(tmp_path / "airflow", DAGS, example_env(
+        db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string, spark_master="local[2]",
+    ))
     return ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -31,6 +30,7 @@ import pytest
 from airflow_provider_eh.testing.stack import example_env
 from scripts import doc_links
 from tests.conftest import REPO
+from tests.support.airflow_home import migrated_home
 
 DOCS = REPO / "docs"
 EXAMPLES = DOCS / "examples"
@@ -237,22 +237,12 @@ def examples_env(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPat
     SQL connection ``orders_db``, and an Airflow home and metadata DB of their own, migrated here."""
     tmp = tmp_path_factory.mktemp("examples")
     event_hubs.admin.create_hub("orders", partitions=4, consumer_groups=["analytics", "airflow-watcher"])
-    home = tmp / "airflow"
-    home.mkdir()
     db = tmp / "orders.db"
-    env = {
-        **os.environ,
+    env = migrated_home(tmp / "airflow", EXAMPLES, {
         **example_env(tmp / "example.db", tmp / "data", event_hubs=event_hubs.connection_string(),
                       blob=azurite.connection_string, spark_master="local[2]"),
         "AIRFLOW_CONN_ORDERS_DB": json.dumps({"conn_type": "sqlite", "host": str(db)}),
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLES),
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-    }
-    migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                              env=env, timeout=600)
-    assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
+    })
     return {"env": env, "db": db, "data_dir": tmp / "data", "tmp": tmp}
 
 
