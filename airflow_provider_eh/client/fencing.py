@@ -1,6 +1,6 @@
 """A partition's sender link as an idempotent producer: the hub itself fences a stalled publisher.
 
-Event Hubs' idempotent publishing (seed 000; the local endpoint implements it, as do namespaces with
+Event Hubs' idempotent publishing (the local endpoint implements it, as do namespaces with
 the feature) lets a sender attach to a partition with the link capability
 ``com.microsoft:idempotent-producer`` and three link properties: its producer group id (a long), its
 owner level (``com.microsoft:producer-epoch``, a short) and, optionally, the last sequence number it

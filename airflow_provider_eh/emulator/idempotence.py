@@ -1,4 +1,4 @@
-"""The service side of Event Hubs' idempotent producer (seed 000): producer groups on a partition.
+"""The service side of Event Hubs' idempotent producer: producer groups on a partition.
 
 A client sender that desires the link capability ``com.microsoft:idempotent-producer`` names its
 producer group (``com.microsoft:producer-id``, a long; null asks the service for a new one), its owner
