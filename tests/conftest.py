@@ -67,7 +67,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/integration, tests/dags and tests/compat needs the local stack.
+    """Everything under tests/integration, tests/system and tests/compat needs the local stack.
 
     With ``EH_TEST_SHUFFLE=<seed>`` (``make test SHUFFLE=<seed>``) the test files run in an order drawn
     from the seed (a file's tests stay in order): other files share a pytest-xdist process, so a
@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
-        if parts[0] in ("integration", "dags", "compat"):
+        if parts[0] in ("integration", "system", "compat"):
             item.add_marker(pytest.mark.integration)
     seed = os.environ.get("EH_TEST_SHUFFLE")
     if seed:

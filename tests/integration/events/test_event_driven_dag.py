@@ -37,7 +37,7 @@ from airflow_provider_eh.testing.events import event_dags_folder, order_events, 
 from airflow_provider_eh.testing.ports import free_port
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
 from tests.conftest import unique_name
-from tests.dags.conftest import ExampleStack, example_stack  # noqa: F401  (the fixture)
+from tests.system.conftest import ExampleStack, example_stack  # noqa: F401  (the fixture)
 
 DAG_ID = "eh_on_new_orders"
 WATCHER_GROUP = "airflow-watcher"

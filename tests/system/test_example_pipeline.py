@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.conftest import ExampleStack, explain, order_event_keys
+from tests.system.conftest import ExampleStack, explain, order_event_keys
 
 # dag.test(logical_date=D) of a daily data-interval schedule processes the day before D
 RUN_DATES = ["2026-11-03", "2026-11-04", "2026-11-05"]

@@ -25,7 +25,7 @@ import pytest
 from airflow_provider_eh.testing.databases import postgres_database
 from airflow_provider_eh.testing.ports import free_port
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
-from tests.dags.conftest import ExampleStack, order_event_keys
+from tests.system.conftest import ExampleStack, order_event_keys
 
 DAG_ID = "eh_daily_orders"
 ROWS = 6
