@@ -225,6 +225,21 @@ def test_pruning_keeps_the_most_recent_batches_and_deletes_the_records_of_the_ot
     assert again.plan.action == "send"
 
 
+def test_an_unreadable_ledger_record_stops_the_publish_naming_the_record_and_what_to_do(engine: Any) -> None:
+    pub, _ = engine
+    commit_batches(pub, ["1" * 64, "2" * 64])  # "2" is the newest (found in the document); "1" only by its record
+    pub.store.records[(KEY, "batch", "1" * 64)] = '{"events": 3, "first_seq"'  # cut short, as a failed restore leaves it
+    with pytest.raises(InvalidProducerStateError) as caught:
+        pub.begin("0", "1" * 64, 1, "fp")
+    message = str(caught.value)
+    assert f"batch record '{'1' * 64}' of memory" in message and "is not a committed batch" in message
+    assert "Delete it to forget that batch" in message and "publishes it again" in message
+    assert pub.store.read(KEY).pending is None  # nothing planned, so nothing sent
+    pub.store.records[(KEY, "batch", "1" * 64)] = '{"events": 1, "first_seq": 0, "last_seq": 0, "service_last_sequence_number": 0}'
+    with pytest.raises(InvalidProducerStateError, match="misses its batch_id or ordinal"):
+        pub.begin("0", "1" * 64, 1, "fp")
+
+
 def test_pruning_by_age_keeps_what_is_younger_and_always_the_newest(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pub, _ = engine
     commit_batches(pub, ["a" * 64, "b" * 64, "c" * 64])
