@@ -17,8 +17,8 @@ lives in either engine. This module sits below both engines and imports nothing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 PUBLISH_STEPS = ("after_claim", "after_intent", "before_send", "mid_send", "after_send", "after_commit_records",
                  "during_commit")

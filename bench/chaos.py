@@ -17,17 +17,18 @@ lifted a seeded while later, or a pause: SIGSTOP at a step the attempt reaches (
 before or after its K-th SDK batch of a partition), as a frozen VM or a long GC pause stops one; a
 short pause (under 3 s) is simply continued, a long one (blob runs) outlasts the lease: a retry takes
 the partitions over and commits while the paused attempt is stopped, then it is continued (the hub
-fences its late sends; its claim's deadline stops it at its next check). An attempt that ends before its disruption took effect (it failed
-early, say on a lease held by a killed run) is disrupted again; a run counts as disrupted only
-when an attempt was killed or ran under a fault that fired. Retries may be killed again; the last
-one runs clean. Meanwhile a backfill process works through other intervals in the same blob
-producer groups, so it fights the runs for the partitions' leases. ``--spark-runs K`` (default 4)
-makes K of the runs Spark runs (the driver/executor split of ``airflow_provider_eh.spark``, through
-the same driver loop; slow: each attempt starts a JVM). They are disrupted the same ways, as the
-seed says: SIGKILL of the driver at a protocol step it reaches (the claim, the intent, after the
-send, the commit; ``mid_send`` is reached on executors, so it is not among them), an endpoint fault,
-or SIGKILL once the hub has taken events of theirs or after a seeded delay, whichever comes first.
-A killed attempt takes its whole session with it (the driver's JVM and Python workers).
+fences its late sends; its claim's deadline stops it at its next check). An attempt that ends before
+its disruption took effect (it failed early, say on a lease held by a killed run) is disrupted again;
+a run counts as disrupted only when an attempt was killed or ran under a fault that fired. Retries may
+be killed again; the last one runs clean. Meanwhile a backfill process works through other intervals
+in the same blob producer groups, so it fights the runs for the partitions' leases. ``--spark-runs K``
+(default 4) makes K of the runs Spark runs (the driver/executor split of
+``airflow_provider_eh.spark``, through the same driver loop; slow: each attempt starts a JVM). They
+are disrupted the same ways, as the seed says: SIGKILL of the driver at a protocol step it reaches
+(the claim, the intent, after the send, the commit; ``mid_send`` is reached on executors, so it is not
+among them), an endpoint fault, or SIGKILL once the hub has taken events of theirs or after a seeded
+delay, whichever comes first. A killed attempt takes its whole session with it (the driver's JVM and
+Python workers).
 
 The check: every expected event id is in the hub exactly once (``duplicates`` counts extra copies,
 ``losses`` missing ids), on the partition it was meant for, and ``eh.seq`` strictly increases in
@@ -54,11 +55,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # A fixed Fernet key: every child must decrypt the Variables the previous one wrote.
 FERNET_KEY = "t8tKM1Dc9vVqJ7q0d5qf3kE8u2m4b6m0Zr3xLw9yQ1A="
@@ -143,7 +145,8 @@ def child_entry(config: dict[str, Any], crash_at: str | None, files: dict[str, s
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     if crash_at:
-        from airflow_provider_eh.testing.crash import crash_at as arm, pause_at
+        from airflow_provider_eh.testing.crash import crash_at as arm
+        from airflow_provider_eh.testing.crash import pause_at
 
         if crash_at.startswith("pause:"):
             pause_at(crash_at.removeprefix("pause:"))
@@ -162,6 +165,7 @@ def child_entry(config: dict[str, Any], crash_at: str | None, files: dict[str, s
 
 
 def publish_once(config: dict[str, Any], ready: str) -> dict[str, str]:
+    """Publish the attempt's batch once through its backend (blob, Variables or Spark); the partitions' statuses."""
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", force=True)
@@ -236,6 +240,8 @@ def spark_child(config: dict[str, Any], batch: Batch, endpoint: Any, ready: str)
 
 @dataclass
 class Tally:
+    """What the run saw, counted from every thread under ``lock``: runs, disruptions, outcomes, failures."""
+
     runs: int = 0
     disrupted: int = 0  # runs an attempt of which was killed, paused or ran under a fault that fired
     kills: int = 0
@@ -543,7 +549,7 @@ class Chaos:
         with ThreadPoolExecutor(max_workers=self.workers + 1, thread_name_prefix="chaos") as pool:
             backfill = pool.submit(self.backfill, self.rng.randrange(2**31))
             try:
-                for future in [pool.submit(self.run_one, b, s) for b, s in zip(batches, seeds)]:
+                for future in [pool.submit(self.run_one, b, s) for b, s in zip(batches, seeds, strict=True)]:
                     future.result()
             finally:
                 self.done.set()
@@ -559,8 +565,8 @@ class Chaos:
 
     def check(self) -> dict[str, int]:
         from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-        from airflow_provider_eh.publishing import partition_for_key
         from airflow_provider_eh.client.readback import read_hub
+        from airflow_provider_eh.publishing import partition_for_key
 
         where: dict[str, str] = {}  # event id -> hub/partition it must be on
         for batch in self.expected:
@@ -659,6 +665,8 @@ def run_chaos(eh: Any, azurite: Any, *, runs: int, seed: int, workers: int = 8, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the chaos test and print its figures; the exit status is 1 when a hub holds a duplicate, a loss
+    or an event out of place."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)

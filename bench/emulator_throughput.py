@@ -28,11 +28,13 @@ from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 
 
 def cpu_seconds(proc: psutil.Process) -> float:
+    """User and system CPU seconds ``proc`` has used."""
     times = proc.cpu_times()
     return times.user + times.system
 
 
 def main() -> int:
+    """Send and receive ``--events`` through the endpoint and print events per second and CPU per event."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=200)

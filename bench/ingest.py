@@ -83,15 +83,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.databases import mariadb_server, postgres_server  # noqa: E402
-from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 
 
 def publish(conn_str: str, partitions: int, events: int) -> None:
+    """Fill each partition with ``events // partitions`` stamped events through the plain SDK."""
     with EventHubProducerClient.from_connection_string(conn_str) as producer:
         for p in range(partitions):
             batch = producer.create_batch(partition_id=str(p))
@@ -108,6 +109,7 @@ def publish(conn_str: str, partitions: int, events: int) -> None:
 
 
 def plain_receive(conn_str: str, total: int, batch_size: int, network: NetworkOptions | None = None) -> float:
+    """Seconds the plain SDK's consumer takes to receive ``total`` events (the ratio's baseline)."""
     consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default",
                                                              **(network.client_kwargs() if network else {}))
     received = 0
@@ -164,6 +166,7 @@ def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str,
 
 
 def main() -> int:
+    """Compare ingestion into each database with a plain receive of the same events; print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=4)

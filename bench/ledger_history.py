@@ -74,6 +74,7 @@ EVENTS_PER_SEEDED_BATCH = 100
 
 
 def make_events(n: int, tag: str) -> list[dict[str, Any]]:
+    """``n`` events for partition 0, their ids tagged with ``tag``."""
     return [{"body": {"id": f"{tag}-{i}", "pad": "x" * 150}, "partition_id": "0"} for i in range(n)]
 
 
@@ -98,6 +99,7 @@ def seed(store: ProducerStateStore, key: StateKey, batches: int, write_records: 
 
 
 def texts(records: list[CommittedBatch]) -> list[tuple[str, str, str]]:
+    """The two ledger records (by batch id and by ordinal) of each committed batch, as ``put_record`` takes them."""
     out = []
     for r in records:
         text = json.dumps(r.to_doc(), separators=(",", ":"))
@@ -106,6 +108,7 @@ def texts(records: list[CommittedBatch]) -> list[tuple[str, str, str]]:
 
 
 def blob_records(store: BlobProducerStateStore) -> Any:
+    """A writer of committed batches' records into the blob store, 16 at a time."""
     def write(claim: Any, records: list[CommittedBatch]) -> None:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda item: store.put_record(claim, *item), texts(records)))
@@ -115,9 +118,10 @@ def blob_records(store: BlobProducerStateStore) -> Any:
 def variable_records(claim: Any, records: list[CommittedBatch]) -> None:
     """Variables inserted in bulk (the engine writes one per commit; ten years of commits one by one would be the
     benchmark's whole time)."""
+    from sqlalchemy import insert
+
     from airflow.models.variable import Variable
     from airflow.utils.session import create_session
-    from sqlalchemy import insert
 
     from airflow_provider_eh.hooks.producer_state import AirflowVariables
     from airflow_provider_eh.publishing import VariableProducerStateStore
@@ -131,6 +135,7 @@ def variable_records(claim: Any, records: list[CommittedBatch]) -> None:
 
 
 def largest_blob(container: ContainerClient, key: StateKey) -> int:
+    """The size of the largest blob of ``key``'s state: its document or a record."""
     sizes = [b.size for b in container.list_blobs(name_starts_with=key.blob_name)]
     prefix = key.record_blob_name(BATCH, "x").rsplit("/", 2)[0] + "/"
     sizes += [b.size for b in container.list_blobs(name_starts_with=prefix)]
@@ -138,9 +143,11 @@ def largest_blob(container: ContainerClient, key: StateKey) -> int:
 
 
 def largest_variable(store: Any, key: StateKey) -> int:
+    """The size of the largest Airflow Variable of ``key``'s state: its document or a record."""
+    from sqlalchemy import func, or_, select
+
     from airflow.models.variable import Variable
     from airflow.utils.session import create_session
-    from sqlalchemy import func, or_, select
 
     name = store.variable_name(key)
     with create_session() as session:
@@ -185,6 +192,7 @@ class CountingVariables:
 
 
 def azurite_get_ms(container: ContainerClient) -> float:
+    """The median time (ms) of one request to Azurite, the floor under every blob read."""
     times = []
     for i in range(25):
         started = time.perf_counter()
@@ -197,6 +205,7 @@ def azurite_get_ms(container: ContainerClient) -> float:
 
 
 def timed_publishes(publisher: IdempotentPublisher, repeat: int, events: int, tag: str) -> float:
+    """Median seconds of ``repeat`` publishes of ``events`` events each, every one a new batch."""
     times = []
     for i in range(repeat):
         batch = make_events(events, f"{tag}-{i}")
@@ -208,6 +217,7 @@ def timed_publishes(publisher: IdempotentPublisher, repeat: int, events: int, ta
 
 
 def plain_sdk(endpoint: EventHubsEndpoint, repeat: int, events: int) -> float:
+    """Median seconds of ``repeat`` plain SDK sends of ``events`` events, the ratio's baseline."""
     times = []
     for i in range(repeat):
         bodies = [json.dumps(e["body"]) for e in make_events(events, f"sdk-{i}")]
@@ -222,6 +232,7 @@ def plain_sdk(endpoint: EventHubsEndpoint, repeat: int, events: int) -> float:
 
 
 def main() -> None:
+    """Time one publish against ledgers of growing history on both backends and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--histories", default="0,26280,100000", help="history lengths, comma-separated (0 first)")
     parser.add_argument("--events", type=int, default=100)
@@ -264,7 +275,8 @@ def main() -> None:
                 figures[f"largest_{backend}_{n}"] = largest
                 print(f"{backend:8} ledger of {n:>7} batches (seeded in {seeded:6.1f}s): one {args.events}-event publish "
                       f"{figures[f'{backend}_{n}_s'] * 1000:7.1f} ms (median of {args.repeat}), "
-                      f"{figures[f'requests_{backend}_{n}']:.1f} storage requests moving {figures[f'bytes_{backend}_{n}']:.0f} B, "
+                      f"{figures[f'requests_{backend}_{n}']:.1f} storage requests "
+                      f"moving {figures[f'bytes_{backend}_{n}']:.0f} B, "
                       f"largest object {largest} B", flush=True)
         sdk_s = plain_sdk(endpoint, args.repeat, args.events)
         engine_s = timed_publishes(IdempotentPublisher(endpoint, stores["blob"], producer_group="fixed-cost"),

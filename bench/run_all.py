@@ -11,7 +11,7 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -19,6 +19,7 @@ REPO = HERE.parent
 
 
 def machine() -> str:
+    """The machine in one line: cores, CPU model, memory, system and Python."""
     cpu = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -28,10 +29,12 @@ def machine() -> str:
     except OSError:
         pass
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def parse_last_line(output: str) -> dict[str, str]:
+    """The ``key=value`` pairs of a benchmark's last output line (its figures)."""
     lines = [line for line in output.strip().splitlines() if line.strip()]
     if not lines:
         return {}
@@ -39,6 +42,7 @@ def parse_last_line(output: str) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    """Run every benchmark (or those named in ``argv``) and write their figures to ``results.md``."""
     wanted = set(argv)
     scripts = sorted(p for p in HERE.glob("*.py") if p.name != "run_all.py" and not p.name.startswith("_"))
     scripts = [p for p in scripts if not wanted or p.stem in wanted]
@@ -59,7 +63,7 @@ def main(argv: list[str]) -> int:
     lines = [
         "# Benchmark results",
         "",
-        f"Made by `make bench` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.",
+        f"Made by `make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
         f"Machine: {machine()}.",
         "The local Event Hubs endpoint and Azurite ran on the same machine as the benchmark.",
         "",

@@ -25,7 +25,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -34,24 +34,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 
 PARTITIONS = 4
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def interval_events(day: datetime, n: int) -> list[dict]:
+    """The events of the interval starting at ``day``: ``n`` orders keyed over 211 customers."""
     stamp = day.date().isoformat()
     return [{"body": {"id": f"{stamp}-{i}", "amount": i % 97, "note": "x" * 150}, "partition_key": f"customer-{i % 211}"}
             for i in range(n)]
 
 
 def main() -> int:
+    """Publish and ingest interval after interval and report the growth of memory and descriptors."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--intervals", type=int, default=50)
     parser.add_argument("--events", type=int, default=2000, help="events per interval")
@@ -105,7 +107,7 @@ def main() -> int:
                     print(f"  interval {k + 1}: worker {rss:.0f} MiB {fds} fds, endpoint {eh_rss:.0f} MiB {eh_fds} fds "
                           f"({time.monotonic() - started:.0f}s)", flush=True)
     w = args.warmup
-    worker_rss, worker_fds, eh_rss, eh_fds = (list(col) for col in zip(*samples))
+    worker_rss, worker_fds, eh_rss, eh_fds = (list(col) for col in zip(*samples, strict=True))
     figures = {
         "intervals": args.intervals,
         "endpoint_rss_growth_pct": round(growth(eh_rss, w), 1),

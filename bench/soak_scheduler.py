@@ -19,12 +19,13 @@ descriptors (psutil) of: the endpoint process; the LocalExecutor worker processe
 processes that supervise each task; summed, and a change of their PIDs is reported); and the
 triggerer (its main process and the trigger runner it starts, summed). A worker that supervises a
 task holds the task's pipes, and the next run starts within seconds, so each worker's figures are
-those of its last idle moment (its process title says ``<idle>``; polled every second). Task processes and Spark's JVMs live for one task and are not sampled; the scheduler, the DAG
-processor and the API server are sampled for the per-process report only. Growth is measured from
-the end of the warm-up (``--warmup`` intervals) to the mean of the last five samples, for RSS as a
-percentage and for descriptors as the last sample minus the one at the end of the warm-up. The
-report also says how often a task deferred to the triggerer: the checkpoint sensor defers only when
-the analytics checkpoints are not yet where it waits for them.
+those of its last idle moment (its process title says ``<idle>``; polled every second). Task processes
+and Spark's JVMs live for one task and are not sampled; the scheduler, the DAG processor and the API
+server are sampled for the per-process report only. Growth is measured from the end of the warm-up
+(``--warmup`` intervals) to the mean of the last five samples, for RSS as a percentage and for
+descriptors as the last sample minus the one at the end of the warm-up. The report also says how often
+a task deferred to the triggerer: the checkpoint sensor defers only when the analytics checkpoints are
+not yet where it waits for them.
 
 At the end every run must have succeeded; the hub is read back and each order event the runs
 generated (the parquet files Spark wrote) must be in it exactly once, and the analytics table must
@@ -50,7 +51,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,13 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.readback import read_hub  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
 from airflow_provider_eh.testing.ports import free_port  # noqa: E402
-from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 from airflow_provider_eh.testing.stack import example_env  # noqa: E402
-from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
 
 DAG_ID = "eh_daily_orders"
@@ -141,6 +142,8 @@ def other_components(root: psutil.Process) -> dict[psutil.Process, str]:
 
 @dataclass
 class Sample:
+    """Memory and open file descriptors of the endpoint and each Airflow process after one interval."""
+
     interval: int
     endpoint: tuple[float, int]
     workers: dict[int, tuple[float, int, bool]] = field(default_factory=dict)  # pid: (rss, fds, measured busy)
@@ -272,12 +275,14 @@ def log_problems(home: Path, standalone_log: Path) -> tuple[list[str], Counter]:
 
 
 def task_log_tail(home: Path, run_id: str, task_id: str, chars: int = 3000) -> str:
+    """The end of the newest log of one task of a run, for a failure report."""
     logs = sorted((home / "logs").glob(f"dag_id={DAG_ID}/run_id={run_id}/task_id={task_id}/**/*.log"),
                   key=lambda p: p.stat().st_mtime)
     return f"{logs[-1]}:\n{logs[-1].read_text(errors='replace')[-chars:]}" if logs else "(no task log found)"
 
 
 def fail_run(airflow: AirflowStandalone, home: Path, run: dict[str, Any]) -> None:
+    """Stop the soak with a report of a run that did not succeed: its tasks, failed tasks' logs and Airflow's log."""
     lines = [f"run {run['dag_run_id']} (interval {run['data_interval_start'][:10]}) ended {run['state']}"]
     try:
         for ti in airflow.task_instances(DAG_ID, run["dag_run_id"]):
@@ -294,6 +299,7 @@ def fail_run(airflow: AirflowStandalone, home: Path, run: dict[str, Any]) -> Non
 
 
 def main() -> int:
+    """Backfill the daily DAG interval after interval under ``airflow standalone`` and report the growth."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--intervals", type=int, default=50, help="days backfilled, one DAG run each")
     parser.add_argument("--warmup", type=int, default=10, help="intervals before growth is measured")
@@ -308,7 +314,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what was started (the finally blocks) on SIGTERM too
     started = time.monotonic()
-    last_day = datetime.now(timezone.utc).date() - timedelta(days=2)  # a backfill runs intervals that have ended
+    last_day = datetime.now(UTC).date() - timedelta(days=2)  # a backfill runs intervals that have ended
     days = [last_day - timedelta(days=args.intervals - 1 - k) for k in range(args.intervals)]
     tmp = tempfile.mkdtemp(prefix="bench-soak-scheduler-")
     root = Path(tmp)
@@ -371,8 +377,9 @@ def main() -> int:
                             samples.append(sample if k == len(done) else replace(sample, interval=k))
                             if k % 5 == 0 or k == args.intervals:
                                 print(f"  interval {k}: endpoint {sample.endpoint[0]:.0f} MiB {sample.endpoint[1]} fds, "
-                                      f"workers {sample.rss('workers'):.0f} MiB {sample.fds('workers')} fds ({len(sample.workers)}, "
-                                      f"{sample.busy} never seen idle), triggerer {sample.rss('triggerer'):.0f} MiB {sample.fds('triggerer')} fds "
+                                      f"workers {sample.rss('workers'):.0f} MiB {sample.fds('workers')} fds "
+                                      f"({len(sample.workers)}, {sample.busy} never seen idle), "
+                                      f"triggerer {sample.rss('triggerer'):.0f} MiB {sample.fds('triggerer')} fds "
                                       f"({time.monotonic() - started:.0f}s)", flush=True)
                         finished = done
                         last_progress = time.monotonic()

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
+from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource  # noqa: E402
 from airflow_provider_eh.spark.mapping import RowMapping  # noqa: E402
@@ -55,6 +55,7 @@ CONF = {
 
 
 def write_output(spark: Any, path: str, rows: int) -> None:
+    """``rows`` order rows as parquet at ``path``, in 8 Spark partitions."""
     spark.range(0, rows).selectExpr(
         "id", "concat('customer-', cast(id % 10007 as string)) as customer", "cast(id % 7 as int) as region",
         "round(rand(7) * 1000, 2) as amount", "concat('order ', cast(id as string), ' of the day, packed and sent') as note",
@@ -85,6 +86,7 @@ def plain_send_partition(rows: Any, endpoint: EventHubsEndpoint, partition_ids: 
 
 
 def plain(spark: Any, path: str, endpoint: EventHubsEndpoint) -> float:
+    """Seconds a plain pipeline takes to send the output from the executors (the ratio's baseline)."""
     with endpoint.producer() as client:
         partition_ids = [str(p) for p in client.get_partition_ids()]
     started = time.perf_counter()
@@ -95,6 +97,7 @@ def plain(spark: Any, path: str, endpoint: EventHubsEndpoint) -> float:
 
 
 def idempotent(spark: Any, path: str, endpoint: EventHubsEndpoint, container: Any, rows: int) -> float:
+    """Seconds :class:`SparkPublishJob` takes to publish the output exactly once."""
     publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(container), producer_group="bench")
     batch_id = derive_batch_id("bench", "bench", endpoint.eventhub_name, logical_date="2026-01-01")
     started = time.perf_counter()
@@ -105,12 +108,14 @@ def idempotent(spark: Any, path: str, endpoint: EventHubsEndpoint, container: An
 
 
 def hub_total(endpoint: EventHubsEndpoint) -> int:
+    """How many events the hub holds over all its partitions."""
     with endpoint.producer() as client:
         return sum(int(client.get_partition_properties(p)["last_enqueued_sequence_number"]) + 1
                    for p in client.get_partition_ids())
 
 
 def main() -> None:
+    """Publish the same output both ways and print the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()

@@ -44,6 +44,7 @@ async def start_once(trigger_class: type) -> str:
 
 
 async def soak(starts: int, warmup: int) -> tuple[float, float]:
+    """Start a failing watcher trigger ``starts`` times; the RSS (MiB) after the warm-up and at the end."""
     from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
     proc = psutil.Process()
@@ -63,6 +64,7 @@ async def soak(starts: int, warmup: int) -> tuple[float, float]:
 
 
 def main() -> int:
+    """Report the memory growth of repeated failing trigger starts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)

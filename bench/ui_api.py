@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,7 +48,8 @@ CONSUMER_GROUPS = ("$Default", "analytics")
 
 
 def write_states(container, namespace: str, partitions: int, groups: int, entries: int) -> None:
-    now = datetime.now(timezone.utc).isoformat()
+    """Producer-state documents for ``groups`` producer groups on every partition, ``entries`` ledger entries in all."""
+    now = datetime.now(UTC).isoformat()
     per_blob = entries // (partitions * groups)
     extra = entries - per_blob * partitions * groups
     jobs = []
@@ -77,6 +78,7 @@ def write_states(container, namespace: str, partitions: int, groups: int, entrie
 
 
 def write_checkpoints(container, fqns: str, partitions: int) -> None:
+    """A checkpoint blob per partition for every consumer group the benchmark reads."""
     for group in CONSUMER_GROUPS:
         for p in range(partitions):
             name = f"{fqns}/{HUB}/{group}/checkpoint/{p}".lower()
@@ -96,6 +98,7 @@ def partition_properties(endpoint: EventHubsEndpoint, partition_ids: list[str]) 
 
 
 def raw_reads(state, checkpoints, endpoint: EventHubsEndpoint, partition_ids: list[str]) -> int:
+    """The reads the overview makes, done directly: state blobs, checkpoints and partition properties."""
     names = [b.name for b in state.list_blobs(name_starts_with=f"{endpoint.namespace}/{HUB}/".lower())]
     with ThreadPoolExecutor(2) as side:  # the hub's management requests and the blobs side by side, as in the view
         properties = side.submit(partition_properties, endpoint, partition_ids)
@@ -109,6 +112,7 @@ def raw_reads(state, checkpoints, endpoint: EventHubsEndpoint, partition_ids: li
 
 
 def main() -> None:
+    """Time the view's ``/api/overview`` against the same reads made directly and print the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--groups", type=int, default=10)
@@ -129,8 +133,10 @@ def main() -> None:
             home.mkdir()
             port = free_port()
             env = standalone_env(home, port)
-            env["AIRFLOW_CONN_EH_BENCH"] = json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": eh.connection_string(HUB)}})
-            env["AIRFLOW_CONN_WASB_BENCH"] = json.dumps({"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}})
+            env["AIRFLOW_CONN_EH_BENCH"] = json.dumps(
+                {"conn_type": "azure_event_hubs", "extra": {"connection_string": eh.connection_string(HUB)}})
+            env["AIRFLOW_CONN_WASB_BENCH"] = json.dumps(
+                {"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}})
             env["AIRFLOW__CORE__DAGS_FOLDER"] = str(tmp / "dags")
             airflow = AirflowStandalone(env, port, tmp / "standalone.log")
             try:
@@ -164,7 +170,8 @@ def main() -> None:
     print(f"hub: {args.partitions} partitions, {args.groups} producer groups, {ledgers} state blobs "
           f"({size / 1024:.0f} KiB), {committed} ledger entries, {len(CONSUMER_GROUPS)} consumer groups")
     print(f"raw reads (blobs and partition properties): median {raw:.3f} s of {args.repeat}")
-    print(f"view API /api/overview: median {api:.3f} s of {args.repeat} (server-side {body['elapsed_seconds']} s: {body['timings']})")
+    print(f"view API /api/overview: median {api:.3f} s of {args.repeat} "
+          f"(server-side {body['elapsed_seconds']} s: {body['timings']})")
     print(f"ratio={api / raw:.2f} api_s={api:.3f} raw_s={raw:.3f}")
 
 

@@ -75,6 +75,7 @@ else:  # Airflow 3.1: the DAG-authoring timetables are still in core
     },
 )
 def eh_daily_orders() -> None:
+    """One day of orders: generate them with Spark, publish them exactly once, load them, wait for the analytics group."""
     @task.pyspark(
         conn_id="spark_default",
         config_kwargs={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},

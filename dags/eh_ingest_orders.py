@@ -49,6 +49,7 @@ def skip_unless_replay_requested(context: Any) -> None:
     },
 )
 def eh_ingest_orders() -> None:
+    """Load the orders hub into the warehouse table; replay dead letters when asked."""
     # the table, the row function and the stream (hub, consumer group) the dead letters belong to
     sink: dict[str, Any] = {
         "table": orders.WAREHOUSE_TABLE,

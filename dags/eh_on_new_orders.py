@@ -85,6 +85,7 @@ NEW_ORDERS = Asset(
     doc_md=__doc__,
 )
 def eh_on_new_orders() -> None:
+    """Load the events that the run's asset events name, then report what was loaded."""
     load = EventHubIngestEventsOperator(
         task_id="load_new_orders",
         table=TABLE,

@@ -20,6 +20,7 @@ from airflow.sdk import Param, dag, task
     params={"hub": Param("orders", type="string", minLength=1, maxLength=256, description="Event Hub to inspect")},
 )
 def eh_quickstart():
+    """Check the Event Hubs connection and show each partition of ``params.hub``."""
     @task
     def inspect_hub(params: dict | None = None) -> dict[str, int]:
         from airflow_provider_eh.hooks.event_hubs import EventHubsHook

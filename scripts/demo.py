@@ -60,6 +60,7 @@ for date in dates:
 
 
 def airflow_env() -> dict[str, str]:
+    """The environment of the demo's Airflow commands: its home, the example DAGs and the local stack."""
     return {
         **os.environ,
         "AIRFLOW_HOME": str(AIRFLOW_HOME),
@@ -72,6 +73,7 @@ def airflow_env() -> dict[str, str]:
 
 
 def airflow(*args: str) -> None:
+    """Run an ``airflow`` command in the demo's environment; stop the demo with its output if it fails."""
     result = subprocess.run(
         [sys.executable, "-m", "airflow", *args], env=airflow_env(), cwd=REPO, text=True, capture_output=True
     )
@@ -97,6 +99,7 @@ def run_dag(dag_id: str, dates: list[str | None], conf: dict[str, Any]) -> list[
 
 
 def read_back() -> list[Any]:
+    """Every event of the demo's hub, read back."""
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.client.readback import read_hub
 
@@ -104,6 +107,7 @@ def read_back() -> list[Any]:
 
 
 def show(lines: list[str]) -> None:
+    """Print the lines indented under the current step."""
     for line in lines:
         print(f"   {line}")
 
@@ -126,8 +130,8 @@ def live_sink(prefix: str) -> Counter:
 
 def event_driven() -> None:
     """Step 5: new orders in ``orders-live`` start runs of ``eh_on_new_orders`` through its asset watcher."""
-    from airflow_provider_eh.emulator import EmulatorAdmin
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.emulator import EmulatorAdmin
     from airflow_provider_eh.testing.events import event_dags_folder, order_events, publish_orders
     from airflow_provider_eh.testing.ports import free_port
     from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
@@ -176,7 +180,8 @@ def event_driven() -> None:
         runs = airflow.runs("eh_on_new_orders")
         loaders = 0
         for run in runs[before:]:  # the runs that wrote rows (a safety run at start finds nothing to load)
-            xcom = airflow.get(f"/dags/eh_on_new_orders/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
+            xcom = airflow.get(
+                f"/dags/eh_on_new_orders/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
             summary = xcom.json().get("value", {}) if xcom.status_code == 200 else {}
             if summary.get("rows_written"):
                 loaders += 1
@@ -194,6 +199,7 @@ def event_driven() -> None:
 
 
 def main() -> None:
+    """Run the demo: start the stack, run the example DAGs, re-run them and show that nothing doubled."""
     started = time.monotonic()
     print("== starting the local stack (Azurite, local Event Hubs endpoint) on 127.0.0.1")
     stack.up()

@@ -79,6 +79,7 @@ def broken_links(document: Path) -> list[str]:
 
 
 def main() -> int:
+    """Print every broken relative link of the checked documents; the exit status is 1 if any."""
     broken = [line for name in DOCUMENTS for line in broken_links(REPO / name)]
     for line in broken:
         print(f"broken link: {line}", file=sys.stderr)

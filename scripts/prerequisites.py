@@ -49,7 +49,7 @@ def _which(name: str, *dirs: str) -> str | None:
 def _python() -> str | None:
     import importlib.util
 
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under any python3, to say which is missing
         return f"found Python {sys.version.split()[0]}, the package needs 3.11 or newer"
     return None if importlib.util.find_spec("ensurepip") else "the venv module cannot install pip (no ensurepip)"
 
@@ -121,16 +121,19 @@ def parse_skip(text: str | None) -> set[str]:
 
 
 def install_command(items: list[Prerequisite]) -> str:
+    """The ``apt-get install`` command (through sudo unless root) for ``items``."""
     sudo = "" if os.geteuid() == 0 else "sudo "
     return f"{sudo}apt-get install -y --no-install-recommends {' '.join(p.debian for p in items)}"
 
 
 def missing(purpose: str, skip: set[str]) -> list[tuple[Prerequisite, str]]:
+    """The prerequisites of ``purpose`` not skipped that are missing, each with what is wrong."""
     return [(p, problem) for p in PREREQUISITES
             if purpose in p.needed_for and p.key not in skip and (problem := p.check())]
 
 
 def check(purpose: str, skip: set[str]) -> int:
+    """Print a line per missing prerequisite, with the command that installs it; 1 if any is missing."""
     absent = missing(purpose, skip)
     for p, problem in absent:
         hint = f" (or `make {purpose} SKIP={p.key}` to run without {p.used_by})" if p.skippable else ""
@@ -141,6 +144,7 @@ def check(purpose: str, skip: set[str]) -> int:
 
 
 def install(purpose: str, skip: set[str]) -> int:
+    """Install the missing prerequisites from Debian's packages, then check again."""
     absent = [p for p, _ in missing(purpose, skip)]
     if absent:
         sudo = [] if os.geteuid() == 0 else ["sudo"]
@@ -154,6 +158,7 @@ def install(purpose: str, skip: set[str]) -> int:
 
 
 def markdown() -> str:
+    """The README's prerequisites table."""
     rows = ["| prerequisite | Debian package | used by | `SKIP=` |", "| --- | --- | --- | --- |"]
     for p in PREREQUISITES:
         rows.append(f"| {p.what} | `{p.debian}` | {p.used_by} | {f'`{p.key}`' if p.skippable else 'no'} |")
@@ -161,6 +166,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: ``check``, ``install`` or ``markdown``."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["check", "install", "markdown"])
     parser.add_argument("--for", dest="purpose", choices=["test", "demo"], default="test")

@@ -1,10 +1,11 @@
 """``make test`` in fresh clones of one commit, one after another, as a newcomer's machine would run it.
 
 Every run checks out the commit HEAD named when the first run started (``--commit`` names another),
-so commits made while the runs go on do not mix into them. Each run clones the repository into a new directory (nothing of this checkout is reused: no
-``.venv``, ``node_modules`` or ``.local``), runs ``make test`` there with a clean environment and
-records its exit code, its time and pytest's closing line. A run's clone is removed when it passes
-and kept, with its log, when it fails. The summary goes to stdout and to ``.local/fresh/summary.txt``.
+so commits made while the runs go on do not mix into them. Each run clones the repository into a new
+directory (nothing of this checkout is reused: no ``.venv``, ``node_modules`` or ``.local``), runs
+``make test`` there with a clean environment and records its exit code, its time and pytest's closing
+line. A run's clone is removed when it passes and kept, with its log, when it fails. The summary goes
+to stdout and to ``.local/fresh/summary.txt``.
 
     python3 scripts/test_fresh.py --runs 5 [--skip mariadb] [--limit-minutes 30] [--shuffle] [--commit REV]
 
@@ -38,11 +39,13 @@ def clean_env() -> dict[str, str]:
 
 
 def closing_line(log: Path) -> str:
+    """The last closing line of pytest (``N passed in ...``) in a run's log."""
     lines = [m.group(1) for line in log.read_text(errors="replace").splitlines() if (m := CLOSING.match(line))]
     return lines[-1] if lines else "(no pytest closing line)"
 
 
 def main() -> int:
+    """Run ``make test`` in fresh clones one after another; the exit status is 1 if any run was red."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip", default="")

@@ -241,8 +241,9 @@ class PartitionsReader:
         if self.owner_level is not None:
             kwargs["owner_level"] = self.owner_level
         try:
+            deliver = self._on_batch(partition_id)
             client.receive_batch(
-                on_event_batch=lambda _ctx, events, deliver=self._on_batch(partition_id): deliver(events),
+                on_event_batch=lambda _ctx, events: deliver(events),
                 on_error=lambda _ctx, error: self._put(partition_id, error),
                 partition_id=partition_id,
                 starting_position=_position(self.starts[partition_id]),

@@ -21,7 +21,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def _properties(raw: Any, keys: dict[Any, str] | None = None) -> dict[str, Any]:
 
 def _utc(enqueued: datetime | None) -> datetime | None:
     if enqueued is not None and enqueued.tzinfo is None:
-        return enqueued.replace(tzinfo=timezone.utc)
+        return enqueued.replace(tzinfo=UTC)
     return enqueued
 
 
@@ -100,8 +100,8 @@ _CE_ZERO_SECONDS = -62_135_596_800
 def _enqueued(stamp: Any) -> datetime:
     seconds = float(stamp) / 1000
     if seconds == _CE_ZERO_SECONDS:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def body_bytes(event: Any) -> bytes:

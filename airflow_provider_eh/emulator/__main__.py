@@ -21,6 +21,7 @@ from .store import Store, StoreError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The endpoint's command line (``python -m airflow_provider_eh.emulator --help`` lists it)."""
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.emulator",
                                      description="Local Event Hubs endpoint (AMQP 1.0) for the azure-eventhub SDK.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -43,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="do not offer the idempotent-producer capability (a namespace without the feature)")
     parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
     parser.add_argument("--sas-key", default=DEFAULT_KEY)
-    parser.add_argument("--ready-file", default=None, help="write {host, port, admin_port, pid, websocket_port} as JSON once listening")
+    parser.add_argument("--ready-file", default=None,
+                        help="write {host, port, admin_port, pid, websocket_port} as JSON once listening")
     parser.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                         help="stop when process PID (the parent that started us) is gone")
     parser.add_argument("--log-level", default="INFO")
@@ -51,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    """Create the hubs and consumer groups the arguments name, then serve AMQP and the admin API until stopped."""
     log = logging.getLogger("airflow_provider_eh.emulator")
     store = Store(Path(args.data_dir), segment_bytes=args.segment_bytes)
     for spec in args.hub:
@@ -110,6 +113,7 @@ async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the endpoint; the exit status is 2 for a bad hub or consumer group, 1 when a port cannot be bound."""
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -19,8 +19,8 @@ import logging
 from typing import Any
 from urllib.parse import unquote
 
-from .faults import FaultError
 from .broker import Broker
+from .faults import FaultError
 from .store import StoreError
 
 _LOG = logging.getLogger(__name__)
@@ -30,6 +30,8 @@ MAX_BODY = 1024 * 1024
 
 
 class AdminServer:
+    """The admin endpoint over one broker: serves the routes above on ``host:port`` (port 0: a free one)."""
+
     def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5680):
         self.broker = broker
         self.host = host
@@ -74,7 +76,7 @@ class AdminServer:
             status, reply = self.route(method, target.split("?", 1)[0], body)
         except _HttpError as exc:
             status, reply = exc.status, {"error": exc.message}
-        except (StoreError,) as exc:
+        except StoreError as exc:
             status, reply = exc.status, {"error": str(exc)}
         except FaultError as exc:
             status, reply = 400, {"error": str(exc)}

@@ -29,6 +29,8 @@ _ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
 
 
 def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
+    """Answer a client's attach: open the link its address names, or answer with an attach and a detach
+    that carries why the link was refused."""
     if fields[0] is None or fields[2] is None:
         raise ProtocolError("amqp:decode-error", "attach without name, handle and role")
     name = fields[0]

@@ -1,7 +1,7 @@
-"""Validation of Azure SAS tokens put on ``$cbs`` when the server runs with ``--require-auth``.
+r"""Validation of Azure SAS tokens put on ``$cbs`` when the server runs with ``--require-auth``.
 
 A token is ``SharedAccessSignature sr=<url-encoded audience>&sig=<base64 HMAC-SHA256>&se=<expiry>&skn=<key name>``;
-the signature covers ``url-encoded audience + "\\n" + expiry`` with the shared access key.
+the signature covers ``url-encoded audience + "\n" + expiry`` with the shared access key.
 """
 
 from __future__ import annotations

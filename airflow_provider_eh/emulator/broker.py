@@ -151,7 +151,7 @@ class Broker:
                 if not settled:
                     link.reject(delivery_id, "amqp:decode-error", f"delivery {delivery_id}: {exc}")
                 return
-            events = [e for e, k in zip(events, keep) if k]  # duplicates: acknowledged, not stored again
+            events = [e for e, k in zip(events, keep, strict=True) if k]  # duplicates: acknowledged, not stored again
         if not events:
             if not settled:
                 link.accept(delivery_id)

@@ -19,6 +19,8 @@ _FILTER = re.compile(
 
 
 class Consumer(Protocol):
+    """What the broker needs of a receiving link: where it reads, its owner level, and how to take it away."""
+
     hub: Hub
     group: str
     partition_id: str

@@ -13,7 +13,15 @@ import struct
 from typing import Any
 
 from .codec import (
-    SEC_DATA, SEC_DELIVERY_ANN, SEC_HEADER, SEC_MESSAGE_ANN, CodecError, decode_value, map_entries, skip_value, split_sections,
+    SEC_DATA,
+    SEC_DELIVERY_ANN,
+    SEC_HEADER,
+    SEC_MESSAGE_ANN,
+    CodecError,
+    decode_value,
+    map_entries,
+    skip_value,
+    split_sections,
 )
 
 BATCH_FORMAT = 0x80013700

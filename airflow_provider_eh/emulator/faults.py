@@ -24,6 +24,8 @@ class FaultError(ValueError):
 
 @dataclass
 class Fault:
+    """One active fault: its kind, the hub it is scoped to (None: every hub) and how often it fired."""
+
     kind: str
     hub: str | None
     params: dict[str, Any] = field(default_factory=dict)

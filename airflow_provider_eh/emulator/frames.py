@@ -17,8 +17,24 @@ from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.error import AMQPError
 
 from .codec import (
-    ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, SASL_CHALLENGE, SASL_INIT, SASL_MECHANISMS,
-    SASL_OUTCOME, SASL_RESPONSE, TRANSFER, CodecError, decode_value, described_at, skip_value,
+    ATTACH,
+    BEGIN,
+    CLOSE,
+    DETACH,
+    DISPOSITION,
+    END,
+    FLOW,
+    OPEN,
+    SASL_CHALLENGE,
+    SASL_INIT,
+    SASL_MECHANISMS,
+    SASL_OUTCOME,
+    SASL_RESPONSE,
+    TRANSFER,
+    CodecError,
+    decode_value,
+    described_at,
+    skip_value,
 )
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -38,6 +54,7 @@ _U32 = struct.Struct(">I")
 
 
 def frame_bytes(body: bytes | bytearray, channel: int = 0, frame_type: int = FRAME_AMQP) -> bytes:
+    """A complete frame: the 8-byte frame header (size, data offset, type, channel), then ``body``."""
     return _FRAME_HEADER.pack(len(body) + 8, 2, frame_type, channel) + body
 
 
@@ -96,6 +113,7 @@ def error(condition: bytes | str, description: str, **info: Any) -> AMQPError:
 
 
 def open_frame(container_id: str, max_frame_size: int, idle_timeout_ms: int | None) -> bytes:
+    """The server's open performative: its container id, the frame size and idle timeout it offers."""
     return encode_performative(
         perf.OpenFrame(
             container_id=container_id, hostname=None, max_frame_size=max_frame_size, channel_max=65535,
@@ -106,10 +124,12 @@ def open_frame(container_id: str, max_frame_size: int, idle_timeout_ms: int | No
 
 
 def sasl_mechanisms_frame() -> bytes:
+    """The SASL mechanisms the endpoint offers (ANONYMOUS, MSSBCBS); authorization comes later, as a token on ``$cbs``."""
     return encode_performative(perf.SASLMechanism(sasl_server_mechanisms=[b"ANONYMOUS", b"MSSBCBS"]), 0, FRAME_SASL)
 
 
 def sasl_outcome_frame(code: int = 0) -> bytes:
+    """The SASL outcome frame (``code`` 0: authenticated)."""
     return encode_performative(perf.SASLOutcome(code=code, additional_data=None), 0, FRAME_SASL)
 
 
@@ -174,6 +194,7 @@ def rejected_disposition(channel: int, first: int, last: int, err: AMQPError) ->
 def flow_frame(channel: int, next_incoming_id: int, incoming_window: int, next_outgoing_id: int,
                outgoing_window: int, handle: int | None = None, delivery_count: int | None = None,
                link_credit: int | None = None) -> bytes:
+    """A flow performative: the session's windows and, with ``handle``, a link's delivery count and credit."""
     return encode_performative(
         perf.FlowFrame(
             next_incoming_id=next_incoming_id, incoming_window=incoming_window, next_outgoing_id=next_outgoing_id,

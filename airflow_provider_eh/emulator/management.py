@@ -23,6 +23,8 @@ LONG_FIELDS = frozenset({"created_at", "begin_sequence_number", "last_enqueued_s
 
 @dataclass
 class Reply:
+    """The answer to one ``$cbs`` or ``$management`` request, which the AMQP layer encodes."""
+
     status: int
     description: str
     body: dict[str, Any] | None = None

@@ -12,8 +12,16 @@ from typing import Any
 from azure.eventhub._pyamqp import _encode
 
 from .codec import (
-    PROPERTIES_ARITY, SEC_APP_PROPS, SEC_DATA, SEC_PROPERTIES, SEC_VALUE, CodecError, decode_value, list_items,
-    skip_value, split_sections,
+    PROPERTIES_ARITY,
+    SEC_APP_PROPS,
+    SEC_DATA,
+    SEC_PROPERTIES,
+    SEC_VALUE,
+    CodecError,
+    decode_value,
+    list_items,
+    skip_value,
+    split_sections,
 )
 
 # AMQP types a message-id or correlation-id may have (part 3.2.4): ulong, uuid, binary, string.
@@ -23,9 +31,9 @@ _U32 = struct.Struct(">I")  # this module's own: see ``frames._U32``
 
 
 class Request:
-    """A ``$cbs`` or ``$management`` request: what the broker reads of it.
+    r"""A ``$cbs`` or ``$management`` request: what the broker reads of it.
 
-    ``message_id`` is the request's message-id as encoded by the client (``b"\\x40"``, null, when it
+    ``message_id`` is the request's message-id as encoded by the client (``b"\x40"``, null, when it
     sent none): the reply echoes it byte for byte as its correlation-id, so a client matching replies
     by value and type (a string is not the binary of its UTF-8) finds its reply.
     """

@@ -35,6 +35,8 @@ class StoreError(ValueError):
 
 @dataclass
 class Hub:
+    """One hub: its partitions' logs, its consumer groups, and where an event without a partition goes."""
+
     name: str
     partition_count: int
     consumer_groups: list[str]

@@ -121,7 +121,9 @@ class _BlobConnection:
             if sas_token.startswith("http"):
                 return "sas_url", {"account_url": sas_token}
             if not account_url:
-                raise ConnectionConfigError(conn_id, "field 'sas_token' needs the account URL in host or the account name in login")
+                raise ConnectionConfigError(
+                    conn_id, "field 'sas_token' needs the account URL in host or the account name in login"
+                )
             return "sas_token", {"account_url": f"{account_url.rstrip('/')}/?{sas_token.lstrip('?')}"}
 
         key = masked(extra_field(extras, CONN_TYPE, "shared_access_key") or conn.password)
@@ -169,7 +171,8 @@ class BlobStorageHook(_BlobConnection, BaseHook):
         conn = self.get_connection(self.wasb_conn_id)
         how, kwargs = self._service_kwargs(conn, aio=False)
         network = self._network_kwargs(conn)
-        self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how, " through a proxy" if "proxies" in network else "")
+        self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how,
+                      " through a proxy" if "proxies" in network else "")
         if "conn_str" in kwargs:
             return BlobServiceClient.from_connection_string(kwargs["conn_str"], **network)
         return BlobServiceClient(**kwargs, **network)

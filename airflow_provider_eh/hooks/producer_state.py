@@ -74,9 +74,10 @@ class AirflowVariables:
             from airflow.sdk import Variable
 
             return Variable.get(key, default=None)
+        from sqlalchemy import select
+
         from airflow.models.variable import Variable as DbVariable
         from airflow.utils.session import create_session
-        from sqlalchemy import select
 
         with create_session() as session:
             row = session.scalar(select(DbVariable).where(DbVariable.key == key))

@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command of the dead-letter tool and print its result as JSON; the exit status is 2 on a
+    provider error (printed to stderr)."""
     args = _parser().parse_args(argv)
     store = SqlIngestStore(
         _connection(args), Stream(args.namespace, args.eventhub, args.consumer_group), prefix=args.prefix

@@ -56,6 +56,7 @@ class Claim:
 
 
 def is_live(claim: Claim | None, expiry: float) -> bool:
+    """Whether ``claim`` holds its partition: it has an owner and was renewed less than ``expiry`` seconds ago."""
     return claim is not None and bool(claim.owner_id) and claim.age < expiry
 
 
@@ -158,7 +159,8 @@ class PartitionOwnership:
         return {p: claim_from_ownership(o, now) for p, o in listing.items()}
 
     def _write_ownership(self, partition_ids: Iterable[str], owner_id: str, etags: Mapping[str, str | None]) -> set[str]:
-        """Set ``owner_id`` (empty: release) on the partitions' ownership blobs, each if its ETag still matches; return those written."""
+        """Set ``owner_id`` (empty: release) on the partitions' ownership blobs, each if its ETag still matches;
+        return those written."""
         requests = [
             {
                 "fully_qualified_namespace": self.namespace,
@@ -203,7 +205,8 @@ class PartitionOwnership:
             if p in won:
                 log.info("Instance %s claimed partition %s of %s/%s", self.owner_id, p, self.eventhub_name, self.consumer_group)
             else:
-                log.info("Instance %s lost the race for partition %s of %s/%s", self.owner_id, p, self.eventhub_name, self.consumer_group)
+                log.info("Instance %s lost the race for partition %s of %s/%s", self.owner_id, p, self.eventhub_name,
+                         self.consumer_group)
         self.renewed_at = time.monotonic()
         return won
 
@@ -223,7 +226,8 @@ class PartitionOwnership:
         self.renewed_at = time.monotonic()
         lost = set(before) - kept
         for p in sorted(lost):
-            log.warning("Instance %s lost partition %s of %s/%s to another instance", self.owner_id, p, self.eventhub_name, self.consumer_group)
+            log.warning("Instance %s lost partition %s of %s/%s to another instance", self.owner_id, p, self.eventhub_name,
+                        self.consumer_group)
         return lost
 
     def release(self) -> None:

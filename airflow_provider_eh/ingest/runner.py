@@ -30,17 +30,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_eh import steps
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.partitions import check_partition_ids
+from airflow_provider_eh.client.receive import STOP, PartitionsReader
 from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
 from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.client.receive import STOP, PartitionsReader
 from airflow_provider_eh.ingest.store import SqlIngestStore
-from airflow_provider_eh import steps
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,8 @@ class IngestRun:
             "events": self._events,
             "partitions": {p: r.to_dict() for p, r in sorted(self.reports.items())},
         }
-        log.info("Instance %s done: %d events over partitions %s", self.owner_id, self._events, ", ".join(sorted(self.reports)) or "none")
+        log.info("Instance %s done: %d events over partitions %s", self.owner_id, self._events,
+                 ", ".join(sorted(self.reports)) or "none")
         return summary
 
     def _repair_mirror(self, targets: Mapping[str, int]) -> None:

@@ -164,6 +164,8 @@ def split_values(statement: str, marker: str) -> tuple[str, str, str] | None:
 
 
 class SqliteDialect(Dialect):
+    """SQLite through ``sqlite3``: the package issues ``BEGIN IMMEDIATE`` itself; many rows go as multi-row inserts."""
+
     name = "SQLite"
 
     # Rows per multi-row statement at most (SQLite's bound-variable limit caps it further).
@@ -219,6 +221,8 @@ class SqliteDialect(Dialect):
 
 
 class PostgresDialect(Dialect):
+    """Postgres through psycopg2 or psycopg; with psycopg2, many rows go as one ``COPY`` or ``execute_values``."""
+
     name = "Postgres"
 
     def executemany(self, cursor: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -337,6 +341,7 @@ SUPPORTED_CONN_TYPES: dict[str, type[Dialect]] = {
 
 
 def supported_text() -> str:
+    """The supported databases and their driver modules, as error messages list them."""
     return "; ".join(f"{d.name} ({', '.join(m for m in mods if not m.startswith('_'))})" for d, mods in SUPPORTED.items())
 
 

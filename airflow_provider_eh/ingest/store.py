@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
@@ -26,12 +26,13 @@ def utc_text(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
 
 
 def utc_now() -> str:
-    return utc_text(datetime.now(timezone.utc))  # type: ignore[return-value]
+    """The current UTC time as the state tables store times (:func:`utc_text`)."""
+    return utc_text(datetime.now(UTC))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
         options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
             endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
-            keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days, send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
+            keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days,
+            send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
         )
 
     def provider_errors(self) -> AbstractContextManager[None]:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,6 +67,7 @@ def source_from(
     sink_prefix: str | None = None,
     lag_consumer_group: Annotated[str, Query(description="read the first unprocessed event's time as this group")] = "$Default",
 ) -> readers.Source:
+    """The view's ``Source`` that a request's query parameters describe (a FastAPI dependency of the API routes)."""
     groups = tuple(g.strip() for g in (consumer_groups or "").split(",") if g.strip())
     return readers.Source(
         event_hubs_conn_id=conn_id, eventhub_name=hub or None, wasb_conn_id=wasb_conn_id,
@@ -88,10 +89,14 @@ def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
 
 
 def create_app() -> FastAPI:
+    """The view's FastAPI app: the page, its static files and the JSON API, each route checking that the
+    user may read the connections it uses."""
     get_user = _get_user_dep()
     app = FastAPI(title="Event Hubs view", docs_url=None, redoc_url=None, openapi_url=None)
 
-    def authorized_source(source: Annotated[readers.Source, Depends(source_from)], user: Any = Depends(get_user)) -> readers.Source:
+    def authorized_source(
+        source: Annotated[readers.Source, Depends(source_from)], user: Any = Depends(get_user)
+    ) -> readers.Source:
         from airflow.api_fastapi.app import get_auth_manager
         from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
@@ -155,7 +160,7 @@ def create_app() -> FastAPI:
         reading = readers.Reading(source)
 
         def build() -> dict[str, Any]:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             return {
                 "read_at": now.isoformat(),
                 "consumer_groups": readers.consumer_groups(reading, readers.partition_properties(reading), now),
@@ -209,7 +214,7 @@ def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[It
         finally:
             timings[name] = round(time.perf_counter() - begin, 3)
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     endpoint = reading.endpoint
     with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
         props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(reading))

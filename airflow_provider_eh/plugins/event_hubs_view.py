@@ -25,6 +25,7 @@ CONFIG_OPTION = "view_enabled"
 
 
 def view_enabled() -> bool:
+    """Whether ``[azure_event_hubs] view_enabled`` leaves the view on (the default)."""
     from airflow.configuration import conf
 
     return conf.getboolean(CONFIG_SECTION, CONFIG_OPTION, fallback=True)

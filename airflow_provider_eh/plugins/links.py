@@ -42,6 +42,7 @@ _VERSION_TASKS = Cache(None, 4096)  # dag version id -> {task_id: PublishFields}
 
 
 def is_template(value: Any) -> bool:
+    """Whether ``value`` is Jinja template text that Airflow renders at run time."""
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
@@ -159,9 +160,10 @@ def origin_links(
     mine = {batch_id: o for batch_id, o in recorded.items() if o["dag_id"] in readable}
     if not mine:
         return {}
+    from sqlalchemy import select, tuple_
+
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from sqlalchemy import select, tuple_
 
     keys = {(o["dag_id"], o["run_id"]) for o in mine.values()}
     with create_session() as session:
@@ -205,8 +207,9 @@ def dag_teams(dag_ids: Iterable[str]) -> dict[str, str | None]:
 
 
 def _version_tasks(session: Any, version_id: Any) -> dict[str, PublishFields]:
-    from airflow.models.serialized_dag import SerializedDagModel
     from sqlalchemy import select
+
+    from airflow.models.serialized_dag import SerializedDagModel
 
     def load() -> dict[str, PublishFields]:
         row = session.scalar(select(SerializedDagModel).where(SerializedDagModel.dag_version_id == version_id))
@@ -217,8 +220,9 @@ def _version_tasks(session: Any, version_id: Any) -> dict[str, PublishFields]:
 
 
 def _latest_versions(session: Any) -> dict[str, Any]:
-    from airflow.models.dag_version import DagVersion
     from sqlalchemy import func, select
+
+    from airflow.models.dag_version import DagVersion
 
     newest = (select(DagVersion.dag_id, func.max(DagVersion.version_number).label("number"))
               .group_by(DagVersion.dag_id).subquery())
@@ -235,11 +239,12 @@ def task_instance_links(
     """``batch id -> {dag_id, task_id, run_id, map_index, interval_start, interval_end, logical_date}`` of the
     task instances that publish the ``wanted`` batches (``batch id -> producer group``), among the publishing
     task instances of the DAGs ``may_read`` keeps."""
+    from sqlalchemy import select
+
     from airflow.models.dagrun import DagRun
     from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
     from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
-    from sqlalchemy import select
 
     if not wanted:
         return {}

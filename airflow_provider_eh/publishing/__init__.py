@@ -41,16 +41,16 @@ their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.
 from __future__ import annotations
 
 from airflow_provider_eh.publishing.batch_id import derive_batch_id
+from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+from airflow_provider_eh.publishing.fingerprint import Fingerprint, fingerprint_of
+from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
+from airflow_provider_eh.publishing.publisher import IdempotentPublisher
 from airflow_provider_eh.publishing.rulebook import (
     OutgoingEvent,
     encode_body,
     normalise,
     partition_for_key,
 )
-from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-from airflow_provider_eh.publishing.fingerprint import Fingerprint, fingerprint_of
-from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
-from airflow_provider_eh.publishing.publisher import IdempotentPublisher
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
 from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey

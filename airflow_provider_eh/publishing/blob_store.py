@@ -8,8 +8,8 @@ ProducerDisconnectedError, and a renewal that fails marks the claim lost, which 
 before its next SDK batch. A renewal that does not answer cannot keep a paused or cut-off holder
 sending either: every call under the lease is bounded to a third of it, and the claim's deadline
 (the start of the last successful acquire or renewal, plus the lease, less :func:`safety_margin`)
-stops the sender before its next SDK batch once it has passed. A crashed holder's lease expires after ``lease_seconds``; a new claim
-waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisconnectedError
+stops the sender before its next SDK batch once it has passed. A crashed holder's lease expires after
+``lease_seconds``; a new claim waits for that up to ``claim_timeout`` seconds, then gives up with ProducerDisconnectedError
 (retryable: Airflow's retry back-off is the wait). By default it waits a little longer than one
 lease (:data:`CLAIM_GRACE_SECONDS` more), so a task cleared right after its SIGKILLed run publishes
 instead of failing, while a live holder, which keeps renewing, still fences it off.

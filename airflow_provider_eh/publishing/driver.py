@@ -30,8 +30,8 @@ from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:
     from airflow_provider_eh.publishing.plan import PartitionResult
-    from airflow_provider_eh.publishing.session import PartitionSession
     from airflow_provider_eh.publishing.sender import SendReport
+    from airflow_provider_eh.publishing.session import PartitionSession
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,9 @@ def drive(
             ordered = sorted(sessions.items())
             for n, (pid, session) in enumerate(ordered):
                 if pid in planned:
-                    outcome = outcomes.get(pid) or SendOutcome.refused(pid, "MissingReport", f"partition {pid}: no send report came back")
+                    outcome = outcomes.get(pid) or SendOutcome.refused(
+                        pid, "MissingReport", f"partition {pid}: no send report came back"
+                    )
                 else:
                     outcome = SendOutcome.sent(pid, None)
                 if not outcome.ok:

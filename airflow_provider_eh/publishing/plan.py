@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import ranges_len
+from airflow_provider_eh.stamps import batch_stamp
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class PartitionPlan:
     events whose indexes are in ``indexes`` (``[start, stop)`` ranges; ``None`` means all
     ``event_count``), in index order, stamped with producer sequence numbers ``first_seq``,
     ``first_seq + 1``, ... ``landed_count`` is how many events recovery found already landed (0 on a
-fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the sender
+    fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the sender
     attaches as an idempotent producer where the hub offers it (the publisher's ``hub_fencing``).
     """
 

@@ -21,10 +21,11 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.fencing import open_fenced
 from airflow_provider_eh.client.lean import KeptManagement
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
@@ -32,16 +33,13 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
-from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
-from airflow_provider_eh.client.fencing import open_fenced
+from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
-from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.publishing.state import (
     CommittedBatch,
     PartialBatch,
@@ -53,11 +51,15 @@ from airflow_provider_eh.publishing.state import (
     from_ranges,
     to_ranges,
 )
+from airflow_provider_eh.stamps import batch_stamp
+from airflow_provider_eh.steps import reached
 
 log = logging.getLogger(__name__)
 
 
-def _content_changed(key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int) -> None:
+def _content_changed(
+    key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int
+) -> None:
     if recorded is not None and (recorded != fingerprint or recorded_count != count):
         raise BatchContentChangedError(
             f"{key}: batch {batch_stamp(batch_id)} was first published with {recorded_count} events of fingerprint "
@@ -134,7 +136,9 @@ class IdempotentPublisher:
         return self.endpoint.producer(management=self._management, **kwargs)
 
     def _key(self, partition_id: str) -> StateKey:
-        return StateKey(self.endpoint.namespace, self.endpoint.eventhub_name.lower(), self._group(partition_id), str(partition_id))
+        return StateKey(
+            self.endpoint.namespace, self.endpoint.eventhub_name.lower(), self._group(partition_id), str(partition_id)
+        )
 
     def _partition_end(self, partition_id: str, producer: Any = None) -> int:
         if producer is not None:
@@ -189,7 +193,9 @@ class IdempotentPublisher:
 
     # ---- driver side: begin --------------------------------------------------------------------
 
-    def begin(self, partition_id: str, batch_id: str, event_count: int, fingerprint: str, *, producer: Any = None) -> PartitionSession:
+    def begin(
+        self, partition_id: str, batch_id: str, event_count: int, fingerprint: str, *, producer: Any = None
+    ) -> PartitionSession:
         """
         Claim the partition, settle the ledger and write the intent; returns a session whose ``plan`` says
         what to send. The claim (lease) is held until ``commit`` or ``abort``.
@@ -233,7 +239,9 @@ class IdempotentPublisher:
         first = int(pending.first_seq)
         return {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}
 
-    def _plan(self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any) -> PartitionPlan:
+    def _plan(
+        self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any
+    ) -> PartitionPlan:
         state = claim.state
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
         base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
@@ -299,7 +307,7 @@ class IdempotentPublisher:
             events=count, fingerprint=fingerprint, owner_level=state.owner_level,
             start_sequence_number=self._partition_end(pid, producer), landed=to_ranges(landed),
             batch_first_seq=first_seq if batch_first_seq is None else batch_first_seq,
-            started_at=datetime.now(timezone.utc).isoformat(), origin=self.origin,
+            started_at=datetime.now(UTC).isoformat(), origin=self.origin,
         )
         plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
                              recovered_from=recovered_from, landed_count=len(landed))
@@ -334,7 +342,8 @@ class IdempotentPublisher:
                     )
                 if report.sent != plan.send_count:
                     raise ValueError(f"{key}: batch {plan.batch_stamp}: sent {report.sent} of {plan.send_count} planned events")
-            service_last = report.service_last_sequence_number if report is not None else self._partition_end(key.partition, producer)
+            service_last = (report.service_last_sequence_number if report is not None
+                            else self._partition_end(key.partition, producer))
             state = claim.state
             last_seq = plan.first_seq + plan.send_count - 1
             if plan.send_count == 0:
@@ -344,7 +353,7 @@ class IdempotentPublisher:
             record = CommittedBatch(
                 events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
-                owner_level=plan.owner_level, committed_at=datetime.now(timezone.utc).isoformat(),
+                owner_level=plan.owner_level, committed_at=datetime.now(UTC).isoformat(),
                 origin=self.origin if state.pending is None else state.pending.origin, fencing=fencing or None,
                 batch_id=plan.batch_id, ordinal=state.ledger.next,
             )
@@ -384,7 +393,7 @@ class IdempotentPublisher:
         if self.keep_committed is None and self.keep_committed_days is None:
             return
         older_than = (None if self.keep_committed_days is None
-                      else datetime.now(timezone.utc) - timedelta(days=self.keep_committed_days))
+                      else datetime.now(UTC) - timedelta(days=self.keep_committed_days))
         pruned = self.store.prune(claim, state, keep_last=self.keep_committed, older_than=older_than)
         if pruned:
             log.info("group %s partition %s: pruned %d old committed batches from the ledger (%d kept)",
@@ -444,7 +453,9 @@ class IdempotentPublisher:
                         producer_factory=lambda: self._producer(retry_total=0))
         return results[partition_id]
 
-    def publish(self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None) -> dict[str, PartitionResult]:
+    def publish(
+        self, events: Iterable[Any], *, batch_id: str, default_partition: str | None = None
+    ) -> dict[str, PartitionResult]:
         """
         Publish ``events`` exactly once as batch ``batch_id``; returns per partition its result.
 

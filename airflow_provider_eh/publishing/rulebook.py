@@ -87,7 +87,7 @@ def to_json(value: Any) -> bytes:
 
 def encode_body(body: Any, where: Where, hint: str = "pass bytes, str or a JSON-serialisable value") -> bytes:
     """
-    bytes as they are, str as UTF-8, anything else as canonical JSON.
+    An event body as bytes: bytes as they are, str as UTF-8, anything else as canonical JSON.
 
     :param where: the event's index, or a description (``"row with id=3"``), for the error message.
     :param hint: what to do about a body that cannot be serialised.
@@ -171,7 +171,9 @@ class OutgoingEvent:
     properties: dict[str, Any] | None = field(default=None)
 
 
-def normalise(raw: Any, index: int, partition_ids: Sequence[str], default_partition: str | None = None) -> tuple[str, OutgoingEvent]:
+def normalise(
+    raw: Any, index: int, partition_ids: Sequence[str], default_partition: str | None = None
+) -> tuple[str, OutgoingEvent]:
     """
     ``(partition_id, OutgoingEvent)`` of one input event.
 

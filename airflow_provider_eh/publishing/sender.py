@@ -20,13 +20,13 @@ from azure.eventhub import EventData
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.fencing import HUB, LEASE, FencedLink, fenced_error, open_fenced, unfence
 from airflow_provider_eh.errors import EventTooLargeError
-from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
-from airflow_provider_eh.steps import reached
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.landed import partition_end
+from airflow_provider_eh.publishing.rulebook import OutgoingEvent
 from airflow_provider_eh.publishing.state import from_ranges
-from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder, set_stamps
+from airflow_provider_eh.publishing.wire import StampedMessageEncoder, StampEncoder, set_stamps
+from airflow_provider_eh.steps import reached
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient

@@ -61,7 +61,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
@@ -89,10 +89,12 @@ def to_ranges(indexes: Iterable[int]) -> list[list[int]]:
 
 
 def from_ranges(ranges: Iterable[Iterable[int]] | None) -> list[int]:
+    """The indexes that ``[start, stop)`` ranges cover, in order (None: none)."""
     return [i for start, stop in (ranges or []) for i in range(start, stop)]
 
 
 def ranges_len(ranges: Iterable[Iterable[int]] | None) -> int:
+    """How many indexes ``[start, stop)`` ranges cover (None: 0)."""
     return sum(stop - start for start, stop in (ranges or []))
 
 
@@ -592,8 +594,9 @@ class ProducerStateStore(ABC, Generic[C]):
             claim.check()
             part = records[at:at + chunk]
             texts = [json.dumps(r.to_doc(), separators=(",", ":")) for r in part]
-            _concurrently(lambda pair: self.put_record(claim, BATCH, record_name(pair[0].batch_id), pair[1]), zip(part, texts))
-            _concurrently(lambda pair: self.put_record(claim, HISTORY, history_name(pair[0].ordinal), pair[1]), zip(part, texts))
+            pairs = list(zip(part, texts, strict=True))
+            _concurrently(lambda pair: self.put_record(claim, BATCH, record_name(pair[0].batch_id), pair[1]), pairs)
+            _concurrently(lambda pair: self.put_record(claim, HISTORY, history_name(pair[0].ordinal), pair[1]), pairs)
         for record in records:
             state.ledger = state.ledger.added(record)
         state.unmigrated = {}
@@ -619,7 +622,8 @@ class ProducerStateStore(ABC, Generic[C]):
                     f"{key}: owner level {owner_level} asked for, but a publisher with owner level "
                     f"{state.owner_level} has claimed the partition; use a higher owner level or none."
                 )
-            state.owner_level = owner_level if owner_level is not None and owner_level > state.owner_level else state.owner_level + 1
+            state.owner_level = (owner_level if owner_level is not None and owner_level > state.owner_level
+                                 else state.owner_level + 1)
             state.claim_token = uuid.uuid4().hex
             if starting_sequence_number is not None:
                 if state.last_published_seq < 0 and not state.committed_count and state.pending is None:
@@ -657,4 +661,4 @@ def parse_time(text: Any) -> datetime | None:
         moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -169,7 +169,8 @@ class StampedMessageEncoder:
             wide = {f"p{i}": "v" * 40 for i in range(6)}
             probes: list[tuple[bytes, dict[str, Any] | None, int]] = [
                 (b"", None, 0), (b"x" * 200, None, 127), (b"y" * 255, None, 128), (b"z" * 256, None, -129),
-                (b"w" * 70_000, None, 2**40), (b"q", {"a": "b", "n": 7, "l": 2**40, "f": 1.5, "t": True, "b": b"\x00", "z": None}, 5),
+                (b"w" * 70_000, None, 2**40),
+                (b"q", {"a": "b", "n": 7, "l": 2**40, "f": 1.5, "t": True, "b": b"\x00", "z": None}, 5),
                 (b"r" * 10, wide, 300),
             ]
             from airflow_provider_eh.client.fencing import FencedLink

@@ -72,11 +72,11 @@ def _events(batches: Iterable[pa.RecordBatch], mapping: RowMapping) -> Iterator[
         partitions = batch.column(PARTITION_COL).to_pylist()
         bodies = batch.column(BODY_COL).to_pylist()
         if not props_cols:
-            yield from zip(partitions, bodies, itertools.repeat(None))
+            yield from zip(partitions, bodies, itertools.repeat(None), strict=False)
             continue
         values = [batch.column(c).to_pylist() for c in props_cols]
-        for partition, body, *row in zip(partitions, bodies, *values):
-            yield partition, body, mapping.event_properties(dict(zip(props_cols, row)))
+        for partition, body, *row in zip(partitions, bodies, *values, strict=True):
+            yield partition, body, mapping.event_properties(dict(zip(props_cols, row, strict=True)))
 
 
 def _by_partition(
@@ -102,7 +102,7 @@ def fingerprint_rows(batches: Iterable[pa.RecordBatch], mapping: RowMapping) -> 
             fp.update(body, props)
         out.append((partition, fp.count, fp.hexdigest()))
     if out:
-        partitions, counts, digests = zip(*out)
+        partitions, counts, digests = zip(*out, strict=True)
         yield pa.RecordBatch.from_arrays(
             [pa.array(partitions, pa.string()), pa.array(counts, pa.int64()), pa.array(digests, pa.string())],
             names=["partition", "count", "fingerprint"],
@@ -210,7 +210,8 @@ def send_rows(
     """
     Pass 2: send each planned partition's events; one row ``(partition, outcome)`` per planned partition.
 
-    ``outcome`` is a pickled :class:`~airflow_provider_eh.publishing.driver.SendOutcome`: errors travel as data so Spark never retries a send (a retried task would resend the same stamps).
+    ``outcome`` is a pickled :class:`~airflow_provider_eh.publishing.driver.SendOutcome`: errors travel as
+    data so Spark never retries a send (a retried task would resend the same stamps).
     A retried or speculative task attempt, or one that finds the plan's stamps already after the
     intent's start point ``starts[partition]`` (the partition's end when the intent was written), sends
     nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
@@ -229,7 +230,8 @@ def send_rows(
             for _ in events:  # nothing to send; drain the run
                 pass
             if plan is not None:
-                out.append((partition, pickle.dumps(SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}"))))
+                refusal = SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}")
+                out.append((partition, pickle.dumps(refusal)))
             continue
         outcome: SendOutcome
         producer = _producer(endpoint)
@@ -250,7 +252,7 @@ def send_rows(
             _release(endpoint, producer, healthy)
         out.append((partition, pickle.dumps(outcome)))
     if out:
-        partitions, outcomes = zip(*out)
+        partitions, outcomes = zip(*out, strict=True)
         yield pa.RecordBatch.from_arrays(
             [pa.array(partitions, pa.string()), pa.array(outcomes, pa.binary())], names=["partition", "outcome"]
         )

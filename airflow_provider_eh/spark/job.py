@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
-from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.spark import executor
-from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
 from airflow_provider_eh.spark.errors import error_condition, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
+from airflow_provider_eh.stamps import batch_stamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_eh.errors import InvalidEventError
+from airflow_provider_eh.publishing.fingerprint import canonical_properties
 from airflow_provider_eh.publishing.rulebook import (
     MAX_EVENT_BYTES,
     check_properties,
@@ -22,7 +23,6 @@ from airflow_provider_eh.publishing.rulebook import (
     key_bytes,
     partition_for_key,
 )
-from airflow_provider_eh.publishing.fingerprint import canonical_properties
 
 # Column names the job adds; a user's output must not use them.
 PARTITION_COL = "__eh_partition"

@@ -24,7 +24,9 @@ _REPO = Path(__file__).resolve().parents[2]
 
 def azurite_binary() -> str:
     """Path of ``azurite-blob``: ``AZURITE_BIN``, the repo's node_modules, or PATH."""
-    candidates = [os.environ.get("AZURITE_BIN"), str(_REPO / "node_modules" / ".bin" / "azurite-blob"), shutil.which("azurite-blob")]
+    candidates = [
+        os.environ.get("AZURITE_BIN"), str(_REPO / "node_modules" / ".bin" / "azurite-blob"), shutil.which("azurite-blob"),
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).exists():
             return candidate
@@ -34,6 +36,7 @@ def azurite_binary() -> str:
 
 
 def connection_string(host: str, port: int) -> str:
+    """The connection string of Azurite's well-known development account at ``host:port``."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
         f"BlobEndpoint=http://{host}:{port}/{ACCOUNT_NAME};"

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from airflow_provider_eh.steps import COUNTED_STEPS, INGEST_STEPS, PUBLISH_STEPS, observe
 

@@ -151,7 +151,7 @@ def fire_trigger(trigger: Any, events: int, timeout: float = 90) -> list[dict[st
                 break
         try:
             await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_window + 3)
-        except (asyncio.TimeoutError, StopAsyncIteration):
+        except (TimeoutError, StopAsyncIteration):
             pass
         await gen.aclose()
         return out

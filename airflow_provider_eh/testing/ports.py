@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -99,7 +99,7 @@ class FaultProxy:
         while not self._closed.is_set():
             try:
                 client, _ = self._listener.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -125,7 +125,7 @@ class FaultProxy:
                     continue
                 try:
                     data = source.recv(_CHUNK)
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     continue
                 if not data:
                     break

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_eh.emulator.launcher import command, connection_string, spawn
-from airflow_provider_eh.testing.azurite import azurite_binary, connection_string as azurite_connection_string
+from airflow_provider_eh.testing.azurite import azurite_binary
+from airflow_provider_eh.testing.azurite import connection_string as azurite_connection_string
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = Path(os.environ.get("EH_LOCAL_DIR", REPO / ".local"))
@@ -53,6 +54,7 @@ class Service:
 
 
 def services() -> list[Service]:
+    """The stack's processes: Azurite and the local Event Hubs endpoint with the demo's hubs."""
     return [
         Service(
             "azurite",
@@ -76,6 +78,7 @@ def services() -> list[Service]:
 
 
 def event_hubs_connection_string(hub: str | None = None) -> str:
+    """The connection string of the stack's endpoint (namespace level, or of ``hub``)."""
     return connection_string(HOST, EVENT_HUBS_PORT, KEY_NAME, KEY, hub)
 
 
@@ -128,6 +131,7 @@ def _listening(port: int) -> bool:
 
 
 def up(timeout: float = 60) -> None:
+    """Start every service that is not running, detached, waiting up to ``timeout`` seconds for each to listen."""
     for service in services():
         if _running_pid(service):
             print(f"{service.name}: already running (pid {_running_pid(service)}) on {HOST}:{service.port}")
@@ -149,6 +153,7 @@ def up(timeout: float = 60) -> None:
 
 
 def down() -> None:
+    """Stop the services this stack started (SIGTERM, then SIGKILL after 10 seconds); others are left alone."""
     for service in services():
         pid = _running_pid(service)
         if pid is None:
@@ -166,12 +171,14 @@ def down() -> None:
 
 
 def status() -> None:
+    """Print whether each service runs, with its PID and address."""
     for service in services():
         pid = _running_pid(service)
-        print(f"{service.name}: {'running, pid %d' % pid if pid else 'stopped'} ({HOST}:{service.port})")
+        print(f"{service.name}: {f'running, pid {pid}' if pid else 'stopped'} ({HOST}:{service.port})")
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line: ``up``, ``down``, ``status`` or ``env``."""
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.testing.stack", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status", "env"])
     args = parser.parse_args(argv)

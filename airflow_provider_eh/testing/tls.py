@@ -30,7 +30,7 @@ def make_certificates(directory: Path, days: int = 2) -> Certificates:
     from cryptography.x509.oid import NameOID
 
     directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "airflow-provider-eh test CA")])
     ca_cert = (

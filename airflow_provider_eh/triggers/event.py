@@ -44,7 +44,7 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -158,7 +158,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         for pid in wanted:
             seq = (kw.get("start_after") or {}).get(pid, checkpoints.get(pid))
             if seq is None and kw["start_at"] == "latest" and since is not None:
-                self.start[pid] = datetime.fromtimestamp(float(since), tz=timezone.utc)
+                self.start[pid] = datetime.fromtimestamp(float(since), tz=UTC)
                 self.read_to[pid] = -1
                 continue
             if seq is None:
@@ -447,7 +447,7 @@ async def await_match(
                 break
             try:
                 raw, _ = await asyncio.wait_for(anext(stream), timeout=left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             for record in raw["events"]:
                 result = keep(record) if keep is not None else record

@@ -93,7 +93,7 @@ class PartitionStream:
                 raise RuntimeError(f"receiving stopped: {task.exception() or 'the link closed'}")
         try:
             pid, item = await asyncio.wait_for(self.queue.get(), timeout=max(timeout, 0.01))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
         if isinstance(item, BaseException):
             raise item

@@ -64,7 +64,7 @@ def batch_payload(
         p = partitions.setdefault(r["partition"], {"first": r["sequence_number"], "last": r["sequence_number"], "seqs": []})
         p["last"] = r["sequence_number"]
         p["seqs"].append(r["sequence_number"])
-    for pid, p in partitions.items():
+    for p in partitions.values():
         seqs = p.pop("seqs")
         p["count"] = len(seqs)
         if len(seqs) != p["last"] - p["first"] + 1:
@@ -90,8 +90,8 @@ def batch_payload(
 
 
 def ranges_of(payloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """
-    Merge the ranges of several event payloads (or asset event ``extra``\\ s): per partition the lowest
+    r"""
+    Merge the ranges of several event payloads (or asset event ``extra``\ s): per partition the lowest
     ``first`` and the highest ``last``. A run triggered by several asset events gets them all.
     """
     merged: dict[str, dict[str, int]] = {}

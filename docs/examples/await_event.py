@@ -22,6 +22,7 @@ from airflow_provider_eh.sensors.await_event import EventHubAwaitEventSensor
     tags=["event-hubs", "example"],
 )
 def example_await_event() -> None:
+    """Wait for an order event, then use it downstream."""
     # --8<-- [start:sensor]
     wait = EventHubAwaitEventSensor(
         task_id="wait_for_an_order",

@@ -44,6 +44,7 @@ new_orders = Asset(
     tags=["event-hubs", "example", "event-driven"],
 )
 def example_load_new_orders() -> None:
+    """Load the orders that started the run, exactly once."""
     create_table = SQLExecuteQueryOperator(
         task_id="create_table",
         conn_id="orders_db",

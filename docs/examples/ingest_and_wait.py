@@ -35,6 +35,7 @@ def payments_of_the_day(context: Any) -> list[dict[str, Any]]:
     tags=["event-hubs", "example"],
 )
 def example_ingest_and_wait() -> None:
+    """Publish the day's payments, load them into SQL and wait for the consumer's checkpoints."""
     publish = EventHubPublishOperator(
         task_id="publish_payments",
         eventhub_name="orders",

@@ -37,6 +37,7 @@ orders_queue = Asset(
     tags=["event-hubs", "example", "event-driven"],
 )
 def example_queue_triggered() -> None:
+    """Show the sequence-number ranges of the events that started the run."""
     @task
     def show_ranges(triggering_asset_events: Any = None) -> dict[str, Any]:
         """The sequence-number ranges the run's asset events name, per partition."""

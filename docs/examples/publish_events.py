@@ -22,6 +22,7 @@ from airflow_provider_eh.operators.publish import EventHubPublishOperator
     tags=["event-hubs", "example"],
 )
 def example_publish_events() -> None:
+    """Publish the day's orders exactly once."""
     @task
     def build_events(data_interval_start: Any = None) -> list[dict[str, Any]]:
         """The day's 100 orders, derived from the interval alone."""

@@ -25,6 +25,7 @@ from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
     params={"data_dir": Param("/tmp/eh-example", type="string", description="where the daily parquet goes")},
 )
 def example_spark_publish() -> None:
+    """Write the day's orders with Spark, then publish every row exactly once."""
     @task.pyspark(conn_id="spark_default", config_kwargs={"spark.sql.session.timeZone": "UTC"})
     def write_orders(spark: Any = None, sc: Any = None, data_interval_start: Any = None,
                      params: dict | None = None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ DAGS = Path(__file__).parent  # the folder of the DAG under test
 
 
 def test_a_rerun_of_a_day_publishes_each_event_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs of one day leave each of the day's events on the hub once."""
     monkeypatch.syspath_prepend(str(DAGS))
     from publish_events import example_publish_events
 
@@ -35,7 +36,7 @@ def test_a_rerun_of_a_day_publishes_each_event_once(tmp_path: Path, monkeypatch:
             {"conn_type": "wasb", "extra": {"connection_string": blob.connection_string}}))
 
         dag = example_publish_events()
-        day = datetime(2026, 11, 2, tzinfo=timezone.utc)
+        day = datetime(2026, 11, 2, tzinfo=UTC)
         for _ in range(2):  # the day's run, then a re-run of it
             assert dag.test(logical_date=day).state == "success"
 

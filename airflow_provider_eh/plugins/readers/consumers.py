@@ -7,7 +7,7 @@ whichever SDK wrote them; the lag in time comes from :mod:`~airflow_provider_eh.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag_events, lag_seconds
@@ -32,7 +32,7 @@ def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub
     for namespace in namespace_spellings(fully_qualified_namespace):
         spelled = f"{namespace}/{hub}/"
         lowered = spelled.lower()
-        common = next((i for i, (a, b) in enumerate(zip(spelled, lowered)) if a != b), len(spelled))
+        common = next((i for i, (a, b) in enumerate(zip(spelled, lowered, strict=False)) if a != b), len(spelled))
         for blob in container.list_blobs(name_starts_with=spelled[:common]):
             if not blob.name.lower().startswith(lowered):
                 continue
@@ -56,14 +56,16 @@ def consumer_row(partition: str, last_enqueued: int, checkpoint: Any, owner: Any
     }
 
 
-def consumer_groups(reading: Reading, props: Mapping[str, Mapping[str, Any]], now: datetime | None = None) -> list[dict[str, Any]]:
+def consumer_groups(
+    reading: Reading, props: Mapping[str, Mapping[str, Any]], now: datetime | None = None
+) -> list[dict[str, Any]]:
     """Per consumer group and partition: checkpointed and last enqueued sequence numbers, lag in events and time."""
     from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 
     source = reading.source
     if not source.checkpoint_container:
         return []
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     endpoint = reading.endpoint
     container = reading.container(source.checkpoint_container)
     what = f"reading checkpoints in container {source.checkpoint_container!r} (connection {source.wasb_conn_id!r})"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
@@ -95,7 +95,7 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
     source = reading.source
     if not source.state_container:
         return []
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     endpoint = reading.endpoint
     container = reading.container(source.state_container)
     store = BlobProducerStateStore(container)

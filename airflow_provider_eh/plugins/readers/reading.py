@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
@@ -118,8 +118,8 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat()
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
 def partition_sort_key(partition_id: str) -> tuple[int, int | str]:
