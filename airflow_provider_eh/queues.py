@@ -35,7 +35,7 @@ def parse_queue(queue: str) -> tuple[str, str]:
     return parts.netloc.lower(), hub
 
 
-class EventHubsMessageQueueProvider(BaseMessageQueueProvider):  # type: ignore[misc,valid-type]
+class EventHubsMessageQueueProvider(BaseMessageQueueProvider):
     """Event Hubs for ``MessageQueueTrigger``: scheme ``eventhubs``, queue URIs ``eventhubs://<namespace>/<hub>``."""
 
     scheme = EVENT_HUBS_SCHEME

@@ -45,8 +45,9 @@ def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
         raise ProtocolError("amqp:decode-error", "link source/target is not a terminus list")
     address = text(terminus[0]) if terminus else None
     path = address_path(address)
-    echo_source = Source(address=text(source[0]) if isinstance(source, list) and source else None)
-    echo_target = Target(address=text(target[0]) if isinstance(target, list) and target else None)
+    # the SDK's namedtuples default every field (``defaults=(None,) * n``), a length mypy does not count
+    echo_source = Source(address=text(source[0]) if isinstance(source, list) and source else None)  # type: ignore[call-arg]
+    echo_target = Target(address=text(target[0]) if isinstance(target, list) and target else None)  # type: ignore[call-arg]
     try:
         link = _make_link(conn, session, name, handle, client_receives, address or "", path, source, properties,
                           fields[12])

@@ -9,6 +9,7 @@ connections provide (``Producer.accept``/``reject``, ``Consumer.steal``, ``Clien
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -158,9 +159,7 @@ class Broker:
             return
         index = link.partition if link.partition is not None else hub.place(partition_key)
         log = hub.partitions[index]
-        log.append([
-            (lambda seq, off, ts, ev=ev: ev.stored(seq, off, ts, partition_key)) for ev in events
-        ])
+        log.append([functools.partial(ev.stored, partition_key=partition_key) for ev in events])
         self.stats_received += len(events)
         if settled:
             return

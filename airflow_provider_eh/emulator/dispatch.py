@@ -32,7 +32,7 @@ def _transfer(conn: Conn, channel: int, session: Session | None, fields: list[An
     link = session.links.get(field(fields, 0, int))
     if link is None or not hasattr(link, "on_transfer"):
         raise ProtocolError("amqp:session:unattached-handle", f"transfer on unattached handle {fields[0]!r}")
-    link.on_transfer(fields)  # type: ignore[attr-defined]
+    link.on_transfer(fields)
 
 
 def _flow(conn: Conn, channel: int, session: Session | None, fields: list[Any]) -> None:

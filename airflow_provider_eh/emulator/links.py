@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from azure.eventhub._pyamqp import performatives as perf
 
 from . import events, frames, messages
-from .broker import MAX_MESSAGE_SIZE, Broker
+from .broker import MAX_MESSAGE_SIZE, Broker, Client
 from .codec import CodecError, long, text
 from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
@@ -28,8 +28,9 @@ INGRESS_CREDIT = 1000
 BIG_WINDOW = 2**31 - 1
 
 
-class Conn(Protocol):
-    """What links, sessions and frame handlers use of their connection (``connection.Connection``)."""
+class Conn(Client, Protocol):
+    """What links, sessions and frame handlers use of their connection (``connection.Connection``),
+    which is also the broker's :class:`~.broker.Client`."""
 
     id: int
     broker: Broker

@@ -60,7 +60,7 @@ def message_id_bytes(buf: bytes | memoryview, start: int, end: int) -> bytes:
     return raw
 
 
-def parse_request(payload: bytes | memoryview) -> Request:
+def parse_request(payload: bytes | bytearray | memoryview) -> Request:
     """Read a management/CBS request: application properties, body and the message-id as sent."""
     mv = memoryview(payload)
     properties: dict[Any, Any] = {}

@@ -76,7 +76,7 @@ class Server:
             if listener:
                 listener.close()
         for conn in list(self.broker.clients):
-            if conn.transport is not None:
+            if isinstance(conn, Connection) and conn.transport is not None:  # every client is a Connection
                 conn.write(frames.encode_performative(perf.CloseFrame(
                     error=frames.error("amqp:connection:forced", "the local Event Hubs endpoint is shutting down"))))
                 conn.transport.close()

@@ -90,8 +90,8 @@ class _BlobConnection:
         conn_str = masked(extra_field(extras, CONN_TYPE, "connection_string"))
         if conn_str:
             for part in conn_str.split(";"):
-                key, _, value = part.partition("=")
-                if key.strip().lower() in ("accountkey", "sharedaccesssignature"):
+                name, _, value = part.partition("=")
+                if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
                     masked(value.strip())
             return "connection_string", {"conn_str": conn_str}
 

@@ -281,6 +281,8 @@ class _Bare(float):
     (``QUOTE_NONNUMERIC`` quotes everything else), so an instance stands in the CSV as ``text``.
     """
 
+    text: str
+
     def __new__(cls, text: str) -> _Bare:
         bare = super().__new__(cls, 0.0)
         bare.text = text

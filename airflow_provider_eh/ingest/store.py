@@ -410,7 +410,7 @@ class SqlIngestStore:
 
     def sessions(self) -> dict[str, dict[str, Any]]:
         """Every session's state: ``{key: {next_sequence, completed, deferred: [session sequences]}}``."""
-        states = {
+        states: dict[str, dict[str, Any]] = {
             str(k): {"next_sequence": int(n), "completed": bool(c), "deferred": []}
             for k, n, c in self._select(
                 f"SELECT session_key, next_sequence, completed FROM {self.prefix}session WHERE {Transaction._STREAM}",

@@ -243,11 +243,11 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
                 batch_bytes=int(self.batch_bytes),
                 max_wait_time=float(self.max_wait_time),
-                max_events=None if self.max_events in (None, "", "None") else int(self.max_events),  # type: ignore[arg-type]
-                max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),  # type: ignore[arg-type]
+                max_events=None if self.max_events in (None, "", "None") else int(self.max_events),
+                max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),
                 ownership_expiry=float(self.ownership_expiry),
                 strategy=self.strategy,
-                instances=None if self.instances in (None, "", "None") else int(self.instances),  # type: ignore[arg-type]
+                instances=None if self.instances in (None, "", "None") else int(self.instances),
                 partition_ids=[str(p) for p in self.partition_ids] if self.partition_ids else None,
                 stall_timeout=float(self.stall_timeout),
                 upto=self._upto(context),
@@ -277,7 +277,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     def lineage_outputs(self) -> list[tuple[str, str]]:
         """The table written (OpenLineage; the hub read is the input)."""
         conn = BaseHook.get_connection(self.sql_conn_id)
-        return [table_dataset(conn.conn_type, conn.host, self.table, port=conn.port, schema=conn.schema)]
+        return [table_dataset(conn.conn_type or "", conn.host, self.table, port=conn.port, schema=conn.schema)]
 
 
 class EventHubDeadLetterReplayOperator(_SqlSinkOperator):

@@ -25,7 +25,7 @@ keeps (``[core] max_num_rendered_ti_fields_per_task`` runs per task).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -269,7 +269,7 @@ def task_instance_links(
             .order_by(TI.start_date.desc().nullslast(), TI.id)
         )
 
-        def pages() -> Iterator[list[Any]]:
+        def pages() -> Iterator[Sequence[Any]]:
             for offset in range(0, scan_limit, CHUNK):
                 page = session.execute(query.offset(offset).limit(min(CHUNK, scan_limit - offset))).all()
                 if page:

@@ -96,15 +96,23 @@ class AirflowStandalone:
         self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
     def get(self, path: str, **params: Any) -> httpx.Response:
-        response = self.client.get(path, params=params)
+        response = self._api().get(path, params=params)
         if response.status_code == 401:  # the token expired
             self.login()
-            response = self.client.get(path, params=params)
+            response = self._api().get(path, params=params)
         return response
 
     def check_alive(self) -> None:
+        if self.proc is None:
+            raise StandaloneError("airflow standalone was not started: call start() first")
         if self.proc.poll() is not None:
             raise StandaloneError(f"airflow standalone exited with code {self.proc.returncode}:\n{self.tail()}")
+
+    def _api(self) -> httpx.Client:
+        """The REST client that :meth:`login` made."""
+        if self.client is None:
+            raise StandaloneError("no REST client: call start() (or login()) first")
+        return self.client
 
     def stop(self) -> None:
         if self.client is not None:

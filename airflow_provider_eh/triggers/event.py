@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,7 +97,7 @@ def load_filter(path: str | None) -> Callable[[dict[str, Any]], Any] | None:
     return func
 
 
-class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-type]
+class EventHubBatchProducer(SharedStreamProducer):
     """
     The broker side of the trigger: yields ``(batch, checkpoint positions)``; ``advance`` checkpoints.
 
@@ -111,7 +111,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
         self.endpoint: Any = None
         self._blob: BlobStorageAsyncHook | None = None
         self._container: Any = None
-        self._after: dict[str, int | str] | None = None
+        self._after: dict[str, int | datetime] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ class EventHubBatchProducer(SharedStreamProducer):  # type: ignore[misc,valid-ty
             self._after = await self._prepare()
         return self._after
 
-    async def open_stream(self) -> AsyncIterator[tuple[Any, Any]]:
+    async def open_stream(self) -> AsyncGenerator[tuple[Any, Any], None]:
         after = await self.prepare()
         kw = self.kw
         size, window = int(kw["batch_size"]), float(kw["batch_window"])

@@ -31,12 +31,13 @@ from airflow_provider_eh.triggers.partition_stream import PartitionStream
 
 def event_record(event: Any, partition_id: str) -> dict[str, Any]:
     """A JSON-able view of an SDK ``EventData``: what filters receive and what ``bodies`` hold."""
-    body = b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
-    if isinstance(body, bytes):
+    raw = b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
+    body = raw
+    if isinstance(raw, bytes):
         try:
-            body = body.decode("utf-8")
+            body = raw.decode("utf-8")
         except UnicodeDecodeError:
-            body = body.hex()
+            body = raw.hex()
     props = {
         (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else v)
         for k, v in (event.properties or {}).items()

@@ -12,6 +12,7 @@ never changes: the latest 8,192 positions are kept across requests.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -81,7 +82,7 @@ def first_unprocessed_times(
             if future is None:
                 future = _probe_pool().submit(_probe, endpoint, consumer_group, position, PROBE_TIMEOUT)
                 _PROBING[key] = future
-                future.add_done_callback(lambda done, key=key: _probed(key, done))
+                future.add_done_callback(functools.partial(_probed, key))
         pending[position] = future
     if pending:
         futures.wait(pending.values(), timeout=wait)

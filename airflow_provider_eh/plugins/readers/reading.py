@@ -46,7 +46,7 @@ class _OneRead:
 
     seeded: Any
 
-    def get_connection(self, conn_id: str) -> Any:  # type: ignore[override]
+    def get_connection(self, conn_id: str) -> Any:
         if conn_id == self.seeded.conn_id:
             return self.seeded
         return super().get_connection(conn_id)  # type: ignore[misc]
