@@ -17,7 +17,7 @@ SKIP ?=
 SHUFFLE ?=
 PREREQS := $(PYTHON) scripts/prerequisites.py
 
-.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh demo docs services-up services-down services-status bench clean
+.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh lint demo docs services-up services-down services-status bench clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
@@ -27,6 +27,7 @@ help:
 	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
 	@echo "make docs            build the documentation site into .local/site (warnings, broken links and anchors fail it)"
+	@echo "make lint            ruff (lint, import order, docstrings) and mypy, as pyproject.toml configures them"
 	@echo "make bench           run every benchmark and write bench/results.md"
 
 check-tools:
@@ -69,6 +70,13 @@ test-fresh:
 
 test-unit: venv
 	$(PY) -m pytest tests/unit
+
+# The house rules, configured in pyproject.toml: ruff over the files its [tool.ruff] include names (the
+# package, dags/, docs/examples/, scripts/, bench/), mypy over the package. make test runs both as well
+# (tests/repo/test_house_rules.py).
+lint: venv
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 
 services-up: venv node
 	$(PY) -m airflow_provider_eh.testing.stack up
