@@ -17,18 +17,12 @@ from typing import Any
 
 from airflow_provider_eh.checkpoints.blob_layout import AsyncCheckpointReader, CheckpointReader, ConsumerGroupCheckpoints
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress, measure_progress
+from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownPartitionError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 
-
-def _check_partitions(eventhub_name: str, known: list[str], wanted: Iterable[str]) -> None:
-    unknown = sorted(set(wanted) - set(known))
-    if unknown:
-        raise UnknownPartitionError(
-            f"Event Hub {eventhub_name!r} has no partition {', '.join(map(repr, unknown))} "
-            f"(its partitions are {', '.join(known)}); fix the sensor's targets or the hub name."
-        )
+_TARGETS = "the sensor's targets or the hub name"  # what to fix when a target names a partition the hub lacks
 
 
 def _last_enqueued(props: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
@@ -102,7 +96,7 @@ class CheckpointHook(_CheckpointHookBase):
                 if self._partition_ids is None:
                     self._partition_ids = list(client.get_eventhub_properties()["partition_ids"])
                 wanted = self._partition_ids if partition_ids is None else [str(p) for p in partition_ids]
-                _check_partitions(endpoint.eventhub_name, self._partition_ids, wanted)
+                check_partition_ids(endpoint.eventhub_name, wanted, self._partition_ids, fix=_TARGETS)
                 return {pid: client.get_partition_properties(pid) for pid in wanted}
         except UnknownPartitionError:
             raise
@@ -162,7 +156,7 @@ class CheckpointAsyncHook(_CheckpointHookBase):
                 if self._partition_ids is None:
                     self._partition_ids = list((await client.get_eventhub_properties())["partition_ids"])
                 wanted = self._partition_ids if partition_ids is None else [str(p) for p in partition_ids]
-                _check_partitions(endpoint.eventhub_name, self._partition_ids, wanted)
+                check_partition_ids(endpoint.eventhub_name, wanted, self._partition_ids, fix=_TARGETS)
                 return {pid: await client.get_partition_properties(pid) for pid in wanted}
         except UnknownPartitionError:
             raise

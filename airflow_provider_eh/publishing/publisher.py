@@ -27,11 +27,11 @@ from typing import Any
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.fencing import open_fenced
 from airflow_provider_eh.client.lean import KeptManagement
+from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
     EventHubsProviderError,
     UnknownEventHubError,
-    UnknownPartitionError,
 )
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
@@ -171,12 +171,7 @@ class IdempotentPublisher:
     def checked_partition_ids(self) -> list[str]:
         """The hub's partition ids, after checking that ``partition_options`` names only those."""
         partition_ids = self.partition_ids()
-        for pid in self.partition_options:
-            if pid not in partition_ids:
-                raise UnknownPartitionError(
-                    f"partition_options names partition {pid!r}; the hub {self.endpoint.eventhub_name!r} has "
-                    f"partitions {', '.join(partition_ids)}"
-                )
+        check_partition_ids(self.endpoint.eventhub_name, self.partition_options, partition_ids, fix="partition_options")
         return partition_ids
 
     def get_partition_publishing_properties(self, partition_id: str) -> dict[str, Any]:
