@@ -136,9 +136,7 @@ class IdempotentPublisher:
         return self.endpoint.producer(management=self._management, **kwargs)
 
     def _key(self, partition_id: str) -> StateKey:
-        return StateKey(
-            self.endpoint.namespace, self.endpoint.eventhub_name.lower(), self._group(partition_id), str(partition_id)
-        )
+        return StateKey.of(self.endpoint, self._group(partition_id), partition_id)
 
     def _partition_end(self, partition_id: str, producer: Any = None) -> int:
         if producer is not None:

@@ -39,7 +39,7 @@ MAX_MESSAGE_BYTES = 1024 * 1024
 # Room for the AMQP envelope and our stamps, so an event that passes here fits in an empty SDK batch.
 ENVELOPE_ALLOWANCE = 1024
 
-Where = int | str | object
+Where = object
 """Which event an error is about: its index (``3`` reads "event 3"), or anything whose ``str`` describes it
 (``"row with id=3"``, or a lazy description that is written only when an error message is)."""
 

@@ -97,6 +97,12 @@ class StateKey:
     group: str
     partition: str
 
+    @classmethod
+    def of(cls, endpoint: Any, group: str, partition: str) -> StateKey:
+        """The key of ``group``'s state of ``partition`` on ``endpoint``'s hub (an ``EventHubsEndpoint``): the
+        namespace in its one spelling and the hub's name in lower case, as the service treats it."""
+        return cls(endpoint.namespace, endpoint.eventhub_name.lower(), group, str(partition))
+
     @property
     def blob_name(self) -> str:
         return f"{self.namespace}/{self.hub}/{self.group}/producer-state/{self.partition}".lower()

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag_events, lag_seconds
-from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key
 from airflow_provider_eh.plugins.redaction import failure
 
 CHECKPOINT = "checkpoint"
@@ -69,7 +69,6 @@ def consumer_groups(
     endpoint = reading.endpoint
     container = reading.container(source.checkpoint_container)
     what = f"reading checkpoints in container {source.checkpoint_container!r} (connection {source.wasb_conn_id!r})"
-    hint = "Check that the container exists and that the connection may read it."
     try:
         names = list(source.consumer_groups) or discover_consumer_groups(
             container, endpoint.fully_qualified_namespace, endpoint.eventhub_name
@@ -80,7 +79,7 @@ def consumer_groups(
             if name.lower() not in reads:
                 reads[name.lower()] = reader.read(name)
     except Exception as exc:
-        raise failure(what, exc, hint) from None
+        raise failure(what, exc, CONTAINER_HINT) from None
     positions = set()
     for read in reads.values():
         for pid, prop in props.items():

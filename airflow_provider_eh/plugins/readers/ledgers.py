@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
-from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key
 from airflow_provider_eh.plugins.redaction import failure
 from airflow_provider_eh.publishing.state import parse_time
 
@@ -104,12 +104,12 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
     except Exception as exc:
         raise failure(
             f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
-            "Check that the container exists and that the connection may read it.",
+            CONTAINER_HINT,
         ) from None
 
     def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
         group, partition, modified = item
-        key = StateKey(endpoint.namespace, endpoint.eventhub_name.lower(), group, partition)
+        key = StateKey.of(endpoint, group, partition)
         try:
             state = store.read(key)
         except EventHubsProviderError as exc:  # the package's own words: which blob, what is wrong with it
@@ -135,14 +135,14 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
         raise ViewReadError("the ledger's history is read from the state container: name state_container", 400)
     endpoint = reading.endpoint
     store = BlobProducerStateStore(reading.container(source.state_container))
-    key = StateKey(endpoint.namespace, endpoint.eventhub_name.lower(), group, partition)
+    key = StateKey.of(endpoint, group, partition)
     try:
         page = store.history(key, before=before, limit=limit)
     except EventHubsProviderError as exc:  # the package's own words: which record, what is wrong with it
         raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
     except Exception as exc:
         raise failure(f"reading the ledger history of {key}", exc,
-                      "Check that the container exists and that the connection may read it.") from None
+                      CONTAINER_HINT) from None
     return {
         "group": group, "partition": partition, "total": page.total, "before": page.before,
         "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],

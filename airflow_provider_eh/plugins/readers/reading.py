@@ -16,6 +16,9 @@ from typing import Any
 from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
 from airflow_provider_eh.plugins.redaction import connection_secrets
 
+#: what to check when a container of the view's source cannot be listed or read
+CONTAINER_HINT = "Check that the container exists and that the connection may read it."
+
 
 @dataclass(frozen=True)
 class Source:
