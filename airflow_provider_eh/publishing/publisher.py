@@ -294,14 +294,15 @@ class IdempotentPublisher:
             )
         first_seq = state.last_published_seq + 1
         # one intent: every event (fresh batch), the missing ones, or none (everything landed: commit only)
-        indexes = None if missing is None else tuple((start, stop) for start, stop in to_ranges(missing))
+        ranges = None if missing is None else to_ranges(missing)
         state.pending = PendingIntent(
-            batch_id=batch_id, first_seq=first_seq, indexes=None if indexes is None else [list(r) for r in indexes],
+            batch_id=batch_id, first_seq=first_seq, indexes=ranges,
             events=count, fingerprint=fingerprint, owner_level=state.owner_level,
             start_sequence_number=self._partition_end(pid, producer), landed=to_ranges(landed),
             batch_first_seq=first_seq if batch_first_seq is None else batch_first_seq,
             started_at=datetime.now(UTC).isoformat(), origin=self.origin,
         )
+        indexes = None if ranges is None else tuple((start, stop) for start, stop in ranges)
         plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
                              recovered_from=recovered_from, landed_count=len(landed))
         state.partial.pop(batch_id, None)
@@ -352,9 +353,7 @@ class IdempotentPublisher:
             )
             self.store.record_committed(claim, record)
             reached("after_commit_records")
-            state.ledger = state.ledger.added(record)
-            state.pending = None
-            state.last_published_seq = max(state.last_published_seq, last_seq)
+            state.count_committed(record)
             self._prune(claim, state)
             self._write_commit(claim, state, plan)
             reached("during_commit")
@@ -399,9 +398,7 @@ class IdempotentPublisher:
         state = claim.state
         if record is None or record.ordinal is None or record.ordinal < state.ledger.next:
             return False
-        state.ledger = state.ledger.added(record)
-        state.pending = None
-        state.last_published_seq = max(state.last_published_seq, pending.assigned_end, record.last_seq)
+        state.count_committed(record, pending.assigned_end)
         self.store.write(claim, state)
         log.info("group %s partition %s batch %s: its commit had written the ledger record, not the state; completed",
                  key.group, key.partition, batch_stamp(pending.batch_id))

@@ -145,6 +145,13 @@ class ProducerState:
             return replace(record, batch_id=batch_id)
         return self.ledger.last
 
+    def count_committed(self, record: CommittedBatch, *sent_up_to: int) -> None:
+        """Count a committed batch whose records are written: the ledger moves on to it, the intent is done,
+        and the last published sequence number covers it (and ``sent_up_to``, what the intent assigned)."""
+        self.ledger = self.ledger.added(record)
+        self.pending = None
+        self.last_published_seq = max(self.last_published_seq, record.last_seq, *sent_up_to)
+
     @classmethod
     def new(cls, key: StateKey) -> ProducerState:
         return cls(key.namespace.lower(), key.hub.lower(), key.group, key.partition)
