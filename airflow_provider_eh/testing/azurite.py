@@ -35,6 +35,14 @@ def azurite_binary() -> str:
     )
 
 
+def command(host: str, port: int, location: str | os.PathLike[str]) -> list[str]:
+    """Azurite's blob service on ``host:port`` with its data in ``location``: the one command line of it."""
+    return [
+        azurite_binary(), "--blobHost", host, "--blobPort", str(port), "--location", str(location), "--silent",
+        "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+    ]
+
+
 def connection_string(host: str, port: int) -> str:
     """The connection string of Azurite's well-known development account at ``host:port``."""
     return (
@@ -72,11 +80,7 @@ class AzuriteProcess:
         self.location.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
-            [
-                azurite_binary(), "--blobHost", self.host, "--blobPort", str(self.port),
-                "--location", str(self.location), "--silent", "--skipApiVersionCheck", "--loose",
-                "--disableTelemetry",
-            ],
+            command(self.host, self.port, self.location),
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         try:

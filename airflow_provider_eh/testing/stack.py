@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_eh.emulator.launcher import command, connection_string, spawn
-from airflow_provider_eh.testing.azurite import azurite_binary
+from airflow_provider_eh.testing.azurite import command as azurite_command
 from airflow_provider_eh.testing.azurite import connection_string as azurite_connection_string
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,10 +59,7 @@ def services() -> list[Service]:
         Service(
             "azurite",
             AZURITE_PORT,
-            [
-                azurite_binary(), "--blobHost", HOST, "--blobPort", str(AZURITE_PORT),
-                "--location", str(LOCAL / "azurite"), "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry",
-            ],
+            azurite_command(HOST, AZURITE_PORT, LOCAL / "azurite"),
             "--blobPort",
         ),
         Service(
