@@ -103,6 +103,8 @@ PREREQUISITES: tuple[Prerequisite, ...] = (
                  _present("initdb", "postgres", dirs=("/usr/lib/postgresql/*/bin",))),
     Prerequisite("mariadb", "MariaDB server", "mariadb-server", "the MySQL/MariaDB ingestion sink tests",
                  _present("mariadb-install-db", "mariadbd", dirs=("/usr/sbin", "/usr/bin"))),
+    Prerequisite("redis", "Redis server", "redis-server", "the Celery broker of the deployment test (CeleryExecutor)",
+                 _present("redis-server", dirs=("/usr/bin", "/usr/sbin"))),
 )
 BY_KEY = {p.key: p for p in PREREQUISITES}
 

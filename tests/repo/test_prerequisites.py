@@ -50,7 +50,7 @@ def test_skip_names_what_the_user_opted_out_of(monkeypatch: pytest.MonkeyPatch) 
 
 def test_skip_of_an_unknown_or_essential_prerequisite_is_refused() -> None:
     assert prerequisites.parse_skip(" chromium,MariaDB ") == {"chromium", "mariadb"}
-    with pytest.raises(SystemExit, match=r"SKIP=mysql: not a prerequisite; SKIP takes chromium, postgres, mariadb"):
+    with pytest.raises(SystemExit, match=r"SKIP=mysql: not a prerequisite; SKIP takes chromium, postgres, mariadb, redis"):
         prerequisites.parse_skip("mysql")
     with pytest.raises(SystemExit, match=r"SKIP=java: needed by every run, it cannot be skipped"):
         prerequisites.parse_skip("java,chromium")
