@@ -17,7 +17,7 @@ SKIP ?=
 SHUFFLE ?=
 PREREQS := $(PYTHON) scripts/prerequisites.py
 
-.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh lint demo docs services-up services-down services-status bench clean
+.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh lint demo docs services-up services-down services-status deployment deployment-down deployment-status bench clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
@@ -26,6 +26,8 @@ help:
 	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD (or COMMIT), one after another"
 	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
+	@echo "make deployment      Airflow as deployed (Postgres, Redis, CeleryExecutor, two workers, each component its own process), from the built wheel"
+	@echo "make deployment-down stop what make deployment started"
 	@echo "make docs            build the documentation site into .local/site (warnings, broken links and anchors fail it)"
 	@echo "make lint            ruff (lint, import order, docstrings) and mypy, as pyproject.toml configures them"
 	@echo "make bench           run every benchmark and write bench/results.md"
@@ -87,6 +89,17 @@ services-down:
 services-status: venv
 	$(PY) -m airflow_provider_eh.testing.stack status
 
+# Airflow's components as separate processes on CeleryExecutor, the provider from its built wheel in a
+# virtual environment of its own under .local/deployment/ (scripts/deployment.py).
+deployment: venv node
+	$(PY) scripts/deployment.py up
+
+deployment-down:
+	@test -x $(PY) && $(PY) scripts/deployment.py down || true
+
+deployment-status: venv
+	$(PY) scripts/deployment.py status
+
 demo: venv node
 	$(PY) scripts/demo.py
 
@@ -101,5 +114,5 @@ docs: venv
 bench: venv node
 	$(PY) bench/run_all.py
 
-clean: services-down
+clean: services-down deployment-down
 	rm -rf $(LOCAL) .airflow

@@ -12,6 +12,10 @@ Processes a test does not start itself (Spark's Python workers, an Airflow task 
 reached through the environment: set ``AIRFLOW_PROVIDER_EH_CRASH_AT`` (or ``..._PAUSE_AT``) and have
 the process call :func:`crash_at_from_env` on start (a ``sitecustomize`` module on the test's
 ``PYTHONPATH`` can). Nothing in the engine reads those variables.
+
+Where many processes are armed (every task of a Celery worker, say) and only one of them is to fire,
+give them one claim file (``claim=``, or ``AIRFLOW_PROVIDER_EH_CRASH_CLAIM``): the first process
+reaching the point creates it, writes its PID into it and fires; the others go on.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from airflow_provider_eh.steps import COUNTED_STEPS, INGEST_STEPS, PUBLISH_STEPS
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 PAUSE_ENV = "AIRFLOW_PROVIDER_EH_PAUSE_AT"
+CLAIM_ENV = "AIRFLOW_PROVIDER_EH_CRASH_CLAIM"
 
 
 def parse(point: str) -> tuple[str, int]:
@@ -38,10 +43,26 @@ def parse(point: str) -> tuple[str, int]:
     return name, int(count or 0)
 
 
-def crash_at(point: str, signum: int = signal.SIGKILL) -> Callable[[], None]:
+def _claimed(claim: str | os.PathLike[str] | None) -> bool:
+    """True when there is no claim file, or this process has just created it (and written its PID into it)."""
+    if claim is None:
+        return True
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as out:
+        out.write(str(os.getpid()))
+    return True
+
+
+def crash_at(point: str, signum: int = signal.SIGKILL, claim: str | os.PathLike[str] | None = None) -> Callable[[], None]:
     """SIGKILL (or ``signum``) this process when the engine reaches ``point``; returns the function that disarms it.
 
     It fires once: the first time any partition (or ingestion batch) reaches the point.
+
+    :param claim: a file that does not exist yet: of the processes armed with it, only the first to
+        reach the point fires (it creates the file with its PID).
     """
     name, count = parse(point)
     fired = threading.Lock()
@@ -53,23 +74,27 @@ def crash_at(point: str, signum: int = signal.SIGKILL) -> Callable[[], None]:
             or (name in INGEST_STEPS and reached_count >= count)
         ) and fired.acquire(blocking=False):
             disarm()
-            os.kill(os.getpid(), signum)
+            if _claimed(claim):
+                os.kill(os.getpid(), signum)
 
     disarm = observe(observer)
     return disarm
 
 
-def pause_at(point: str) -> Callable[[], None]:
+def pause_at(point: str, claim: str | os.PathLike[str] | None = None) -> Callable[[], None]:
     """Stop this process (SIGSTOP) the first time the engine reaches ``point``, until something sends it
-    SIGCONT; once continued it goes on (other partitions reaching the point later do not stop it again)."""
-    return crash_at(point, signal.SIGSTOP)
+    SIGCONT; once continued it goes on (other partitions reaching the point later do not stop it again).
+    ``claim`` as for :func:`crash_at`."""
+    return crash_at(point, signal.SIGSTOP, claim)
 
 
 def crash_at_from_env() -> Callable[[], None] | None:
     """:func:`crash_at` the point named by ``AIRFLOW_PROVIDER_EH_CRASH_AT``, else :func:`pause_at` the
-    one named by ``AIRFLOW_PROVIDER_EH_PAUSE_AT``, if either is set."""
+    one named by ``AIRFLOW_PROVIDER_EH_PAUSE_AT``, if either is set; with the claim file named by
+    ``AIRFLOW_PROVIDER_EH_CRASH_CLAIM``, if that is set."""
+    claim = os.environ.get(CLAIM_ENV, "").strip() or None
     point = os.environ.get(ENV, "").strip()
     if point:
-        return crash_at(point)
+        return crash_at(point, claim=claim)
     paused = os.environ.get(PAUSE_ENV, "").strip()
-    return pause_at(paused) if paused else None
+    return pause_at(paused, claim) if paused else None

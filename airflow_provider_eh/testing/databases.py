@@ -14,26 +14,29 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from airflow_provider_eh.testing.ports import free_port
 
 
-@contextmanager
-def postgres_server() -> Iterator[str | None]:
+def start_postgres(data: Path, *, detached: bool = False,
+                   env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, str] | None:
     """
-    A throwaway Postgres server (Debian's ``postgresql`` binaries: ``initdb`` + ``postgres``) on a
-    free 127.0.0.1 port; its DSN, or ``None`` where none is installed.
+    Initialise a Postgres cluster in ``data / "db"`` and start its server (Debian's ``postgresql``
+    binaries: ``initdb`` + ``postgres``) on a free 127.0.0.1 port, its socket in ``data``; the process
+    and its DSN once it accepts connections, or ``None`` where no Postgres is installed.
+
+    :param data: a folder the server's user can reach (outside a 0700 tree such as pytest's).
+    :param detached: in a session of its own, to outlive the caller (``make deployment``).
+    :param env: the server's environment (default: this process's).
     """
     bindirs = [None, *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
     initdb = next((found for d in bindirs if (found := shutil.which("initdb", path=d))), None)
     server = next((found for d in bindirs if (found := shutil.which("postgres", path=d))), None)
     if not initdb or not server:
-        yield None
-        return
-    data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
+        return None
     as_user: list[str] = []
     if os.geteuid() == 0:  # the server refuses to run as root
         shutil.chown(data, "postgres")
@@ -42,13 +45,34 @@ def postgres_server() -> Iterator[str | None]:
     port = free_port()
     proc = subprocess.Popen(
         [*as_user, server, "-D", str(data / "db"), "-p", str(port), "-h", "127.0.0.1", "-k", str(data), "-F"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=detached,
+        env=None if env is None else dict(env),
     )
     dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    try:
-        import psycopg2
+    import psycopg2
 
+    try:
         _wait(proc, lambda: psycopg2.connect(dsn).close(), psycopg2.OperationalError)
+    except BaseException:
+        _stop(proc, data)
+        raise
+    return proc, dsn
+
+
+@contextmanager
+def postgres_server() -> Iterator[str | None]:
+    """
+    A throwaway Postgres server (:func:`start_postgres`) on a free 127.0.0.1 port; its DSN, or ``None``
+    where none is installed. Its data directory is removed when the context ends.
+    """
+    data = Path(tempfile.mkdtemp(prefix="eh-tests-postgres-"))  # outside pytest's 0700 tree: the server user reads it
+    started = start_postgres(data)
+    if started is None:
+        shutil.rmtree(data, ignore_errors=True)
+        yield None
+        return
+    proc, dsn = started
+    try:
         yield dsn
     finally:
         _stop(proc, data)

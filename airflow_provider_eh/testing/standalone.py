@@ -63,34 +63,29 @@ def standalone_env(home: Path, port: int, base: dict[str, str] | None = None, me
     return env
 
 
-class AirflowStandalone:
-    """``airflow standalone`` started in a process group of its own, and a REST client (``/api/v2``) on it."""
+class AirflowApi:
+    """A REST client (``/api/v2``) on an Airflow API server at ``base``, and the waits of the tests that use it.
 
-    def __init__(self, env: dict[str, str], port: int, log: Path):
-        self.env, self.port, self.log = env, port, log
-        self.base = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
+    Used on ``airflow standalone`` (:class:`AirflowStandalone`) and on the separate-process deployment
+    (:mod:`airflow_provider_eh.testing.deployment`).
+
+    :param base: the API server's URL, ``http://host:port``.
+    :param home: the ``AIRFLOW_HOME`` of its components (where the task logs are).
+    :param credentials: the simple auth manager's user and password; ``None`` where every user is
+        admin (``simple_auth_manager_all_admins``) and a token needs no login.
+    """
+
+    def __init__(self, base: str, home: Path, credentials: tuple[str, str] | None = None):
+        self.base, self.home, self.credentials = base, home, credentials
         self.client: httpx.Client | None = None
 
-    def start(self, timeout: float = 300) -> None:
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "airflow", "standalone"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log.parent,
-            )
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            if time.monotonic() > deadline:
-                raise StandaloneError(f"the API server did not answer in {timeout} s:\n{self.tail()}")
-            try:
-                self.login()
-                return
-            except (httpx.HTTPError, ValueError, KeyError):
-                time.sleep(2)
-
     def login(self) -> None:
-        token = httpx.get(f"{self.base}/auth/token", timeout=10).json()["access_token"]
+        if self.credentials is None:
+            response = httpx.get(f"{self.base}/auth/token", timeout=10)
+        else:
+            user, password = self.credentials
+            response = httpx.post(f"{self.base}/auth/token", json={"username": user, "password": password}, timeout=10)
+        token = response.json()["access_token"]
         if self.client is not None:
             self.client.close()
         self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
@@ -102,11 +97,19 @@ class AirflowStandalone:
             response = self._api().get(path, params=params)
         return response
 
+    def post(self, path: str, json: Any) -> httpx.Response:
+        response = self._api().post(path, json=json)
+        if response.status_code == 401:  # the token expired
+            self.login()
+            response = self._api().post(path, json=json)
+        return response
+
     def check_alive(self) -> None:
-        if self.proc is None:
-            raise StandaloneError("airflow standalone was not started: call start() first")
-        if self.proc.poll() is not None:
-            raise StandaloneError(f"airflow standalone exited with code {self.proc.returncode}:\n{self.tail()}")
+        """Raise when what serves the API is gone (nothing to check here; subclasses know their processes)."""
+
+    def tail(self, chars: int = 5000) -> str:
+        """The end of the server's log, for error messages ("" here)."""
+        return ""
 
     def _api(self) -> httpx.Client:
         """The REST client that :meth:`login` made."""
@@ -114,25 +117,9 @@ class AirflowStandalone:
             raise StandaloneError("no REST client: call start() (or login()) first")
         return self.client
 
-    def stop(self) -> None:
+    def close(self) -> None:
         if self.client is not None:
             self.client.close()
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the group started above: standalone, its components, tasks
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        try:  # components or task processes left behind in the group
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def tail(self, chars: int = 5000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
 
     def wait_for_dag(self, dag_id: str, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
@@ -156,7 +143,7 @@ class AirflowStandalone:
             failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
             if failed:
                 raise StandaloneError(f"runs failed: {failed}\n{self.failure_report(dag_id, failed)}\n"
-                                      f"standalone's log:\n{self.tail(2000)}")
+                                      f"the server's log:\n{self.tail(2000)}")
             if len(runs) >= count and all(r["state"] == "success" for r in runs):
                 return runs
             if time.monotonic() > deadline:
@@ -167,13 +154,12 @@ class AirflowStandalone:
         """Each failed task of these runs: its state, its error, and the tail of its log file."""
         from airflow_provider_eh.testing.dag_test import FAILED_STATES, log_tail
 
-        home = Path(self.env["AIRFLOW_HOME"])
         parts = []
         for run_id in run_ids:
             for ti in self.task_instances(dag_id, run_id):
                 if ti["state"] not in FAILED_STATES:
                     continue
-                logs = sorted((home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={ti['task_id']}")
+                logs = sorted((self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={ti['task_id']}")
                               .glob("**/attempt=*.log"))
                 parts.append(f"task {ti['task_id']} of {run_id}: {ti['state']} (try {ti.get('try_number')})")
                 parts.extend(log_tail(path, tail) for path in logs[-1:])
@@ -183,3 +169,54 @@ class AirflowStandalone:
         response = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         response.raise_for_status()
         return response.json()["task_instances"]
+
+
+class AirflowStandalone(AirflowApi):
+    """``airflow standalone`` started in a process group of its own, and a REST client (``/api/v2``) on it."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path):
+        super().__init__(f"http://127.0.0.1:{port}", Path(env["AIRFLOW_HOME"]))
+        self.env, self.port, self.log = env, port, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 300) -> None:
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "airflow", "standalone"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log.parent,
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"the API server did not answer in {timeout} s:\n{self.tail()}")
+            try:
+                self.login()
+                return
+            except (httpx.HTTPError, ValueError, KeyError):
+                time.sleep(2)
+
+    def check_alive(self) -> None:
+        if self.proc is None:
+            raise StandaloneError("airflow standalone was not started: call start() first")
+        if self.proc.poll() is not None:
+            raise StandaloneError(f"airflow standalone exited with code {self.proc.returncode}:\n{self.tail()}")
+
+    def stop(self) -> None:
+        self.close()
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the group started above: standalone, its components, tasks
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        try:  # components or task processes left behind in the group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def tail(self, chars: int = 5000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]

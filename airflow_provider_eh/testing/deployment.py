@@ -1,0 +1,480 @@
+"""Airflow deployed as production runs it, on 127.0.0.1: every component a process of its own.
+
+Postgres metadata, a Redis broker, ``CeleryExecutor`` with two Celery workers, ``airflow api-server``,
+``scheduler``, ``dag-processor`` and ``triggerer``, the local Event Hubs endpoint and Azurite, the
+example DAGs. Airflow and the provider run from a virtual environment of their own, into which the
+provider is installed from its built wheel (not the checkout) with the pinned constraints
+(``requirements/dev.lock``). Workers reach Variables and connections only through the task
+execution API, as on any Celery deployment.
+
+Used by ``make deployment`` (``scripts/deployment.py``: up, status, down) and the deployment test.
+Each process runs in a process group of its own, started with ``EH_DEPLOYMENT=<root>`` in its
+environment; :meth:`Deployment.stop` (``make deployment-down``) ends exactly the groups whose leader
+still carries that mark, and nothing else. Scheduled runs are off (``use_job_schedule``): the only
+runs are those triggered (UI, REST) or backfilled (``airflow backfill create``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from airflow_provider_eh.emulator import EmulatorAdmin
+from airflow_provider_eh.emulator.launcher import command as event_hubs_command
+from airflow_provider_eh.emulator.launcher import connection_string as event_hubs_connection_string
+from airflow_provider_eh.testing.azurite import command as azurite_command
+from airflow_provider_eh.testing.azurite import connection_string as azurite_connection_string
+from airflow_provider_eh.testing.databases import postgres_database, start_postgres
+from airflow_provider_eh.testing.ports import free_port
+from airflow_provider_eh.testing.stack import example_env
+from airflow_provider_eh.testing.standalone import AirflowApi, StandaloneError, standalone_env
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+MARK = "EH_DEPLOYMENT"
+USER = "admin"
+HUBS = {"orders": 4}
+CONSUMER_GROUPS = {"orders": ["analytics"]}
+KEY_NAME, KEY = "local", "local"
+WORKERS = ("worker-1", "worker-2")
+# One slot: runs of a producer group on the Variables backend are serialised (Variables have no compare-and-swap).
+VARIABLE_STATE_POOL = "eh_variable_state"
+# What the deployment installs beside the wheel: the executor, the broker's client, the metadata
+# database's driver, and the providers the example DAGs and Azure deployments use.
+PACKAGES = (
+    "apache-airflow-providers-celery", "redis", "apache-airflow-providers-postgres", "psycopg2-binary",
+    "apache-airflow-providers-sqlite", "apache-airflow-providers-microsoft-azure",
+)
+# Settings beyond airflow standalone's (testing.standalone.standalone_env): the executor, and a lost
+# worker's task failed (and retried) 30 s after its last heartbeat instead of 5 minutes.
+SETTINGS = {
+    "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+    "AIRFLOW__CORE__PARALLELISM": "8",
+    "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+}
+
+
+class DeploymentError(StandaloneError):
+    """A component did not start, exited, or the deployment was not installed; the message names it."""
+
+
+def build_wheel(out: Path) -> Path:
+    """Build the provider's wheel from the checkout into ``out``; its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("airflow_provider_eh-*.whl"):
+        old.unlink()
+    run = subprocess.run([_uv(), "build", "--wheel", "-q", "-o", str(out), str(REPO)], capture_output=True, text=True,
+                         timeout=600)
+    if run.returncode != 0:
+        raise DeploymentError(f"building the wheel failed:\n{run.stderr[-3000:]}")
+    (wheel,) = out.glob("airflow_provider_eh-*.whl")
+    return wheel
+
+
+def install(venv: Path, wheel: Path, constraints: Path = REPO / "requirements" / "dev.lock") -> Path:
+    """Install ``wheel`` (with its ``spark`` extra) and :data:`PACKAGES` into ``venv`` under ``constraints``.
+
+    A virtual environment that exists is reused: only the provider is reinstalled from the wheel (the
+    rest is already at the pinned versions). Returns the path the provider is imported from there,
+    after checking that it is inside ``venv``, not the checkout.
+    """
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([_uv(), "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
+    run = subprocess.run(
+        [_uv(), "pip", "install", "-q", "-p", str(python), "--constraint", str(constraints),
+         "--reinstall-package", "airflow-provider-eh", f"{wheel}[spark]", *PACKAGES],
+        capture_output=True, text=True, timeout=1200,
+    )
+    if run.returncode != 0:
+        raise DeploymentError(f"installing {wheel.name} into {venv} failed:\n{run.stderr[-3000:]}")
+    where = subprocess.run(
+        [str(python), "-c", "import airflow_provider_eh; print(airflow_provider_eh.__file__)"],
+        capture_output=True, text=True, check=True, cwd=venv, env=_clean_env(os.environ),
+    ).stdout.strip()
+    if not Path(where).resolve().is_relative_to(venv.resolve()):
+        raise DeploymentError(f"the deployment's Python imports the provider from {where}, not from {venv}")
+    return Path(where)
+
+
+def _uv() -> str:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not found:
+        raise DeploymentError("uv not found: run `make venv` (it installs uv into .venv)")
+    return found
+
+
+def _clean_env(base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` without Airflow's settings, the checkout on ``PYTHONPATH`` or another virtual environment's."""
+    return {
+        key: value for key, value in base.items()
+        if not key.startswith(("AIRFLOW", "EH_")) and key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON")
+    }
+
+
+@dataclass
+class Component:
+    """One process of the deployment: its name, command line, extra environment, and its process once started."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+    proc: subprocess.Popen | None = None
+
+
+class Deployment:
+    """The deployment rooted at ``root`` (its Airflow home, logs, data, PID records and state file).
+
+    :param root: the folder of everything it writes.
+    :param venv: the virtual environment Airflow and the provider run from (:func:`install`).
+    :param metadata_db: an SQLAlchemy URL of an empty Postgres database; ``None``: a Postgres server
+        of its own is started (its data in a temporary folder the server's user can reach).
+    :param dag_files: DAG files copied into its DAGs folder beside the example DAGs of ``dags/``.
+    :param worker_env: extra environment of the Celery workers (crash points of a test, say).
+    """
+
+    def __init__(self, root: Path, venv: Path, *, metadata_db: str | None = None, dag_files: Sequence[Path] = (),
+                 worker_env: Mapping[str, str] | None = None):
+        self.root, self.venv, self.metadata_db = root, venv, metadata_db
+        self.dag_files = list(dag_files)
+        self.worker_env = dict(worker_env or {})
+        self.home = root / "airflow"
+        self.state_file = root / "deployment.json"
+        self.components: dict[str, Component] = {}
+        self.env: dict[str, str] = {}
+        self.ports: dict[str, int] = {}
+        self.password = ""
+        self.postgres_data: str | None = None
+        self.api: AirflowApi | None = None
+
+    # -- start ---------------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 420) -> None:
+        """Start every component and wait until the API server answers, the scheduler, DAG processor and
+        triggerer report healthy and both workers are ready; then create the Variables backend's pool."""
+        if self.state_file.exists():
+            raise DeploymentError(f"a deployment is recorded in {self.state_file}: stop it first (make deployment-down)")
+        for folder in ("logs", "dags", "data", "event-hubs", "azurite", "redis"):
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
+        for path in (REPO / "dags").iterdir():
+            if path.is_file():
+                shutil.copy2(path, self.root / "dags" / path.name)
+        for path in self.dag_files:
+            shutil.copy2(path, self.root / "dags" / path.name)
+        self.ports = {name: free_port() for name in ("api", "redis", "event_hubs", "event_hubs_admin", "azurite")}
+        self.password = secrets.token_urlsafe(12)
+        (self.home / "passwords.json").write_text(json.dumps({USER: self.password}))
+        deadline = time.monotonic() + timeout
+        try:
+            self._start_services()
+            self.env = self._airflow_env()
+            self._save()
+            migrate = subprocess.run([self._airflow(), "db", "migrate"], env=self.env, cwd=self.root, capture_output=True,
+                                     text=True, timeout=max(60.0, deadline - time.monotonic()))
+            if migrate.returncode != 0:
+                raise DeploymentError(f"airflow db migrate failed:\n{migrate.stdout[-2000:]}{migrate.stderr[-3000:]}")
+            for name, argv in (("api-server", ["api-server"]), ("scheduler", ["scheduler"]),
+                               ("dag-processor", ["dag-processor"]), ("triggerer", ["triggerer"])):
+                self._spawn(Component(name, [self._airflow(), *argv]))
+            for name in WORKERS:
+                self._spawn(self.worker(name))
+            self._save()
+            self._wait_ready(deadline)
+            created = self.api_client().post("/pools", json={
+                "name": VARIABLE_STATE_POOL, "slots": 1,
+                "description": "One run at a time of a producer group on the Variables state backend"})
+            if created.status_code not in (200, 201, 409):
+                raise DeploymentError(f"creating pool {VARIABLE_STATE_POOL} failed: {created.status_code} {created.text}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_services(self) -> None:
+        if self.metadata_db is None:
+            data = Path(tempfile.mkdtemp(prefix="eh-deployment-postgres-"))  # the server's user must reach it
+            self.postgres_data = str(data)
+            started = start_postgres(data, detached=True, env={**os.environ, MARK: str(self.root)})
+            if started is None:
+                raise DeploymentError("no Postgres server installed: make prerequisites (Debian's postgresql)")
+            proc, dsn = started
+            self.components["postgres"] = Component("postgres", ["postgres", "-D", str(data / "db")], pid=proc.pid, proc=proc)
+            self.metadata_db = postgres_database(dsn, "airflow")
+        redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self._spawn(Component("redis", [redis, "--port", str(self.ports["redis"]), "--bind", HOST, "--save", "",
+                                        "--appendonly", "no", "--dir", str(self.root / "redis")]))
+        self._spawn(Component("azurite", azurite_command(HOST, self.ports["azurite"], self.root / "azurite")))
+        endpoint = event_hubs_command(
+            self.root / "event-hubs", host=HOST, port=self.ports["event_hubs"], admin_port=self.ports["event_hubs_admin"],
+            hubs=HUBS, consumer_groups=CONSUMER_GROUPS, key_name=KEY_NAME, key=KEY,
+        )
+        self._spawn(Component("event-hubs", [str(self.venv / "bin" / "python"), *endpoint[1:]]))  # from the wheel
+        deadline = time.monotonic() + 60
+        while not self._endpoint_healthy():
+            self._check_alive("redis", "azurite", "event-hubs")
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"the Event Hubs endpoint did not answer in 60 s:\n{self._tail('event-hubs')}")
+            time.sleep(0.3)
+
+    def _endpoint_healthy(self) -> bool:
+        try:
+            return self.event_hubs_admin().health()
+        except OSError:  # not listening yet
+            return False
+
+    def _airflow_env(self) -> dict[str, str]:
+        base = _clean_env(os.environ)
+        env = standalone_env(self.home, self.ports["api"], base, metadata_db=self.metadata_db)
+        env.update(example_env(
+            self.root / "example.db", self.root / "data", event_hubs=self.event_hubs_connection_string(),
+            blob=azurite_connection_string(HOST, self.ports["azurite"]), spark_master="local[2]",
+        ))
+        env.update(SETTINGS)
+        assert self.metadata_db is not None
+        env.update({
+            MARK: str(self.root),
+            "PATH": f"{self.venv / 'bin'}{os.pathsep}{base.get('PATH', '')}",
+            "PYSPARK_PYTHON": str(self.venv / "bin" / "python"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
+            "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+            "AIRFLOW__CELERY__BROKER_URL": f"redis://{HOST}:{self.ports['redis']}/0",
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.metadata_db.replace("postgresql+psycopg2://", "postgresql://", 1),
+            "EH_EXAMPLE_NAMESPACE": f"{HOST}:{self.ports['event_hubs']}",
+        })
+        return env
+
+    def worker(self, name: str, extra_env: Mapping[str, str] | None = None) -> Component:
+        """The Celery worker ``name`` (its own hostname and log server port), with :attr:`worker_env` and ``extra_env``."""
+        return Component(
+            name, [self._airflow(), "celery", "worker", "--celery-hostname", f"{name}@%h"],
+            {"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()), **self.worker_env, **(extra_env or {})},
+        )
+
+    def _airflow(self) -> str:
+        return str(self.venv / "bin" / "airflow")
+
+    def _spawn(self, component: Component) -> None:
+        log = self.root / "logs" / f"{component.name}.log"
+        env = {**(self.env or {**_clean_env(os.environ), MARK: str(self.root)}), **component.env}
+        with open(log, "ab") as out:
+            component.proc = subprocess.Popen(component.argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL, cwd=self.root, start_new_session=True)
+        component.pid = component.proc.pid
+        self.components[component.name] = component
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Wait until the API answers a login, its health check reports every component healthy and each worker is ready."""
+        api = self.api_client()
+        waiting = "the API server"
+        while True:
+            self._check_alive(*self.components)
+            try:
+                api.login()
+                health = api.get("/monitor/health").json()
+                unhealthy = [name for name in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+                             if (health.get(name) or {}).get("status") != "healthy"]
+                not_ready = [name for name in WORKERS if " ready." not in self._tail(name, 20000)]
+                if not unhealthy and not not_ready:
+                    return
+                waiting = f"{', '.join(unhealthy + not_ready)} to be ready"
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"waited in vain for {waiting}; logs in {self.root / 'logs'}")
+            time.sleep(2)
+
+    # -- using it ------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The UI's and the REST API's address."""
+        return f"http://{HOST}:{self.ports['api']}"
+
+    def api_client(self) -> AirflowApi:
+        """The REST client (``/api/v2``), logged in as the deployment's admin on first use."""
+        if self.api is None:
+            self.api = _DeploymentApi(self)
+        return self.api
+
+    def event_hubs_connection_string(self, hub: str | None = None) -> str:
+        return event_hubs_connection_string(HOST, self.ports["event_hubs"], KEY_NAME, KEY, hub)
+
+    def event_hubs_admin(self) -> EmulatorAdmin:
+        return EmulatorAdmin(f"http://{HOST}:{self.ports['event_hubs_admin']}")
+
+    def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Run the deployment's ``airflow`` command line (``backfill create ...``), as an operator would."""
+        return subprocess.run([self._airflow(), *args], env=self.env, cwd=self.root, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL component ``name`` and everything in its process group (a worker's task processes too)."""
+        self._end(self.components[name], signal.SIGKILL, grace=0)
+
+    def restart(self, name: str, extra_env: Mapping[str, str] | None = None) -> None:
+        """Stop component ``name`` (SIGTERM, its group SIGKILLed after 30 s) and start it again; a worker with ``extra_env``."""
+        old = self.components[name]
+        self._end(old, signal.SIGTERM, grace=30)
+        self._spawn(self.worker(name, extra_env) if name in WORKERS else Component(name, old.argv, old.env))
+        self._save()
+
+    def group_of(self, pid: int) -> str | None:
+        """The component whose process group holds process ``pid`` (a task process: the worker that runs it)."""
+        try:
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
+            return None
+        return next((c.name for c in self.components.values() if c.pid == pgid), None)
+
+    # -- stop ----------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """End every component this deployment started (workers and Airflow's first, the services last)."""
+        if self.api is not None:
+            self.api.close()
+        for component in reversed(list(self.components.values())):
+            self._end(component, signal.SIGTERM, grace=20)
+        if self.postgres_data:
+            shutil.rmtree(self.postgres_data, ignore_errors=True)
+        self.state_file.unlink(missing_ok=True)
+
+    def _end(self, component: Component, signum: int, grace: float) -> None:
+        if component.pid is None or not _ours(component.pid, self.root):
+            return
+        _signal_group(component.pid, signum)
+        deadline = time.monotonic() + grace
+        while _group_alive(component) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _signal_group(component.pid, signal.SIGKILL)
+        while _group_alive(component):
+            time.sleep(0.1)
+
+    def _check_alive(self, *names: str) -> None:
+        for name in names:
+            proc = self.components[name].proc
+            if proc is not None and proc.poll() is not None:
+                raise DeploymentError(f"{name} exited with code {proc.returncode}:\n{self._tail(name)}")
+
+    def _tail(self, name: str, chars: int = 3000) -> str:
+        try:
+            return (self.root / "logs" / f"{name}.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    # -- the record make deployment-down reads --------------------------------------------------------
+
+    def _save(self) -> None:
+        record = {
+            "venv": str(self.venv), "ports": self.ports, "password": self.password, "postgres_data": self.postgres_data,
+            "metadata_db": self.metadata_db, "env": self.env,
+            "components": {c.name: {"argv": c.argv, "env": c.env, "pid": c.pid} for c in self.components.values()},
+        }
+        self.state_file.write_text(json.dumps(record, indent=1))
+        self.state_file.chmod(0o600)
+
+    @classmethod
+    def load(cls, root: Path) -> Deployment | None:
+        """The deployment recorded in ``root`` (by :meth:`start`), or ``None``."""
+        try:
+            record = json.loads((root / "deployment.json").read_text())
+        except (OSError, ValueError):
+            return None
+        deployment = cls(root, Path(record["venv"]), metadata_db=record["metadata_db"])
+        deployment.ports, deployment.password = record["ports"], record["password"]
+        deployment.postgres_data, deployment.env = record["postgres_data"], record["env"]
+        deployment.components = {name: Component(name, c["argv"], c["env"], c["pid"])
+                                 for name, c in record["components"].items()}
+        return deployment
+
+    def status(self) -> dict[str, int | None]:
+        """Each component's PID, or ``None`` where it no longer runs."""
+        return {name: (c.pid if c.pid is not None and _ours(c.pid, self.root) else None)
+                for name, c in self.components.items()}
+
+
+class _DeploymentApi(AirflowApi):
+    """The REST client of a deployment: fails fast when a component has exited, shows the scheduler's log."""
+
+    def __init__(self, deployment: Deployment):
+        super().__init__(deployment.url, deployment.home, (USER, deployment.password))
+        self.deployment = deployment
+
+    def check_alive(self) -> None:
+        self.deployment._check_alive(*self.deployment.components)
+
+    def tail(self, chars: int = 5000) -> str:
+        return self.deployment._tail("scheduler", chars)
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+def _ours(pid: int, root: Path) -> bool:
+    """Whether process ``pid`` is one this deployment started (not a process that reused the PID): it
+    runs with the deployment's mark in its environment, or in a folder of the deployment (Redis
+    overwrites its environment with its process title)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return f"{MARK}={root}".encode() in environ or cwd.is_relative_to(root.resolve())
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(component: Component) -> bool:
+    if component.proc is not None:
+        component.proc.poll()  # reap our own child, or the group never looks empty
+    assert component.pid is not None
+    try:
+        os.killpg(component.pid, 0)
+    except ProcessLookupError:
+        return False
+    if component.proc is None:  # a group of another session's start (make deployment-down): its zombies are not ours to reap
+        try:
+            state = Path(f"/proc/{component.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        return state != "Z"
+    return True
+
+
+def print_summary(deployment: Deployment) -> None:
+    """What ``make deployment`` prints: the UI's address, the login, what runs where, and how to stop it."""
+    ports = deployment.ports
+    print(f"Airflow UI and REST API: {deployment.url}  (login: {USER} / {deployment.password})")
+    print(f"Airflow home: {deployment.home}; logs: {deployment.root / 'logs'}; DAGs: {deployment.root / 'dags'}")
+    print(f"metadata: {deployment.metadata_db}")
+    print(f"Celery broker: redis://{HOST}:{ports['redis']}/0; workers: {', '.join(WORKERS)}")
+    print(f"Event Hubs endpoint: {HOST}:{ports['event_hubs']} (admin {HOST}:{ports['event_hubs_admin']}); "
+          f"Azurite: {HOST}:{ports['azurite']}")
+    print(f"Airflow's command line there: AIRFLOW_HOME={deployment.home} {deployment.venv / 'bin' / 'airflow'} "
+          f"(with the environment in {deployment.state_file})")
+    print("stop it: make deployment-down")
