@@ -87,21 +87,37 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def install(venv: Path, wheel: Path, constraints: Path = REPO / "requirements" / "dev.lock") -> Path:
-    """Install ``wheel`` (with its ``spark`` extra) and :data:`PACKAGES` into ``venv`` under ``constraints``.
+def install(venv: Path, wheel: Path, constraints: Path = REPO / "requirements" / "dev.lock",
+            share: Path | None = None) -> Path:
+    """Install ``wheel`` into the virtual environment ``venv``; the path the provider is imported from there.
 
-    A virtual environment that exists is reused: only the provider is reinstalled from the wheel (the
-    rest is already at the pinned versions). Returns the path the provider is imported from there,
-    after checking that it is inside ``venv``, not the checkout.
+    Without ``share``: the wheel with its ``spark`` extra and :data:`PACKAGES`, under ``constraints``
+    (the pinned versions). A virtual environment that exists is reused: only the provider is
+    reinstalled from the wheel, the rest is already at the pinned versions.
+
+    With ``share`` (the ``site-packages`` of an environment installed from the same ``constraints``,
+    the checkout's ``.venv`` in the test suite): the third-party packages are that folder's, put on
+    ``sys.path`` after ``venv``'s own by a ``.pth`` line (its own ``.pth`` files, among them the
+    checkout's editable install, are not run), and only the provider is installed into ``venv``,
+    from the wheel, without dependencies. A second full install costs the suite minutes and gigabytes.
+
+    Either way it checks that the provider is imported from inside ``venv``, not from the checkout.
     """
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([_uv(), "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
-    run = subprocess.run(
-        [_uv(), "pip", "install", "-q", "-p", str(python), "--constraint", str(constraints),
-         "--reinstall-package", "airflow-provider-eh", f"{wheel}[spark]", *PACKAGES],
-        capture_output=True, text=True, timeout=1200,
-    )
+    if share is None:
+        command = ["--constraint", str(constraints), "--reinstall-package", "airflow-provider-eh", f"{wheel}[spark]", *PACKAGES]
+    else:
+        site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        (site / "_eh_deployment_shared.pth").write_text(f"{share}\n")
+        command = ["--no-deps", "--reinstall-package", "airflow-provider-eh", str(wheel)]
+        airflow = venv / "bin" / "airflow"  # the console script lives in the shared environment's bin
+        airflow.write_text(f"#!{python}\nimport sys\nfrom airflow.__main__ import main\nsys.exit(main())\n")
+        airflow.chmod(0o755)
+    run = subprocess.run([_uv(), "pip", "install", "-q", "-p", str(python), *command], capture_output=True, text=True,
+                         timeout=1200)
     if run.returncode != 0:
         raise DeploymentError(f"installing {wheel.name} into {venv} failed:\n{run.stderr[-3000:]}")
     where = subprocess.run(
@@ -326,7 +342,8 @@ class Deployment:
                               timeout=timeout)
 
     def kill(self, name: str) -> None:
-        """SIGKILL component ``name`` and everything in its process group (a worker's task processes too)."""
+        """SIGKILL component ``name``, its process group and every process under it (a worker's task
+        supervisors, and their task processes, which Airflow puts in process groups of their own)."""
         self._end(self.components[name], signal.SIGKILL, grace=0)
 
     def restart(self, name: str, extra_env: Mapping[str, str] | None = None) -> None:
@@ -336,13 +353,12 @@ class Deployment:
         self._spawn(self.worker(name, extra_env) if name in WORKERS else Component(name, old.argv, old.env))
         self._save()
 
-    def group_of(self, pid: int) -> str | None:
-        """The component whose process group holds process ``pid`` (a task process: the worker that runs it)."""
-        try:
-            pgid = os.getpgid(pid)
-        except ProcessLookupError:
-            return None
-        return next((c.name for c in self.components.values() if c.pid == pgid), None)
+    def component_of(self, pid: int) -> str | None:
+        """The component process ``pid`` runs under (a task process: the worker that runs it), or ``None``."""
+        for name, component in self.components.items():
+            if component.pid is not None and pid in _tree(component.pid):
+                return name
+        return None
 
     # -- stop ----------------------------------------------------------------------------------------
 
@@ -350,21 +366,38 @@ class Deployment:
         """End every component this deployment started (workers and Airflow's first, the services last)."""
         if self.api is not None:
             self.api.close()
-        for component in reversed(list(self.components.values())):
+        airflow = [c for c in self.components.values() if c.argv[0] == self._airflow()]
+        self._end_all(airflow, signal.SIGTERM, grace=20)  # Airflow's components together, then the services they use
+        for component in reversed([c for c in self.components.values() if c not in airflow]):
             self._end(component, signal.SIGTERM, grace=20)
         if self.postgres_data:
             shutil.rmtree(self.postgres_data, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
 
     def _end(self, component: Component, signum: int, grace: float) -> None:
-        if component.pid is None or not _ours(component.pid, self.root):
-            return
-        _signal_group(component.pid, signum)
+        self._end_all([component], signum, grace)
+
+    def _end_all(self, components: Sequence[Component], signum: int, grace: float) -> None:
+        """Send ``signum`` to these components' process groups at once, wait up to ``grace`` seconds for
+        them to exit, then SIGKILL what is left of each group and of every process under its leader."""
+        ours = [c for c in components if c.pid is not None and _ours(c.pid, self.root)]
+        trees = {id(c): _tree(c.pid) for c in ours if c.pid is not None}  # before a leader dies and its children move to init
+        for component in ours:
+            assert component.pid is not None
+            _signal_group(component.pid, signum)
         deadline = time.monotonic() + grace
-        while _group_alive(component) and time.monotonic() < deadline:
+        while any(_group_alive(c) for c in ours) and time.monotonic() < deadline:
             time.sleep(0.2)
-        _signal_group(component.pid, signal.SIGKILL)
-        while _group_alive(component):
+        for component in ours:
+            assert component.pid is not None
+            _signal_group(component.pid, signal.SIGKILL)
+            for pid in trees[id(component)]:
+                _signal_group(pid, signal.SIGKILL)  # a task process's own process group
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        while any(_group_alive(c) for c in ours):
             time.sleep(0.1)
 
     def _check_alive(self, *names: str) -> None:
@@ -440,6 +473,24 @@ def _ours(pid: int, root: Path) -> bool:
     except OSError:
         return False
     return f"{MARK}={root}".encode() in environ or cwd.is_relative_to(root.resolve())
+
+
+def _tree(pid: int) -> set[int]:
+    """Process ``pid`` and all its descendants (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(children.get(current, []))
+    return found
 
 
 def _signal_group(pgid: int, signum: int) -> None:

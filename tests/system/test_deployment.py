@@ -1,0 +1,185 @@
+"""Exactly once on the deployment people run: CeleryExecutor, Postgres metadata, a worker lost mid-publish.
+
+``airflow_provider_eh.testing.deployment`` (what ``make deployment`` starts): Postgres metadata (the
+session's server, a database of this test's own), a Redis broker, two Celery workers, the API
+server, scheduler, DAG processor and triggerer as processes of their own, the local Event Hubs
+endpoint and Azurite, Airflow and the provider in a virtual environment of their own into which
+the provider is installed from the wheel built from this checkout. Workers reach the Variables
+backend's state only through the task execution API.
+
+``airflow backfill create`` schedules three days of a publish DAG on each state backend
+(``deployment_dags/eh_deployment_publish.py``) at once. Every task process of the workers is armed
+to stop (SIGSTOP) once one SDK batch of a partition is acknowledged, through one claim file, so that
+exactly one publish, whichever worker runs it, stops there: the test then SIGKILLs that worker with
+its whole process group, as the OOM killer or a lost node would, and starts it again; the scheduler
+and the triggerer are restarted while the backfills run. The scheduler fails the lost task once
+its heartbeat is 30 s old and retries it. Then each hub is read back: every day's events exactly
+once, none lost. The same backfills again with ``--reprocess-behavior completed`` send nothing. A
+run triggered through the REST API with good parameters publishes its day; one with bad parameters
+is refused with a 400 naming the parameter, and creates no run.
+"""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
+from airflow_provider_eh.testing.databases import postgres_database
+from airflow_provider_eh.testing.deployment import Deployment, build_wheel, install
+from tests.conftest import REPO, unique_name
+from tests.support import prerequisites
+
+DAG_FILE = Path(__file__).parent / "deployment_dags" / "eh_deployment_publish.py"
+BACKENDS = ("blob", "variable")
+ROWS = 1000
+DAYS = ("2026-11-02", "2026-11-03", "2026-11-04")
+REST_DAY = "2026-11-05"
+
+
+@pytest.fixture
+def deployment(postgres: str, tmp_path: Path) -> Iterator[Deployment]:
+    prerequisites.require("redis")
+    venv = tmp_path / "venv"
+    site_packages = Path(sysconfig.get_path("purelib"))  # the checkout's .venv, installed from the same lock
+    where = install(venv, build_wheel(tmp_path / "wheel"), share=site_packages)
+    assert where.is_relative_to(venv) and not where.is_relative_to(REPO)
+    instance = Deployment(
+        tmp_path / "deployment", venv, metadata_db=postgres_database(postgres, f"airflow_{uuid.uuid4().hex[:12]}"),
+        dag_files=[DAG_FILE],
+        worker_env={
+            "PYTHONPATH": str(REPO / "tests" / "support" / "crash_site"),  # sitecustomize arms the point below
+            PAUSE_ENV: "mid_send:1",
+            CLAIM_ENV: str(tmp_path / "paused.pid"),
+        },
+    )
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()
+
+
+def dag_id(backend: str) -> str:
+    return f"eh_deployment_publish_{backend}"
+
+
+def backfill(deployment: Deployment, backend: str, hub: str, *more: str) -> None:
+    created = deployment.airflow(
+        "backfill", "create", "--dag-id", dag_id(backend), "--from-date", DAYS[0], "--to-date", DAYS[-1],
+        "--dag-run-conf", json.dumps({"hub": hub, "rows": ROWS}), "--max-active-runs", "1", *more,
+    )
+    assert created.returncode == 0, created.stdout[-2000:] + created.stderr[-3000:]
+
+
+def wait_for_backfills(deployment: Deployment, count: int, timeout: float) -> None:
+    """Wait until each DAG has ``count`` backfills, all completed, and every run succeeded (a failed run raises)."""
+    api = deployment.api_client()
+    deadline = time.monotonic() + timeout
+    while True:
+        done = []
+        for backend in BACKENDS:
+            runs = api.runs(dag_id(backend))
+            failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
+            assert not failed, f"runs failed: {failed}\n{api.failure_report(dag_id(backend), failed)}"
+            response = api.get("/backfills", dag_id=dag_id(backend))
+            response.raise_for_status()
+            backfills = response.json()["backfills"]
+            done.append(len(backfills) == count and all(b["completed_at"] for b in backfills)
+                        and all(r["state"] == "success" for r in runs))
+        if all(done):
+            return
+        deployment.api_client().check_alive()
+        assert time.monotonic() < deadline, f"backfills not done in {timeout} s: {[api.runs(dag_id(b)) for b in BACKENDS]}"
+        time.sleep(3)
+
+
+def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
+    """The PID of the task process stopped mid-send, once it has stopped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid = int(claim.read_text())
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+                return pid
+        except (OSError, ValueError):
+            pass
+        deployment.api_client().check_alive()
+        assert time.monotonic() < deadline, f"no publish reached mid_send:1 in {timeout} s"
+        time.sleep(0.2)
+
+
+def orders_in(deployment: Deployment, hub: str) -> Counter:
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.client.readback import read_hub
+
+    endpoint = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), hub)
+    return Counter(e.properties["order_id"] for e in read_hub(endpoint))
+
+
+def expected(*days: str) -> Counter:
+    return Counter(f"{day.replace('-', '')}-{n:05d}" for day in days for n in range(ROWS))
+
+
+def publish_tries(deployment: Deployment, backend: str) -> list[int]:
+    api = deployment.api_client()
+    return [ti["try_number"] for run in api.runs(dag_id(backend))
+            for ti in api.task_instances(dag_id(backend), run["dag_run_id"])]
+
+
+def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event_once(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    hubs = {backend: unique_name(f"deploy-{backend}") for backend in BACKENDS}
+    for hub in hubs.values():
+        deployment.event_hubs_admin().create_hub(hub, partitions=2)
+    api = deployment.api_client()
+    for backend in BACKENDS:
+        api.wait_for_dag(dag_id(backend), timeout=180)
+
+    for backend in BACKENDS:
+        backfill(deployment, backend, hubs[backend])
+    paused = wait_for_pause(deployment, tmp_path / "paused.pid", timeout=240)
+    worker = deployment.component_of(paused)
+    assert worker in ("worker-1", "worker-2"), f"the stopped publish {paused} is not a worker's task"
+    deployment.kill(worker)  # the worker, its task supervisor and the stopped task, mid-send
+    assert not Path(f"/proc/{paused}").exists()
+    deployment.restart(worker)
+    deployment.restart("scheduler")
+    deployment.restart("triggerer")
+    wait_for_backfills(deployment, 1, timeout=420)
+
+    tries = {backend: publish_tries(deployment, backend) for backend in BACKENDS}
+    retried = [t for ts in tries.values() for t in ts if t > 1]  # the killed worker's tasks (1 or 2), each retried once
+    assert retried and set(retried) == {2}, tries
+    for backend in BACKENDS:
+        assert orders_in(deployment, hubs[backend]) == expected(*DAYS), backend  # each event once, none lost
+
+    for backend in BACKENDS:
+        backfill(deployment, backend, hubs[backend], "--reprocess-behavior", "completed")
+    wait_for_backfills(deployment, 2, timeout=300)
+    for backend in BACKENDS:
+        assert orders_in(deployment, hubs[backend]) == expected(*DAYS), backend  # the reprocessing sent nothing
+
+    blob = dag_id("blob")
+    before = len(api.runs(blob))
+    for bad, named in (({"rows": 0}, "rows"), ({"hub": "no such hub!"}, "hub")):
+        refused = api.post(f"/dags/{blob}/dagRuns", json={
+            "logical_date": f"{REST_DAY}T00:00:00Z", "conf": {"hub": hubs["blob"], "rows": ROWS, **bad}})
+        assert refused.status_code == 400, refused.text
+        assert f"Invalid input for param {named}" in refused.text
+    assert len(api.runs(blob)) == before
+    triggered = api.post(f"/dags/{blob}/dagRuns", json={
+        "logical_date": f"{REST_DAY}T00:00:00Z", "conf": {"hub": hubs["blob"], "rows": ROWS}})
+    assert triggered.status_code == 200, triggered.text
+    runs = api.wait_for_runs(blob, before + 1, timeout=180)
+    assert [r["conf"] for r in runs if r["run_type"] == "manual"] == [{"hub": hubs["blob"], "rows": ROWS}]
+    assert orders_in(deployment, hubs["blob"]) == expected(*DAYS, REST_DAY)
+    assert orders_in(deployment, hubs["variable"]) == expected(*DAYS)
