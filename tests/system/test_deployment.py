@@ -17,17 +17,22 @@ its heartbeat is 30 s old and retries it. Then each hub is read back: every day'
 once, none lost. The same backfills again with ``--reprocess-behavior completed`` send nothing. A
 run triggered through the REST API with good parameters publishes its day; one with bad parameters
 is refused with a 400 naming the parameter, and creates no run.
+
+Then a day of the example pipeline (``eh_daily_orders``: Spark, Spark publish, ingestion into
+SQLite, the deferrable checkpoint sensor) runs on the same workers, triggered through the REST API.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sysconfig
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,17 +41,20 @@ from airflow_provider_eh.testing.databases import postgres_database
 from airflow_provider_eh.testing.deployment import Deployment, build_wheel, install
 from tests.conftest import REPO, unique_name
 from tests.support import prerequisites
+from tests.system.conftest import order_event_keys
 
 DAG_FILE = Path(__file__).parent / "deployment_dags" / "eh_deployment_publish.py"
 BACKENDS = ("blob", "variable")
 ROWS = 1000
 DAYS = ("2026-11-02", "2026-11-03", "2026-11-04")
 REST_DAY = "2026-11-05"
+PAUSED = "paused.pid"  # the claim file of the one publish stopped mid-send, beside the deployment's folder
 
 
-@pytest.fixture
-def deployment(postgres: str, tmp_path: Path) -> Iterator[Deployment]:
+@pytest.fixture(scope="module")
+def deployment(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     prerequisites.require("redis")
+    tmp_path = tmp_path_factory.mktemp("deployment")
     venv = tmp_path / "venv"
     site_packages = Path(sysconfig.get_path("purelib"))  # the checkout's .venv, installed from the same lock
     where = install(venv, build_wheel(tmp_path / "wheel"), share=site_packages)
@@ -57,7 +65,7 @@ def deployment(postgres: str, tmp_path: Path) -> Iterator[Deployment]:
         worker_env={
             "PYTHONPATH": str(REPO / "tests" / "support" / "crash_site"),  # sitecustomize arms the point below
             PAUSE_ENV: "mid_send:1",
-            CLAIM_ENV: str(tmp_path / "paused.pid"),
+            CLAIM_ENV: str(tmp_path / PAUSED),
         },
     )
     try:
@@ -116,12 +124,15 @@ def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
         time.sleep(0.2)
 
 
-def orders_in(deployment: Deployment, hub: str) -> Counter:
+def read_hub_of(deployment: Deployment, hub: str) -> list[Any]:
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.client.readback import read_hub
 
-    endpoint = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), hub)
-    return Counter(e.properties["order_id"] for e in read_hub(endpoint))
+    return read_hub(EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), hub))
+
+
+def orders_in(deployment: Deployment, hub: str) -> Counter:
+    return Counter(e.properties["order_id"] for e in read_hub_of(deployment, hub))
 
 
 def expected(*days: str) -> Counter:
@@ -134,9 +145,7 @@ def publish_tries(deployment: Deployment, backend: str) -> list[int]:
             for ti in api.task_instances(dag_id(backend), run["dag_run_id"])]
 
 
-def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event_once(
-    deployment: Deployment, tmp_path: Path
-) -> None:
+def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event_once(deployment: Deployment) -> None:
     hubs = {backend: unique_name(f"deploy-{backend}") for backend in BACKENDS}
     for hub in hubs.values():
         deployment.event_hubs_admin().create_hub(hub, partitions=2)
@@ -146,7 +155,7 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
 
     for backend in BACKENDS:
         backfill(deployment, backend, hubs[backend])
-    paused = wait_for_pause(deployment, tmp_path / "paused.pid", timeout=240)
+    paused = wait_for_pause(deployment, deployment.root.parent / PAUSED, timeout=240)
     worker = deployment.component_of(paused)
     assert worker in ("worker-1", "worker-2"), f"the stopped publish {paused} is not a worker's task"
     deployment.kill(worker)  # the worker, its task supervisor and the stopped task, mid-send
@@ -183,3 +192,31 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
     assert [r["conf"] for r in runs if r["run_type"] == "manual"] == [{"hub": hubs["blob"], "rows": ROWS}]
     assert orders_in(deployment, hubs["blob"]) == expected(*DAYS, REST_DAY)
     assert orders_in(deployment, hubs["variable"]) == expected(*DAYS)
+
+
+def test_a_day_of_the_example_pipeline_on_celery_spark_publish_ingest_and_sensor_each_event_once(
+    deployment: Deployment,
+) -> None:
+    """``eh_daily_orders`` of ``dags/``, triggered through the REST API: Spark on a Celery worker writes
+    the day's orders, Spark publishes them, the analytics group loads them into SQLite, the sensor
+    sees its checkpoints; the hub and the table then hold each generated event once."""
+    import pyarrow.parquet as pq
+
+    (deployment.root.parent / PAUSED).touch(exist_ok=True)  # no publish of this test stops (when run alone)
+    hub = unique_name("deploy-orders")
+    deployment.event_hubs_admin().create_hub(hub, partitions=2, consumer_groups=["analytics"])
+    api = deployment.api_client()
+    api.wait_for_dag("eh_daily_orders", timeout=180)
+    conf = {"hub": hub, "rows": 20}
+    triggered = api.post("/dags/eh_daily_orders/dagRuns", json={"logical_date": "2026-11-03T12:00:00Z", "conf": conf})
+    assert triggered.status_code == 200, triggered.text
+    (run,) = api.wait_for_runs("eh_daily_orders", 1, timeout=420)
+    assert run["conf"] == conf and run["data_interval_start"].startswith("2026-11-02")
+
+    rows = pq.read_table(deployment.root / "data" / "orders" / "ds=2026-11-02").to_pylist()
+    generated = Counter((row["order_id"], row["step"]) for row in rows)
+    assert len(generated) >= 40
+    assert order_event_keys(read_hub_of(deployment, hub)) == generated
+    with sqlite3.connect(deployment.root / "example.db") as conn:
+        loaded = Counter(conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall())
+    assert loaded == generated
