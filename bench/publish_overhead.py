@@ -143,7 +143,7 @@ def main() -> None:
         unfenced_s = engine(hubs["bench-unfenced"], container, events, "u" * 64, hub_fencing=False)
         in_doubt(hubs["bench-recovery"], container, events, "r" * 64)
         read_started = time.perf_counter()
-        read = read_hub(hubs["bench-recovery"])
+        read = read_hub(hubs["bench-recovery"], shared=False)
         read_s = time.perf_counter() - read_started
         assert len(read) == len(events)
         recovery_s = recovery(hubs["bench-recovery"], container, events, "r" * 64)

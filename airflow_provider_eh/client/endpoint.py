@@ -137,19 +137,20 @@ class EventHubsEndpoint:
         return {**self.network.client_kwargs(aio=aio), **kwargs}
 
     def producer(self, *, management: KeptManagement | None = None, **kwargs: Any) -> EventHubProducerClient:
-        """A sync producer client (:class:`~airflow_provider_eh.client.lean.LeanProducerClient`); the caller
+        """A sync producer client (:class:`~airflow_provider_eh.client.lean.LeanProducerClient`) on the
+        process's one connection to this hub (:mod:`~airflow_provider_eh.client.connection`); the caller
         closes it (use it as a context manager).
 
-        :param management: a kept management link to share with other clients of this hub (``None``: its own).
+        :param management: a kept management link of the caller's (``None``: the shared connection's).
         """
         from airflow_provider_eh.client.lean import LeanProducerClient
 
         kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return LeanProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub_name, management=management, **kwargs
+                self.connection_string, eventhub_name=self.eventhub_name, management=management, share=self, **kwargs
             )
-        return LeanProducerClient(**self._kwargs(aio=False, management=management, **kwargs))
+        return LeanProducerClient(**self._kwargs(aio=False, management=management, share=self, **kwargs))
 
     def plain_producer(self, **kwargs: Any) -> EventHubProducerClient:
         """The SDK's own producer client with the same settings (what a plain pipeline uses: the baselines
@@ -163,16 +164,25 @@ class EventHubsEndpoint:
             )
         return EventHubProducerClient(**self._kwargs(aio=False, **kwargs))
 
-    def consumer(self, consumer_group: str = "$Default", **kwargs: Any) -> EventHubConsumerClient:
-        """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...)."""
+    def consumer(self, consumer_group: str = "$Default", *, shared: bool = False, **kwargs: Any) -> EventHubConsumerClient:
+        """A sync consumer client; ``kwargs`` go to the SDK (``checkpoint_store``, ``prefetch``, ...).
+
+        :param shared: open its receivers on the process's one connection to this hub, beside the
+            producers' (the engine's read-back); ``False``: a connection per receiver (ingestion's
+            readers, which move the most bytes).
+        """
         from azure.eventhub import EventHubConsumerClient
 
+        from airflow_provider_eh.client.lean import LeanConsumerClient
+
         kwargs = self.client_kwargs(kwargs)
+        share: dict[str, Any] = {"share": self} if shared else {}
+        cls = LeanConsumerClient if shared else EventHubConsumerClient
         if self.connection_string:
-            return EventHubConsumerClient.from_connection_string(
-                self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **kwargs
+            return cls.from_connection_string(
+                self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **share, **kwargs
             )
-        return EventHubConsumerClient(consumer_group=consumer_group, **self._kwargs(aio=False, **kwargs))
+        return cls(consumer_group=consumer_group, **self._kwargs(aio=False, **share, **kwargs))
 
     def async_producer(self, **kwargs: Any) -> AsyncProducerClient:
         from azure.eventhub.aio import EventHubProducerClient

@@ -1,4 +1,4 @@
-"""A producer client without the Python SDK's per-request connections and poll sleeps.
+"""Producer and consumer clients without the Python SDK's per-handler connections and poll sleeps.
 
 The SDK's ``EventHubProducerClient`` opens a new AMQP connection for every management request (the
 partition ids, each partition's properties) and one for the largest message size a batch may take
@@ -8,84 +8,49 @@ each connection also pays TLS and a token. A publish reads the partition's end b
 and after its send, and checks the hub's partitions: six connections and about 2.5 s of set-up for
 a batch that is sent in milliseconds.
 
-:class:`LeanProducerClient` is the SDK's client with three changes, all on the SDK's own
+:class:`LeanProducerClient` is the SDK's client with four changes, all on the SDK's own
 (non-public) building blocks, each falling back to the SDK's way when they are not the ones this
 builds on:
 
-* management requests go over one kept management link (:class:`KeptManagement`), opened on the
-  first request and shared, under a lock, by every client given the same one (a publish shares one
-  between its partitions' threads); a request that fails closes it and is made again the SDK's way;
+* its handlers open on the hub's one shared connection of the process
+  (:class:`~airflow_provider_eh.client.connection.SharedConnection`) when given one, as every client
+  :meth:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint.producer` builds is;
+* management requests go over one kept management link (:class:`KeptManagement`, the shared
+  connection's own), opened on the first request and shared, under a lock, by every client of the
+  hub; a request that fails closes it and is made again the SDK's way;
 * a batch for a partition takes its size limit from that partition's sender link when it is open
   already (the engine opens it first, to fence it) instead of opening a link to no partition;
 * handlers open without sleeping between readiness checks (each check waits on the socket).
+
+:class:`LeanConsumerClient` is the SDK's consumer client whose receivers open on the shared
+connection (the publishing engine's read-back uses it).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import types
+from collections.abc import Hashable
 from typing import Any
 
-from azure.eventhub import EventHubProducerClient
+from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
+
+from airflow_provider_eh.client.connection import KeptManagement, SharedConnection, acquire, release
+
+__all__ = ["KeptManagement", "LeanConsumerClient", "LeanProducerClient"]
 
 log = logging.getLogger(__name__)
 
 
-class KeptManagement:
-    """One management link of a hub, opened on first use and kept until :meth:`close`; thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._client: Any = None
-        self._auth: Any = None
-        self.opened = 0  # links opened so far (a link that broke is opened again)
-
-    def request(self, owner: EventHubProducerClient, message: Any, operation_type: bytes) -> Any:
-        """The response of one management request through the kept link (opened from ``owner``'s settings)."""
-        from azure.eventhub._constants import MGMT_STATUS_CODE, MGMT_STATUS_DESC, READ_OPERATION
-
-        transport = owner._amqp_transport
-        with self._lock:
-            if self._client is None:
-                auth = owner._create_auth()
-                client = transport.create_mgmt_client(owner._address, mgmt_auth=auth, config=owner._config)
-                try:
-                    client.open()
-                    while not client.client_ready():  # each check waits on the socket: no sleep needed
-                        pass
-                except BaseException:
-                    client.close()
-                    raise
-                self._client, self._auth = client, auth
-                self.opened += 1
-            message.application_properties["security_token"] = transport.get_updated_token(self._auth)
-            try:
-                status, description, response = transport.mgmt_client_request(
-                    self._client, message, operation=READ_OPERATION, operation_type=operation_type,
-                    status_code_field=MGMT_STATUS_CODE, description_fields=MGMT_STATUS_DESC,
-                )
-            except BaseException:
-                self._close()
-                raise
-        status = int(status)
-        if isinstance(description, bytes):
-            description = description.decode("utf-8")
-        if status < 400:
-            return response
-        raise transport.get_error(status, description)
-
-    def _close(self) -> None:
-        client, self._client, self._auth = self._client, None, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception as exc:  # closing a broken link: nothing to keep
-                log.debug("closing the kept management link: %s", exc)
-
-    def close(self) -> None:
-        with self._lock:
-            self._close()
+def _open_handler(self: Any, auth: Any) -> None:
+    """Create the handler of an SDK producer or consumer and open it: on the client's shared connection when it has one."""
+    self._create_handler(auth)
+    shared: SharedConnection | None = getattr(self._client, "_shared", None)
+    if shared is not None:
+        shared.open(self._handler)
+        return
+    connection = self._client._conn_manager.get_connection(endpoint=self._client._address.hostname, auth=auth)
+    self._handler.open(connection=connection)
 
 
 def _lean_open(self: Any) -> bool:
@@ -94,10 +59,7 @@ def _lean_open(self: Any) -> bool:
         return False
     if self._handler:
         self._handler.close()
-    auth = self._client._create_auth(auth_uri=self._client._auth_uri)
-    self._create_handler(auth)
-    connection = self._client._conn_manager.get_connection(endpoint=self._client._address.hostname, auth=auth)
-    self._handler.open(connection=connection)
+    _open_handler(self, self._client._create_auth(auth_uri=self._client._auth_uri))
     while not self._handler.client_ready():  # each check waits on the socket
         pass
     self._max_message_size_on_link = (self._amqp_transport.get_remote_max_message_size(self._handler)
@@ -106,17 +68,56 @@ def _lean_open(self: Any) -> bool:
     return True
 
 
-class LeanProducerClient(EventHubProducerClient):
-    """``EventHubProducerClient`` with kept management, per-partition batch limits and sleepless opens.
+def _lean_consumer_open(self: Any) -> bool:
+    """The SDK's receiver open (``EventHubConsumer._open``), on the client's shared connection."""
+    if not self.running:
+        if self._handler:
+            self._handler.close()
+        _open_handler(self, self._client._create_auth(auth_uri=self._client._auth_uri))
+        self.handler_ready = False
+        self.running = True
+    if not self.handler_ready and self._handler.client_ready():
+        self.handler_ready = True
+    return bool(self.handler_ready)
 
-    :param management: the kept management link to share (a publish shares one across its threads);
-        ``None``: a link of this client's own, closed with it.
+
+class _Shares:
+    """A client's hold on its hub's shared connection: taken when built, given back once when closed."""
+
+    _shared: SharedConnection | None = None
+    _share_key: Hashable | None = None
+
+    def _take_share(self, key: Hashable | None) -> None:
+        self._share_key = key
+        self._shared = acquire(key) if key is not None else None
+
+    def _give_back_share(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            release(self._share_key, shared)
+
+
+class LeanProducerClient(_Shares, EventHubProducerClient):
+    """``EventHubProducerClient`` on a shared connection, with kept management, per-partition batch limits
+    and sleepless opens.
+
+    :param management: the kept management link to use; ``None``: the shared connection's (with
+        ``share``), else a link of this client's own, closed with it.
+    :param share: the key of the process's shared connection to open handlers on (the endpoint);
+        ``None``: a connection per handler, as the SDK does.
     """
 
-    def __init__(self, *args: Any, management: KeptManagement | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, management: KeptManagement | None = None, share: Hashable | None = None,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._kept = management if management is not None else KeptManagement()
-        self._owns_kept = management is None
+        self._take_share(share)
+        if management is not None:
+            self._kept = management
+        elif self._shared is not None:
+            self._kept = self._shared.management
+        else:
+            self._kept = KeptManagement()
+        self._owns_kept = management is None and self._shared is None
 
     def _management_request(self, mgmt_msg: Any, op_type: bytes) -> Any:
         try:
@@ -151,3 +152,24 @@ class LeanProducerClient(EventHubProducerClient):
         finally:
             if self._owns_kept:
                 self._kept.close()
+            self._give_back_share()
+
+
+class LeanConsumerClient(_Shares, EventHubConsumerClient):
+    """``EventHubConsumerClient`` whose receivers open on the process's shared connection of ``share``."""
+
+    def __init__(self, *args: Any, share: Hashable | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._take_share(share)
+
+    def _create_consumer(self, *args: Any, **kwargs: Any) -> Any:
+        consumer = super()._create_consumer(*args, **kwargs)
+        if callable(getattr(consumer, "_open", None)) and hasattr(consumer, "_create_handler"):
+            setattr(consumer, "_open", types.MethodType(_lean_consumer_open, consumer))  # noqa: B010 (a method of the SDK's, replaced)
+        return consumer
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._give_back_share()

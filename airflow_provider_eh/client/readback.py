@@ -13,9 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.receive import PartitionReader
 from airflow_provider_eh.errors import ReadBackStalledError  # raised here, importable from here as before
@@ -51,18 +53,20 @@ def events_after(
     *,
     consumer_group: str = "$Default",
     idle_timeout: float | None = None,
+    shared: bool = True,
 ) -> Iterator[Any]:
     """
     SDK ``EventData`` of ``partition_id`` after ``after_sequence_number`` (``-1``: from the start) up to ``end``.
 
-    Reads with a large prefetch, one link. ``idle_timeout``: raise :class:`ReadBackStalledError`
-    when no event arrives for that long (``None``: wait as long as it takes).
+    Reads with a large prefetch, one link, on the process's shared connection to the hub (``shared``;
+    ``False``: a connection of its own, as the SDK's consumer opens). ``idle_timeout``: raise
+    :class:`ReadBackStalledError` when no event arrives for that long (``None``: wait as long as it takes).
     """
     if end <= after_sequence_number:
         return
     reader = PartitionReader(
         endpoint, consumer_group, partition_id, after_sequence_number,
-        max_batch_size=1000, max_wait_time=0.2, prefetch=4000,
+        max_batch_size=1000, max_wait_time=0.2, prefetch=4000, shared=shared,
     )
     idle_since = time.monotonic()
     last = after_sequence_number
@@ -95,8 +99,10 @@ def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_group: str = "$Default") -> list[ReadEvent]:
-    """Every event of one partition, from its start to its end at the time of the call."""
+def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_group: str = "$Default", *,
+                   shared: bool = True) -> list[ReadEvent]:
+    """Every event of one partition, from its start to its end at the time of the call (``shared``: as
+    :func:`events_after`'s)."""
     span = partition_span(endpoint, partition_id)
     if span.is_empty:
         return []
@@ -108,16 +114,19 @@ def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_grou
             event.sequence_number,
         )
         for event in events_after(endpoint, partition_id, -1, span.last_enqueued_sequence_number,
-                                  consumer_group=consumer_group)
+                                  consumer_group=consumer_group, shared=shared)
     ]
 
 
-def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default") -> list[ReadEvent]:
-    """Every event of every partition of the hub (partitions read in parallel), partition by partition in log order."""
-    with endpoint.producer() as client:
-        partition_ids = client.get_partition_ids()
-    with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
-        parts = list(pool.map(lambda p: read_partition(endpoint, p, consumer_group), partition_ids))
+def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default", *, shared: bool = True) -> list[ReadEvent]:
+    """Every event of every partition of the hub (partitions read in parallel), partition by partition in
+    log order; ``shared``: all on the process's one connection to the hub, else a connection per
+    partition (the SDK's way, the benchmarks' plain read)."""
+    with held(endpoint) if shared else nullcontext():
+        with endpoint.producer() as client:
+            partition_ids = client.get_partition_ids()
+        with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
+            parts = list(pool.map(lambda p: read_partition(endpoint, p, consumer_group, shared=shared), partition_ids))
     return [e for part in parts for e in part]
 
 

@@ -70,6 +70,8 @@ class PartitionsReader:
     :param track_last_enqueued: ask the hub for each partition's last enqueued event with every
         delivery (the receiver runtime metric); :attr:`last_enqueued` then holds, per partition, the
         latest figures received (:class:`LastEnqueued`), with no management call.
+    :param shared: open the links on the process's one connection to the hub
+        (:meth:`EventHubsEndpoint.consumer`'s ``shared``); ``False``: a connection of their own.
     """
 
     def __init__(
@@ -86,9 +88,11 @@ class PartitionsReader:
         direct: bool | None = None,
         convert: Converter | None = None,
         track_last_enqueued: bool = False,
+        shared: bool = False,
     ):
         self.endpoint = endpoint
         self.consumer_group = consumer_group
+        self.shared = shared
         self.starts = {str(p): int(after) for p, after in starts.items()}
         self.track_last_enqueued = track_last_enqueued
         self.last_enqueued: dict[str, LastEnqueued] = {}  # written by the receiving thread, read by the caller
@@ -114,14 +118,14 @@ class PartitionsReader:
         """Open the links in the background."""
         if self._threads or not self.starts:
             return self
-        first = self.endpoint.consumer(self.consumer_group)
+        first = self.endpoint.consumer(self.consumer_group, shared=self.shared)
         direct = self.direct if self.direct is not None else hasattr(first, "_create_consumer")
         if direct:
             self._clients = {"*": first}
             self._threads = [threading.Thread(target=self._run_direct, args=(first,), name="eh-receive", daemon=True)]
         else:
             for i, p in enumerate(self.starts):
-                client = first if i == 0 else self.endpoint.consumer(self.consumer_group)
+                client = first if i == 0 else self.endpoint.consumer(self.consumer_group, shared=self.shared)
                 self._clients[p] = client
                 self._threads.append(
                     threading.Thread(target=self._run_public, args=(client, p), name=f"eh-receive-{p}", daemon=True)
@@ -299,6 +303,7 @@ class PartitionReader:
     :param prefetch: the link's prefetch count.
     :param owner_level: an epoch: the service disconnects readers of the same group with a lower one.
     :param convert: as :class:`PartitionsReader`'s.
+    :param shared: as :class:`PartitionsReader`'s.
     """
 
     def __init__(
@@ -314,13 +319,14 @@ class PartitionReader:
         owner_level: int | None = None,
         direct: bool | None = None,
         convert: Converter | None = None,
+        shared: bool = False,
     ):
         self.partition_id = str(partition_id)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._reader = PartitionsReader(
             endpoint, consumer_group, {self.partition_id: after_sequence_number}, sink=self._queue,
             max_batch_size=max_batch_size, max_wait_time=max_wait_time, prefetch=prefetch,
-            owner_level=owner_level, direct=direct, convert=convert,
+            owner_level=owner_level, direct=direct, convert=convert, shared=shared,
         )
 
     def start(self) -> PartitionReader:

@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.fencing import open_fenced
-from airflow_provider_eh.client.lean import KeptManagement
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
@@ -123,7 +123,6 @@ class IdempotentPublisher:
         self.send_attempts = max(1, send_attempts)
         self.send_timeout = send_timeout
         self.origin = dict(origin) if origin else None
-        self._management: KeptManagement | None = None  # shared by the clients of one publish
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -132,8 +131,8 @@ class IdempotentPublisher:
         return (opts.producer_group if opts and opts.producer_group else None) or self.producer_group
 
     def _producer(self, **kwargs: Any) -> Any:
-        """A producer client of the hub; during :meth:`publish` they share one kept management link."""
-        return self.endpoint.producer(management=self._management, **kwargs)
+        """A producer client of the hub, on the process's one connection to it (kept open by :meth:`publish`)."""
+        return self.endpoint.producer(**kwargs)
 
     def _key(self, partition_id: str) -> StateKey:
         return StateKey.of(self.endpoint, self._group(partition_id), partition_id)
@@ -439,8 +438,9 @@ class IdempotentPublisher:
                     out[pid] = SendOutcome.sent(pid, report)
             return out
 
-        results = drive(self, batch_id, {partition_id: (count, fingerprint)}, send, attempts=self.send_attempts,
-                        producer_factory=lambda: self._producer(retry_total=0))
+        with held(self.endpoint):  # one connection for the claim's partition ends, the send and any read-back
+            results = drive(self, batch_id, {partition_id: (count, fingerprint)}, send, attempts=self.send_attempts,
+                            producer_factory=lambda: self._producer(retry_total=0))
         return results[partition_id]
 
     def publish(
@@ -456,8 +456,8 @@ class IdempotentPublisher:
         started = time.monotonic()
         results: dict[str, PartitionResult] = {}
         errors: list[tuple[str, BaseException]] = []
-        self._management = KeptManagement()  # one management link for the hub's metadata, partition ends and fences
-        try:
+        # one connection to the hub for the hub's metadata, partition ends, fences, sends and read-back
+        with held(self.endpoint):
             grouped = self.prepare(events, default_partition)
             workers = self.max_workers or max(1, len(grouped))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eh-publish") as pool:
@@ -469,9 +469,6 @@ class IdempotentPublisher:
                         log.error("group %s partition %s batch %s: %s: %s", self._group(pid), pid, batch_stamp(batch_id),
                                   type(exc).__name__, exc)
                         errors.append((pid, exc))
-        finally:
-            management, self._management = self._management, None
-            management.close()
         if errors:
             raise rank_errors(errors)[0][1]
         total = sum(r.events for r in results.values())

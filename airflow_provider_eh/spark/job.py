@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
@@ -254,7 +255,15 @@ class SparkPublishJob:
     # ---- the whole -----------------------------------------------------------------------------
 
     def publish(self, source: SparkSource, batch_id: str) -> dict[str, PartitionResult]:
-        """Publish the output of ``source`` exactly once as batch ``batch_id``; per partition its result."""
+        """Publish the output of ``source`` exactly once as batch ``batch_id``; per partition its result.
+
+        The driver's requests to the hub (partition ids and ends, fences, read-back) share one
+        connection for the whole publish; each executor's Python worker keeps one of its own.
+        """
+        with held(self.publisher.endpoint):
+            return self._publish(source, batch_id)
+
+    def _publish(self, source: SparkSource, batch_id: str) -> dict[str, PartitionResult]:
         started = time.monotonic()
         group, stamp = self.publisher.producer_group, batch_stamp(batch_id)
         partition_ids = self.partition_ids()

@@ -16,6 +16,11 @@ from airflow_provider_eh.publishing import partition_for_key
 PARTITIONS = ["0", "1", "2", "3"]
 
 
+def connections(setup: SparkSetup) -> int:
+    """Connections the local endpoint has accepted so far."""
+    return int(setup.event_hubs.admin.stats()["connections_total"])
+
+
 def test_200k_rows_land_once_on_their_key_partition_with_properties_in_declared_order(spark: Any, setup: SparkSetup) -> None:
     path = write_orders(spark, str(setup.tmp / "orders"), 200_000)
     results = setup.publish(spark, path, batch("scale"))
@@ -42,9 +47,15 @@ def test_republishing_same_output_sends_nothing_and_changed_output_needs_a_new_g
     spark: Any, setup: SparkSetup
 ) -> None:
     path = write_orders(spark, str(setup.tmp / "orders"), 4000)
+    before = connections(setup)
     first = setup.publish(spark, path, batch("rerun"))
+    # the driver's one connection for the whole publish, and one per Python worker that ran sends
+    # (local[2]: at most two at once, kept between tasks), not one per request, link and task
+    assert connections(setup) - before <= 1 + 2
     ends = setup.ends()
+    before = connections(setup)
     again = setup.publish(spark, path, batch("rerun"))
+    assert connections(setup) - before == 1  # nothing to send: the driver's connection alone
     assert {r.status for r in again.values()} == {"already_committed"}
     assert {p: r.sequence_range() for p, r in again.items()} == {p: r.sequence_range() for p, r in first.items()}
     assert setup.ends() == ends, "a re-run of the same interval sent events"

@@ -1,0 +1,227 @@
+"""One AMQP connection per process and hub, shared by every handler the package's sync clients open.
+
+The Python SDK opens a connection (TCP, TLS and, against a real namespace, a token) for every handler:
+each partition's sender, each receiver, each management request. Its own shared-connection mode does
+not work with its pure-Python AMQP stack (the connection it builds has no scheme, "Invalid endpoint").
+:class:`SharedConnection` shares one the AMQP way instead: every handler gets a session of its own on
+the hub's one connection. The first handler to open builds the connection itself, with its own
+settings (TLS, WebSockets, proxy, custom endpoint address, CA bundle), and leaves it open when it
+closes; later handlers open their sessions on it. A connection that broke is replaced on the next open.
+
+The SDK's sync AMQP connection is made for one reading thread: each thread that reads a frame handles
+it for whichever link it belongs to, and two threads handling frames of one session at once reorder
+its deliveries and corrupt its windows (tried: attaches on a used handle, broken pipes, events
+missing). Every read-and-handle (``listen``) of a shared connection therefore runs under one lock of
+that connection, opening a session too. Writes are not under it: a sender writes while holding its
+link's lock, which the reading thread takes when a flow frame arrives, and the transport serialises
+writes already (its socket lock, which a read holds as well), as it does for the SDK's own keep-alive
+thread beside a sender. The threads of a publish lose no parallelism they had
+(``bench/publish_overhead.py``).
+
+:func:`acquire` and :func:`release` keep one :class:`SharedConnection` per hub (an
+:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) and process, counted by its users:
+clients built by :meth:`EventHubsEndpoint.producer` and ``consumer(shared=True)`` hold it while
+open, a publish holds it from start to end (:func:`held`), a Spark worker's kept client holds it
+between tasks. The last user's release closes it. A forked child starts with none: its parent's
+sockets are its parent's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from azure.eventhub import EventHubProducerClient
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _usable(connection: Any) -> bool:
+    from azure.eventhub._pyamqp._connection import _CLOSING_STATES
+    from azure.eventhub._pyamqp.constants import ConnectionState
+
+    return (getattr(connection, "_error", None) is None
+            and connection.state not in (*_CLOSING_STATES, ConnectionState.CLOSE_RCVD))
+
+
+def _serialised(lock: threading.RLock, method: Callable[..., T]) -> Callable[..., T]:
+    def call(*args: Any, **kwargs: Any) -> T:
+        with lock:
+            return method(*args, **kwargs)
+
+    return call
+
+
+class KeptManagement:
+    """One management link of a hub, opened on first use and kept until :meth:`close`; thread-safe."""
+
+    def __init__(self, shared: SharedConnection | None = None) -> None:
+        self._shared = shared  # the connection to open the link on (None: a connection of its own)
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._auth: Any = None
+        self.opened = 0  # links opened so far (a link that broke is opened again)
+
+    def request(self, owner: EventHubProducerClient, message: Any, operation_type: bytes) -> Any:
+        """The response of one management request through the kept link (opened from ``owner``'s settings)."""
+        from azure.eventhub._constants import MGMT_STATUS_CODE, MGMT_STATUS_DESC, READ_OPERATION
+
+        transport = owner._amqp_transport
+        with self._lock:
+            if self._client is None:
+                auth = owner._create_auth()
+                client = transport.create_mgmt_client(owner._address, mgmt_auth=auth, config=owner._config)
+                try:
+                    if self._shared is not None:
+                        self._shared.open(client)
+                    else:
+                        client.open()
+                    while not client.client_ready():  # each check waits on the socket: no sleep needed
+                        pass
+                except BaseException:
+                    client.close()
+                    raise
+                self._client, self._auth = client, auth
+                self.opened += 1
+            message.application_properties["security_token"] = transport.get_updated_token(self._auth)
+            try:
+                status, description, response = transport.mgmt_client_request(
+                    self._client, message, operation=READ_OPERATION, operation_type=operation_type,
+                    status_code_field=MGMT_STATUS_CODE, description_fields=MGMT_STATUS_DESC,
+                )
+            except BaseException:
+                self._close()
+                raise
+        status = int(status)
+        if isinstance(description, bytes):
+            description = description.decode("utf-8")
+        if status < 400:
+            return response
+        raise transport.get_error(status, description)
+
+    def _close(self) -> None:
+        client, self._client, self._auth = self._client, None, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # closing a broken link: nothing to keep
+                log.debug("closing the kept management link: %s", exc)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+class SharedConnection:
+    """
+    One AMQP connection of a hub, shared by the handlers opened through :meth:`open`; thread-safe.
+
+    :ivar management: the hub's kept management link (partition ids and properties), on this connection.
+    :ivar opened: connections opened so far (one, unless one broke and was replaced).
+    """
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.management = KeptManagement(self)
+        self.opened = 0
+        self.users = 0
+        self.pid = os.getpid()
+        self._lock = threading.Lock()  # opening and replacing the connection
+        self._io = threading.RLock()  # every frame read and handled, every session opened
+        self._connection: Any = None
+
+    @property
+    def connection(self) -> Any:
+        """The pyamqp connection now shared (``None`` before the first open or after :meth:`close`)."""
+        return self._connection
+
+    def open(self, handler: Any) -> None:
+        """Open an SDK AMQP handler (``SendClient``, ``ReceiveClient``, management client) on this connection.
+
+        The handler gets a session of its own; when no usable connection is shared yet, the handler's
+        own connection, built from its settings, becomes the shared one.
+        """
+        with self._lock:
+            connection = self._connection
+            if connection is not None and not _usable(connection):
+                log.info("%s: the shared AMQP connection broke; opening another", self.name or "hub")
+                self._close_connection()
+                connection = None
+            if connection is None:
+                handler.open()
+                connection = handler._connection
+                handler._external_connection = True  # the handler's close ends its session, not the connection
+                connection.listen = _serialised(self._io, connection.listen)
+                self._connection = connection
+                self.opened += 1
+                return
+        with self._io:
+            handler.open(connection=connection)
+
+    def _close_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception as exc:  # a broken connection: nothing to keep
+                log.debug("closing the shared AMQP connection: %s", exc)
+
+    def close(self) -> None:
+        """Close the management link and the connection (handlers still open on it fail on their next use)."""
+        self.management.close()
+        with self._lock:
+            self._close_connection()
+
+
+_SHARED: dict[Hashable, SharedConnection] = {}
+_REGISTRY = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    _SHARED.clear()  # the parent's sockets stay the parent's; the child opens its own
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _name(key: Hashable) -> str:
+    namespace, hub = getattr(key, "namespace", None), getattr(key, "eventhub_name", None)
+    return f"{namespace}/{hub}" if namespace and hub else type(key).__name__
+
+
+def acquire(key: Hashable) -> SharedConnection:
+    """The process's shared connection of ``key`` (a hub's endpoint), counted as one more user."""
+    with _REGISTRY:
+        shared = _SHARED.get(key)
+        if shared is None or shared.pid != os.getpid():
+            shared = _SHARED[key] = SharedConnection(_name(key))
+        shared.users += 1
+        return shared
+
+
+def release(key: Hashable, shared: SharedConnection) -> None:
+    """One user fewer; the last one closes the connection."""
+    with _REGISTRY:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if _SHARED.get(key) is shared:
+            del _SHARED[key]
+    shared.close()
+
+
+@contextmanager
+def held(key: Hashable) -> Iterator[SharedConnection]:
+    """Keep ``key``'s shared connection open for the block (the clients opened inside come and go)."""
+    shared = acquire(key)
+    try:
+        yield shared
+    finally:
+        release(key, shared)
