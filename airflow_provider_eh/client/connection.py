@@ -11,12 +11,16 @@ closes; later handlers open their sessions on it. A connection that broke is rep
 The SDK's sync AMQP connection is made for one reading thread: each thread that reads a frame handles
 it for whichever link it belongs to, and two threads handling frames of one session at once reorder
 its deliveries and corrupt its windows (tried: attaches on a used handle, broken pipes, events
-missing). Every read-and-handle (``listen``) of a shared connection therefore runs under one lock of
-that connection, opening a session too. Writes are not under it: a sender writes while holding its
-link's lock, which the reading thread takes when a flow frame arrives, and the transport serialises
-writes already (its socket lock, which a read holds as well), as it does for the SDK's own keep-alive
-thread beside a sender. The threads of a publish lose no parallelism they had
-(``bench/publish_overhead.py``).
+missing). So on a shared connection one thread at a time is its reader (:class:`_Readers`): it waits
+for the socket to be readable, then reads and handles what came, for every link; the other threads
+that want to read wait for that round to end and return to the SDK, which checks whether what they
+wait for (an acknowledgement, a delivery, an attach) arrived and asks again. The reader waits for
+data outside every lock: the SDK's read blocks for the socket's timeout (0.2 s, 1 s over WebSockets)
+holding the transport's socket lock, which every write takes too, so a thread waiting there for its
+acknowledgement would stop the other partitions' sends for as long. Writes are not serialised here:
+a sender writes while holding its link's lock, which the reader takes when a flow frame arrives, and
+the transport serialises writes already, as it does for the SDK's own keep-alive thread beside a
+sender. A reader that finds nothing by the timeout sends the heartbeat the SDK's idle read would.
 
 :func:`acquire` and :func:`release` keep one :class:`SharedConnection` per hub (an
 :class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) and process, counted by its users:
@@ -30,18 +34,19 @@ from __future__ import annotations
 
 import logging
 import os
+import select
+import socket
+import ssl
 import threading
-from collections.abc import Callable, Hashable, Iterator
+import time
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
 
 def _usable(connection: Any) -> bool:
     from azure.eventhub._pyamqp._connection import _CLOSING_STATES
@@ -51,12 +56,81 @@ def _usable(connection: Any) -> bool:
             and connection.state not in (*_CLOSING_STATES, ConnectionState.CLOSE_RCVD))
 
 
-def _serialised(lock: threading.RLock, method: Callable[..., T]) -> Callable[..., T]:
-    def call(*args: Any, **kwargs: Any) -> T:
-        with lock:
-            return method(*args, **kwargs)
+def _readable(transport: Any, timeout: float | None) -> bool:
+    """Whether a frame's bytes wait for ``transport`` (buffered, or on its socket within ``timeout`` seconds).
 
-    return call
+    ``True`` also when the socket is gone or of a kind this does not know: the SDK's read then tells.
+    """
+    buffered = getattr(transport, "_read_buffer", None)
+    if buffered is not None and len(buffered.getvalue()) > buffered.tell():
+        return True
+    sock = getattr(transport, "sock", None)
+    if sock is not None and not isinstance(sock, socket.socket):
+        sock = getattr(sock, "sock", None)  # AMQP over WebSockets: the WebSocket's own socket
+    if not isinstance(sock, socket.socket) or sock.fileno() < 0:
+        return True
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        ready, _, _ = select.select([sock], [], [], timeout)
+    except (OSError, ValueError):  # closed under us: the SDK's read tells
+        return True
+    return bool(ready)
+
+
+class _Readers:
+    """One reader at a time for a shared pyamqp connection; replaces the connection's ``listen``."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._listen = connection.listen
+        self._turn = threading.Condition()
+        self._reading = False
+        self._rounds = 0  # reading rounds ended: a waiting thread returns once one ended
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The block runs while no thread reads (opening a session changes what a read hands frames to)."""
+        with self._turn:
+            while self._reading:
+                self._turn.wait()
+            self._reading = True
+        try:
+            yield
+        finally:
+            self._end_round()
+
+    def _end_round(self) -> None:
+        with self._turn:
+            self._reading = False
+            self._rounds += 1
+            self._turn.notify_all()
+
+    def listen(self, wait: float | bool = False, batch: int = 1, **kwargs: Any) -> None:
+        connection = self._connection
+        transport = connection._transport
+        timeout = None if wait is True else getattr(transport, "socket_timeout", None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._turn:
+            rounds = self._rounds
+            while self._reading:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return  # nothing read for this thread by its timeout, as the SDK's read would end
+                self._turn.wait(remaining)
+                if self._rounds != rounds:
+                    return  # a round was read: the caller checks whether its frames were in it
+            self._reading = True
+        try:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if _readable(transport, remaining):
+                self._listen(wait, batch, **kwargs)
+            else:  # what the SDK's read does when nothing arrives: the heartbeat the peer expects
+                if connection._error:
+                    raise connection._error
+                connection._get_remote_timeout(time.time())
+        finally:
+            self._end_round()
 
 
 class KeptManagement:
@@ -134,7 +208,7 @@ class SharedConnection:
         self.users = 0
         self.pid = os.getpid()
         self._lock = threading.Lock()  # opening and replacing the connection
-        self._io = threading.RLock()  # every frame read and handled, every session opened
+        self._readers: _Readers | None = None
         self._connection: Any = None
 
     @property
@@ -158,11 +232,14 @@ class SharedConnection:
                 handler.open()
                 connection = handler._connection
                 handler._external_connection = True  # the handler's close ends its session, not the connection
-                connection.listen = _serialised(self._io, connection.listen)
+                self._readers = _Readers(connection)
+                connection.listen = self._readers.listen
                 self._connection = connection
                 self.opened += 1
                 return
-        with self._io:
+            readers = self._readers
+        assert readers is not None
+        with readers.exclusive():
             handler.open(connection=connection)
 
     def _close_connection(self) -> None:
