@@ -32,7 +32,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from azure.eventhub import EventData  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
@@ -47,6 +46,7 @@ from airflow_provider_eh.publishing import (  # noqa: E402
     send_partition,
 )
 from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from airflow_provider_eh.testing.events import send_filled  # noqa: E402
 
 PARTITIONS = 4
 
@@ -63,16 +63,7 @@ def plain_sdk(endpoint: EventHubsEndpoint, events: list[dict]) -> float:
 
     def send(pid: str) -> None:
         with endpoint.plain_producer() as producer:
-            batch = producer.create_batch(partition_id=pid)
-            for body in per_partition[pid]:
-                event = EventData(body)
-                try:
-                    batch.add(event)
-                except ValueError:
-                    producer.send_batch(batch)
-                    batch = producer.create_batch(partition_id=pid)
-                    batch.add(event)
-            producer.send_batch(batch)
+            send_filled(producer, pid, per_partition[pid])
 
     started = time.perf_counter()
     threads = [threading.Thread(target=send, args=(str(p),)) for p in range(PARTITIONS)]

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -157,3 +158,22 @@ def fire_trigger(trigger: Any, events: int, timeout: float = 90) -> list[dict[st
         return out
 
     return asyncio.run(asyncio.wait_for(take(), timeout=timeout))
+
+
+def send_filled(producer: Any, partition_id: str, bodies: Iterable[bytes | str]) -> int:
+    """Send ``bodies`` to one partition through an SDK producer client, each SDK batch filled to the
+    link's limit (what a plain pipeline does); how many SDK batches were sent."""
+    from azure.eventhub import EventData
+
+    batch, sent = producer.create_batch(partition_id=partition_id), 0
+    for body in bodies:
+        event = EventData(body)
+        try:
+            batch.add(event)
+        except ValueError:
+            producer.send_batch(batch)
+            sent += 1
+            batch = producer.create_batch(partition_id=partition_id)
+            batch.add(event)
+    producer.send_batch(batch)
+    return sent + 1

@@ -18,6 +18,7 @@ from airflow_provider_eh.client import connection as shared_connections
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub, read_partition
 from airflow_provider_eh.publishing import BlobProducerStateStore, Fingerprint, IdempotentPublisher, send_partition
+from airflow_provider_eh.testing.events import send_filled
 
 
 def connections(event_hubs: Any) -> int:
@@ -88,17 +89,7 @@ def test_threads_sending_and_reading_on_one_connection_lose_and_reorder_nothing(
     def send(pid: str) -> None:
         try:
             with endpoint.producer(retry_total=0) as client:
-                batch, n = client.create_batch(partition_id=pid), 0
-                for i in range(per_partition):
-                    event = EventData(body + f"{i:08d}".encode())
-                    try:
-                        batch.add(event)
-                    except ValueError:
-                        client.send_batch(batch)
-                        batch = client.create_batch(partition_id=pid)
-                        batch.add(event)
-                    n += 1
-                client.send_batch(batch)
+                send_filled(client, pid, (body + f"{i:08d}".encode() for i in range(per_partition)))
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -146,7 +137,8 @@ def test_the_kept_link_rides_on_the_shared_connection_and_one_that_broke_is_repl
     with endpoint.producer() as first, endpoint.producer() as second:
         shared = first._shared
         assert shared is second._shared and first._kept is second._kept is shared.management
-        assert {p: first.get_partition_properties(p)["last_enqueued_sequence_number"] for p in second.get_partition_ids()} == expected
+        ends = {p: first.get_partition_properties(p)["last_enqueued_sequence_number"] for p in second.get_partition_ids()}
+        assert ends == expected
         assert (shared.management.opened, shared.opened, connections(event_hubs) - before) == (1, 1, 1)
         shared.connection.close()  # the connection goes away under both clients
         assert second.get_partition_ids() == sorted(expected)  # answered (the SDK's way, then on a new connection)
