@@ -78,6 +78,14 @@ def _readable(transport: Any, timeout: float | None) -> bool:
     return bool(ready)
 
 
+def _shareable(handler: Any) -> bool:
+    """Whether ``handler`` (opened) and its connection are the SDK's pyamqp ones :class:`_Readers` builds on."""
+    connection = getattr(handler, "_connection", None)
+    return (hasattr(handler, "_external_connection") and callable(getattr(connection, "listen", None))
+            and callable(getattr(connection, "_get_remote_timeout", None)) and hasattr(connection, "_error")
+            and hasattr(getattr(connection, "_transport", None), "sock"))
+
+
 class _Readers:
     """One reader at a time for a shared pyamqp connection; replaces the connection's ``listen``."""
 
@@ -205,6 +213,7 @@ class SharedConnection:
         self.name = name
         self.management = KeptManagement(self)
         self.opened = 0
+        self.unshared = False  # the SDK's internals differ: every handler keeps its own connection
         self.users = 0
         self.pid = os.getpid()
         self._lock = threading.Lock()  # opening and replacing the connection
@@ -230,6 +239,9 @@ class SharedConnection:
                 connection = None
             if connection is None:
                 handler.open()
+                if self.unshared or not _shareable(handler):
+                    self._unshare()  # the handler keeps the connection it opened, as the SDK does
+                    return
                 connection = handler._connection
                 handler._external_connection = True  # the handler's close ends its session, not the connection
                 self._readers = _Readers(connection)
@@ -241,6 +253,12 @@ class SharedConnection:
         assert readers is not None
         with readers.exclusive():
             handler.open(connection=connection)
+
+    def _unshare(self) -> None:
+        if not self.unshared:
+            self.unshared = True
+            log.warning("%s: the Event Hubs SDK's AMQP internals are not the ones a shared connection builds on; "
+                        "each link opens a connection of its own, as the SDK does", self.name or "hub")
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
