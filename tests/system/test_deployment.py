@@ -58,7 +58,8 @@ def deployment(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     venv = tmp_path / "venv"
     site_packages = Path(sysconfig.get_path("purelib"))  # the checkout's .venv, installed from the same lock
     where = install(venv, build_wheel(tmp_path / "wheel"), share=site_packages)
-    assert where.is_relative_to(venv) and not where.is_relative_to(REPO)
+    # the wheel's copy, not the checkout's package (the venv itself may sit inside the checkout: make test's temp dir)
+    assert where.is_relative_to(venv) and not where.is_relative_to(REPO / "airflow_provider_eh")
     instance = Deployment(
         tmp_path / "deployment", venv, metadata_db=postgres_database(postgres, f"airflow_{uuid.uuid4().hex[:12]}"),
         dag_files=[DAG_FILE],
