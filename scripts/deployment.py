@@ -51,11 +51,18 @@ def up() -> int:
     return 0
 
 
-def down() -> int:
-    """Stop what `up` started (its PID records), nothing else."""
+def _recorded(otherwise: str) -> Deployment | None:
+    """The deployment `up` recorded, or ``None`` after printing that there is none (and ``otherwise``)."""
     deployment = Deployment.load(RUN)
     if deployment is None:
-        print("no deployment recorded: nothing to stop")
+        print(f"no deployment recorded{otherwise}")
+    return deployment
+
+
+def down() -> int:
+    """Stop what `up` started (its PID records), nothing else."""
+    deployment = _recorded(": nothing to stop")
+    if deployment is None:
         return 0
     deployment.stop()
     print("deployment stopped")
@@ -64,9 +71,8 @@ def down() -> int:
 
 def status() -> int:
     """Each component, running (its PID) or not."""
-    deployment = Deployment.load(RUN)
+    deployment = _recorded(" (make deployment starts one)")
     if deployment is None:
-        print("no deployment recorded (make deployment starts one)")
         return 0
     for name, pid in deployment.status().items():
         print(f"{name}: {f'running, pid {pid}' if pid else 'stopped'}")

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumerClient
     from azure.eventhub.aio import EventHubProducerClient as AsyncProducerClient
 
-    from airflow_provider_eh.client.lean import KeptManagement
-
 
 def parse_connection_string(conn_str: str) -> dict[str, str]:
     """Split ``Key=Value;...`` into a dict with lower-cased keys; values keep their case."""
@@ -136,21 +134,18 @@ class EventHubsEndpoint:
         """The network path's SDK arguments (:class:`NetworkOptions`) under the caller's ``kwargs``."""
         return {**self.network.client_kwargs(aio=aio), **kwargs}
 
-    def producer(self, *, management: KeptManagement | None = None, **kwargs: Any) -> EventHubProducerClient:
+    def producer(self, **kwargs: Any) -> EventHubProducerClient:
         """A sync producer client (:class:`~airflow_provider_eh.client.lean.LeanProducerClient`) on the
-        process's one connection to this hub (:mod:`~airflow_provider_eh.client.connection`); the caller
-        closes it (use it as a context manager).
-
-        :param management: a kept management link of the caller's (``None``: the shared connection's).
-        """
+        process's one connection to this hub (:mod:`~airflow_provider_eh.client.connection`), with its
+        kept management link; the caller closes it (use it as a context manager)."""
         from airflow_provider_eh.client.lean import LeanProducerClient
 
         kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
             return LeanProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub_name, management=management, share=self, **kwargs
+                self.connection_string, eventhub_name=self.eventhub_name, share=self, **kwargs
             )
-        return LeanProducerClient(**self._kwargs(aio=False, management=management, share=self, **kwargs))
+        return LeanProducerClient(**self._kwargs(aio=False, share=self, **kwargs))
 
     def plain_producer(self, **kwargs: Any) -> EventHubProducerClient:
         """The SDK's own producer client with the same settings (what a plain pipeline uses: the baselines

@@ -101,23 +101,16 @@ class LeanProducerClient(_Shares, EventHubProducerClient):
     """``EventHubProducerClient`` on a shared connection, with kept management, per-partition batch limits
     and sleepless opens.
 
-    :param management: the kept management link to use; ``None``: the shared connection's (with
-        ``share``), else a link of this client's own, closed with it.
-    :param share: the key of the process's shared connection to open handlers on (the endpoint);
-        ``None``: a connection per handler, as the SDK does.
+    :param share: the key of the process's shared connection to open handlers on (the endpoint), whose
+        kept management link it uses; ``None``: a connection per handler, as the SDK does, and a
+        management link of its own, closed with it.
     """
 
-    def __init__(self, *args: Any, management: KeptManagement | None = None, share: Hashable | None = None,
-                 **kwargs: Any):
+    def __init__(self, *args: Any, share: Hashable | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._take_share(share)
-        if management is not None:
-            self._kept = management
-        elif self._shared is not None:
-            self._kept = self._shared.management
-        else:
-            self._kept = KeptManagement()
-        self._owns_kept = management is None and self._shared is None
+        self._owns_kept = self._shared is None
+        self._kept = KeptManagement() if self._shared is None else self._shared.management
 
     def _management_request(self, mgmt_msg: Any, op_type: bytes) -> Any:
         try:
