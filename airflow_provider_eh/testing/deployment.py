@@ -1,10 +1,11 @@
 """Airflow deployed as production runs it, on 127.0.0.1: every component a process of its own.
 
 Postgres metadata, a Redis broker, ``CeleryExecutor`` with two Celery workers, ``airflow api-server``,
-``scheduler``, ``dag-processor`` and ``triggerer``, the local Event Hubs endpoint and Azurite, the
-example DAGs. Airflow and the provider run from a virtual environment of their own, into which the
-provider is installed from its built wheel (not the checkout) with the pinned constraints
-(``requirements/dev.lock``). Workers reach Variables and connections only through the task
+``scheduler``, ``dag-processor`` and ``triggerer``, the local Event Hubs endpoint and Azurite, a Spark
+standalone cluster (a master and a worker, from the installed PySpark's ``spark-class``) that
+``spark_default`` points at, the example DAGs. Airflow and the provider run from a virtual
+environment of their own, into which the provider is installed from its built wheel (not the
+checkout) with the pinned constraints (``requirements/dev.lock``). Workers reach Variables and connections only through the task
 execution API, as on any Celery deployment.
 
 Used by ``make deployment`` (``scripts/deployment.py``: up, status, down) and the deployment test.
@@ -49,6 +50,7 @@ HUBS = {"orders": 4}
 CONSUMER_GROUPS = {"orders": ["analytics"]}
 KEY_NAME, KEY = "local", "local"
 WORKERS = ("worker-1", "worker-2")
+SPARK_WORKER = {"cores": "2", "memory": "2g"}  # what the Spark worker offers the Spark jobs of the tasks
 # One slot: runs of a producer group on the Variables backend are serialised (Variables have no compare-and-swap).
 VARIABLE_STATE_POOL = "eh_variable_state"
 # What the deployment installs beside the wheel: the executor, the broker's client, the metadata
@@ -57,14 +59,22 @@ PACKAGES = (
     "apache-airflow-providers-celery", "redis", "apache-airflow-providers-postgres", "psycopg2-binary",
     "apache-airflow-providers-sqlite", "apache-airflow-providers-microsoft-azure",
 )
-# Settings beyond airflow standalone's (testing.standalone.standalone_env): the executor, and a lost
-# worker's task failed (and retried) 30 s after its last heartbeat instead of 5 minutes.
+# Settings beyond airflow standalone's (testing.standalone.standalone_env), each bounding how long a
+# lost process's work waits: the executor; a lost worker's running task failed (and retried) 30 s
+# after its last heartbeat instead of 5 minutes; a task queued to a worker that died before starting
+# it (Celery acknowledges late, so the broker hands its message out again only after the visibility
+# timeout, a day) requeued 90 s after it was queued instead of 10 minutes; and the tasks of a
+# scheduler that died without ending its job adopted by the next one within 30 s of that job's last
+# heartbeat instead of 5 minutes (until then no scheduler fails them for their missing heartbeats).
 SETTINGS = {
     "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
     "AIRFLOW__CORE__PARALLELISM": "8",
     "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "90",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
 }
@@ -187,7 +197,7 @@ class Deployment:
         triggerer report healthy and both workers are ready; then create the Variables backend's pool."""
         if self.state_file.exists():
             raise DeploymentError(f"a deployment is recorded in {self.state_file}: stop it first (make deployment-down)")
-        for folder in ("logs", "dags", "data", "event-hubs", "azurite", "redis"):
+        for folder in ("logs", "dags", "data", "event-hubs", "azurite", "redis", "spark"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         self.home.mkdir(parents=True, exist_ok=True)
         for path in (REPO / "dags").iterdir():
@@ -195,7 +205,8 @@ class Deployment:
                 shutil.copy2(path, self.root / "dags" / path.name)
         for path in self.dag_files:
             shutil.copy2(path, self.root / "dags" / path.name)
-        self.ports = {name: free_port() for name in ("api", "redis", "event_hubs", "event_hubs_admin", "azurite")}
+        self.ports = {name: free_port() for name in ("api", "redis", "event_hubs", "event_hubs_admin", "azurite",
+                                                     "spark", "spark_ui", "spark_worker_ui")}
         self.password = secrets.token_urlsafe(12)
         (self.home / "passwords.json").write_text(json.dumps({USER: self.password}))
         deadline = time.monotonic() + timeout
@@ -242,12 +253,34 @@ class Deployment:
             hubs=HUBS, consumer_groups=CONSUMER_GROUPS, key_name=KEY_NAME, key=KEY,
         )
         self._spawn(Component("event-hubs", [str(self.venv / "bin" / "python"), *endpoint[1:]]))  # from the wheel
-        deadline = time.monotonic() + 60
-        while not self._endpoint_healthy():
-            self._check_alive("redis", "azurite", "event-hubs")
+        spark_home = self._spark_home()
+        spark_class = str(spark_home / "bin" / "spark-class")
+        spark_env = {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": HOST}
+        self._spawn(Component("spark-master", [
+            spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(self.ports["spark"]),
+            "--webui-port", str(self.ports["spark_ui"])], spark_env))
+        self._spawn(Component("spark-worker", [
+            spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--cores", SPARK_WORKER["cores"],
+            "--memory", SPARK_WORKER["memory"], "--webui-port", str(self.ports["spark_worker_ui"]),
+            "--work-dir", str(self.root / "spark"), self.spark_master], spark_env))
+        deadline = time.monotonic() + 120
+        services = ("redis", "azurite", "event-hubs", "spark-master", "spark-worker")
+        while not (self._endpoint_healthy() and "Successfully registered with master" in self._tail("spark-worker", 20000)):
+            self._check_alive(*services)
             if time.monotonic() > deadline:
-                raise DeploymentError(f"the Event Hubs endpoint did not answer in 60 s:\n{self._tail('event-hubs')}")
+                raise DeploymentError("the Event Hubs endpoint or the Spark worker was not ready in 120 s:\n"
+                                      f"{self._tail('event-hubs')}\n{self._tail('spark-worker')}")
             time.sleep(0.3)
+
+    def _spark_home(self) -> Path:
+        """The Spark distribution inside the deployment's PySpark (its ``bin/spark-class``)."""
+        found = subprocess.run(
+            [str(self.venv / "bin" / "python"), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+            capture_output=True, text=True, env=_clean_env(os.environ), cwd=self.venv,
+        )
+        if found.returncode != 0:
+            raise DeploymentError(f"PySpark is not installed in {self.venv} (the wheel's spark extra):\n{found.stderr[-2000:]}")
+        return Path(found.stdout.strip())
 
     def _endpoint_healthy(self) -> bool:
         try:
@@ -260,7 +293,7 @@ class Deployment:
         env = standalone_env(self.home, self.ports["api"], base, metadata_db=self.metadata_db)
         env.update(example_env(
             self.root / "example.db", self.root / "data", event_hubs=self.event_hubs_connection_string(),
-            blob=azurite_connection_string(HOST, self.ports["azurite"]), spark_master="local[2]",
+            blob=azurite_connection_string(HOST, self.ports["azurite"]), spark_master=self.spark_master,
         ))
         env.update(SETTINGS)
         assert self.metadata_db is not None
@@ -268,6 +301,7 @@ class Deployment:
             MARK: str(self.root),
             "PATH": f"{self.venv / 'bin'}{os.pathsep}{base.get('PATH', '')}",
             "PYSPARK_PYTHON": str(self.venv / "bin" / "python"),
+            "SPARK_LOCAL_IP": HOST,  # a task's Spark driver listens where the cluster's executors reach it
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
             "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
@@ -323,6 +357,11 @@ class Deployment:
     def url(self) -> str:
         """The UI's and the REST API's address."""
         return f"http://{HOST}:{self.ports['api']}"
+
+    @property
+    def spark_master(self) -> str:
+        """The Spark standalone master's URL (``spark_default``'s host)."""
+        return f"spark://{HOST}:{self.ports['spark']}"
 
     def api_client(self) -> AirflowApi:
         """The REST client (``/api/v2``), logged in as the deployment's admin on first use."""
@@ -526,6 +565,8 @@ def print_summary(deployment: Deployment) -> None:
     print(f"Celery broker: redis://{HOST}:{ports['redis']}/0; workers: {', '.join(WORKERS)}")
     print(f"Event Hubs endpoint: {HOST}:{ports['event_hubs']} (admin {HOST}:{ports['event_hubs_admin']}); "
           f"Azurite: {HOST}:{ports['azurite']}")
+    print(f"Spark master: {deployment.spark_master} (UI http://{HOST}:{ports['spark_ui']}), "
+          f"one worker of {SPARK_WORKER['cores']} cores and {SPARK_WORKER['memory']}")
     print(f"Airflow's command line there: AIRFLOW_HOME={deployment.home} {deployment.venv / 'bin' / 'airflow'} "
           f"(with the environment in {deployment.state_file})")
     print("stop it: make deployment-down")

@@ -12,8 +12,11 @@ backend's state only through the task execution API.
 to stop (SIGSTOP) once one SDK batch of a partition is acknowledged, through one claim file, so that
 exactly one publish, whichever worker runs it, stops there: the test then SIGKILLs that worker with
 its whole process group, as the OOM killer or a lost node would, and starts it again; the scheduler
-and the triggerer are restarted while the backfills run. The scheduler fails the lost task once
-its heartbeat is 30 s old and retries it. Then each hub is read back: every day's events exactly
+is SIGKILLed and started again, the triggerer restarted, while the backfills run: the new scheduler
+adopts the dead one's tasks once its job's heartbeat is 30 s old. The scheduler fails the lost task once
+its heartbeat is 30 s old and retries it; a task the killed worker had taken but not yet started
+stays queued (its message comes back only after the broker's visibility timeout) until the
+scheduler requeues it, 90 s after it was queued. Then each hub is read back: every day's events exactly
 once, none lost. The same backfills again with ``--reprocess-behavior completed`` send nothing. A
 run triggered through the REST API with good parameters publishes its day; one with bad parameters
 is refused with a 400 naming the parameter, and creates no run.
@@ -106,8 +109,19 @@ def wait_for_backfills(deployment: Deployment, count: int, timeout: float) -> No
         if all(done):
             return
         deployment.api_client().check_alive()
-        assert time.monotonic() < deadline, f"backfills not done in {timeout} s: {[api.runs(dag_id(b)) for b in BACKENDS]}"
+        assert time.monotonic() < deadline, f"backfills not done in {timeout} s:\n{where_tasks_are(deployment)}"
         time.sleep(3)
+
+
+def where_tasks_are(deployment: Deployment) -> str:
+    """A line per task instance of the publish DAGs: run, state, try, worker, when queued and started."""
+    api = deployment.api_client()
+    return "\n".join(
+        f"{run['dag_run_id']} run={run['state']} ti={ti['state']} try={ti['try_number']} host={ti.get('hostname')} "
+        f"queued={ti.get('queued_when')} started={ti.get('start_date')}"
+        for backend in BACKENDS for run in api.runs(dag_id(backend))
+        for ti in api.task_instances(dag_id(backend), run["dag_run_id"])
+    )
 
 
 def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
@@ -162,6 +176,7 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
     deployment.kill(worker)  # the worker, its task supervisor and the stopped task, mid-send
     assert not Path(f"/proc/{paused}").exists()
     deployment.restart(worker)
+    deployment.kill("scheduler")  # a crash: its job stays "running" in the database until its heartbeat is old
     deployment.restart("scheduler")
     deployment.restart("triggerer")
     wait_for_backfills(deployment, 1, timeout=420)
