@@ -66,25 +66,41 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
+# The files that take longest (minutes each on 2 cores, --durations), longest first: handed out first.
+LONGEST_FILES = (
+    "system/test_deployment.py",
+    "integration/spark/test_spark_stalled_driver.py",
+    "system/test_scheduler_path.py",
+    "system/test_example_pipeline.py",
+    "compat/test_wheel_on_airflow_floor.py",
+    "integration/spark/test_spark_crash_recovery.py",
+    "integration/test_chaos.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Everything under tests/integration, tests/system and tests/compat needs the local stack.
 
-    With ``EH_TEST_SHUFFLE=<seed>`` (``make test SHUFFLE=<seed>``) the test files run in an order drawn
-    from the seed (a file's tests stay in order): other files share a pytest-xdist process, so a
-    file that leaks into the next one shows. Every xdist process draws the same order from the seed.
+    Test files run in collection order except :data:`LONGEST_FILES`, which go first. With
+    ``EH_TEST_SHUFFLE=<seed>`` (``make test SHUFFLE=<seed>``) the test files run in an order drawn
+    from the seed instead (a file's tests stay in order): other files share a pytest-xdist process,
+    so a file that leaks into the next one shows. Every xdist process draws the same order.
     """
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts[0] in ("integration", "system", "compat"):
             item.add_marker(pytest.mark.integration)
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(str(item.path), []).append(item)
+    order = list(files)
     seed = os.environ.get("EH_TEST_SHUFFLE")
     if seed:
-        files: dict[str, list[pytest.Item]] = {}
-        for item in items:
-            files.setdefault(str(item.path), []).append(item)
-        order = list(files)
         random.Random(seed).shuffle(order)
-        items[:] = [item for path in order for item in files[path]]
+    else:  # the longest files first, so that the xdist processes finish together instead of one ending alone
+        rank = {str(REPO / "tests" / name): n for n, name in enumerate(LONGEST_FILES)}
+        order.sort(key=lambda path: rank.get(path, len(rank)))
+    items[:] = [item for path in order for item in files[path]]
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -174,13 +174,16 @@ class Deployment:
         of its own is started (its data in a temporary folder the server's user can reach).
     :param dag_files: DAG files copied into its DAGs folder beside the example DAGs of ``dags/``.
     :param worker_env: extra environment of the Celery workers (crash points of a test, say).
+    :param spark_worker_env: extra environment of the Spark worker, which its executors and their
+        Python workers inherit.
     """
 
     def __init__(self, root: Path, venv: Path, *, metadata_db: str | None = None, dag_files: Sequence[Path] = (),
-                 worker_env: Mapping[str, str] | None = None):
+                 worker_env: Mapping[str, str] | None = None, spark_worker_env: Mapping[str, str] | None = None):
         self.root, self.venv, self.metadata_db = root, venv, metadata_db
         self.dag_files = list(dag_files)
         self.worker_env = dict(worker_env or {})
+        self.spark_worker_env = dict(spark_worker_env or {})
         self.home = root / "airflow"
         self.state_file = root / "deployment.json"
         self.components: dict[str, Component] = {}
@@ -262,7 +265,7 @@ class Deployment:
         self._spawn(Component("spark-worker", [
             spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--cores", SPARK_WORKER["cores"],
             "--memory", SPARK_WORKER["memory"], "--webui-port", str(self.ports["spark_worker_ui"]),
-            "--work-dir", str(self.root / "spark"), self.spark_master], spark_env))
+            "--work-dir", str(self.root / "spark"), self.spark_master], {**spark_env, **self.spark_worker_env}))
         deadline = time.monotonic() + 120
         services = ("redis", "azurite", "event-hubs", "spark-master", "spark-worker")
         while not (self._endpoint_healthy() and "Successfully registered with master" in self._tail("spark-worker", 20000)):

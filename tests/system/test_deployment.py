@@ -3,37 +3,42 @@
 ``airflow_provider_eh.testing.deployment`` (what ``make deployment`` starts): Postgres metadata (the
 session's server, a database of this test's own), a Redis broker, two Celery workers, the API
 server, scheduler, DAG processor and triggerer as processes of their own, the local Event Hubs
-endpoint and Azurite, Airflow and the provider in a virtual environment of their own into which
-the provider is installed from the wheel built from this checkout. Workers reach the Variables
-backend's state only through the task execution API.
+endpoint, Azurite and a Spark standalone cluster, Airflow and the provider in a virtual environment
+of their own into which the provider is installed from the wheel built from this checkout. Workers
+reach the Variables backend's state only through the task execution API.
 
 ``airflow backfill create`` schedules three days of a publish DAG on each state backend
 (``deployment_dags/eh_deployment_publish.py``) at once. Every task process of the workers is armed
 to stop (SIGSTOP) once one SDK batch of a partition is acknowledged, through one claim file, so that
 exactly one publish, whichever worker runs it, stops there: the test then SIGKILLs that worker with
 its whole process group, as the OOM killer or a lost node would, and starts it again; the scheduler
-is SIGKILLed and started again, the triggerer restarted, while the backfills run: the new scheduler
-adopts the dead one's tasks once its job's heartbeat is 30 s old. The scheduler fails the lost task once
-its heartbeat is 30 s old and retries it; a task the killed worker had taken but not yet started
-stays queued (its message comes back only after the broker's visibility timeout) until the
-scheduler requeues it, 90 s after it was queued. Then each hub is read back: every day's events exactly
-once, none lost. The same backfills again with ``--reprocess-behavior completed`` send nothing. A
-run triggered through the REST API with good parameters publishes its day; one with bad parameters
-is refused with a 400 naming the parameter, and creates no run.
+is SIGKILLed and started again and the triggerer restarted while the backfills run. The new
+scheduler adopts the dead one's tasks once that job's heartbeat is 30 s old, fails the lost task
+once its own heartbeat is 30 s old and retries it; a task the killed worker had taken but not yet
+started stays queued (its message comes back only after the broker's visibility timeout) until the
+scheduler requeues it, 90 s after it was queued. Then each hub is read back: every day's events
+exactly once, none lost. The same backfills again with ``--reprocess-behavior completed`` send
+nothing. A run triggered through the REST API with good parameters publishes its day; one with bad
+parameters is refused with a 400 naming the parameter, and creates no run.
 
-Then a day of the example pipeline (``eh_daily_orders``: Spark, Spark publish, ingestion into
-SQLite, the deferrable checkpoint sensor) runs on the same workers, triggered through the REST API.
+Then a backfill of the example pipeline (``eh_daily_orders``: Spark on the deployment's Spark
+cluster, Spark publish, ingestion into SQLite, the deferrable checkpoint sensor) on the same
+workers, with a Spark executor's sender stopped mid-publish and the Celery worker of its driver
+SIGKILLed; ``EH_DEPLOYMENT_DAYS=14`` makes it the 14-day form.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import sysconfig
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,8 @@ ROWS = 1000
 DAYS = ("2026-11-02", "2026-11-03", "2026-11-04")
 REST_DAY = "2026-11-05"
 PAUSED = "paused.pid"  # the claim file of the one publish stopped mid-send, beside the deployment's folder
+SPARK_PAUSED = "spark-paused.pid"  # the same for the Spark executors' Python workers
+PIPELINE_DAYS = int(os.environ.get("EH_DEPLOYMENT_DAYS", "2"))  # days of the example pipeline's backfill
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +77,11 @@ def deployment(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "PYTHONPATH": str(REPO / "tests" / "support" / "crash_site"),  # sitecustomize arms the point below
             PAUSE_ENV: "mid_send:1",
             CLAIM_ENV: str(tmp_path / PAUSED),
+        },
+        spark_worker_env={  # inherited by the executors' Python workers
+            "PYTHONPATH": str(REPO / "tests" / "support" / "crash_site"),
+            PAUSE_ENV: "mid_send:1",
+            CLAIM_ENV: str(tmp_path / SPARK_PAUSED),
         },
     )
     try:
@@ -91,17 +103,18 @@ def backfill(deployment: Deployment, backend: str, hub: str, *more: str) -> None
     assert created.returncode == 0, created.stdout[-2000:] + created.stderr[-3000:]
 
 
-def wait_for_backfills(deployment: Deployment, count: int, timeout: float) -> None:
+def wait_for_backfills(deployment: Deployment, count: int, timeout: float,
+                       dag_ids: tuple[str, ...] = tuple(dag_id(b) for b in BACKENDS)) -> None:
     """Wait until each DAG has ``count`` backfills, all completed, and every run succeeded (a failed run raises)."""
     api = deployment.api_client()
     deadline = time.monotonic() + timeout
     while True:
         done = []
-        for backend in BACKENDS:
-            runs = api.runs(dag_id(backend))
+        for dag in dag_ids:
+            runs = api.runs(dag)
             failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
-            assert not failed, f"runs failed: {failed}\n{api.failure_report(dag_id(backend), failed)}"
-            response = api.get("/backfills", dag_id=dag_id(backend))
+            assert not failed, f"runs failed: {failed}\n{api.failure_report(dag, failed)}"
+            response = api.get("/backfills", dag_id=dag)
             response.raise_for_status()
             backfills = response.json()["backfills"]
             done.append(len(backfills) == count and all(b["completed_at"] for b in backfills)
@@ -109,18 +122,17 @@ def wait_for_backfills(deployment: Deployment, count: int, timeout: float) -> No
         if all(done):
             return
         deployment.api_client().check_alive()
-        assert time.monotonic() < deadline, f"backfills not done in {timeout} s:\n{where_tasks_are(deployment)}"
+        assert time.monotonic() < deadline, f"backfills not done in {timeout} s:\n{where_tasks_are(deployment, dag_ids)}"
         time.sleep(3)
 
 
-def where_tasks_are(deployment: Deployment) -> str:
-    """A line per task instance of the publish DAGs: run, state, try, worker, when queued and started."""
+def where_tasks_are(deployment: Deployment, dag_ids: tuple[str, ...]) -> str:
+    """A line per task instance of these DAGs: run, task, state, try, worker, when queued and started."""
     api = deployment.api_client()
     return "\n".join(
-        f"{run['dag_run_id']} run={run['state']} ti={ti['state']} try={ti['try_number']} host={ti.get('hostname')} "
-        f"queued={ti.get('queued_when')} started={ti.get('start_date')}"
-        for backend in BACKENDS for run in api.runs(dag_id(backend))
-        for ti in api.task_instances(dag_id(backend), run["dag_run_id"])
+        f"{run['dag_run_id']} run={run['state']} {ti['task_id']}={ti['state']} try={ti['try_number']} "
+        f"host={ti.get('hostname')} queued={ti.get('queued_when')} started={ti.get('start_date')}"
+        for dag in dag_ids for run in api.runs(dag) for ti in api.task_instances(dag, run["dag_run_id"])
     )
 
 
@@ -210,29 +222,101 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
     assert orders_in(deployment, hubs["variable"]) == expected(*DAYS)
 
 
-def test_a_day_of_the_example_pipeline_on_celery_spark_publish_ingest_and_sensor_each_event_once(
-    deployment: Deployment,
-) -> None:
-    """``eh_daily_orders`` of ``dags/``, triggered through the REST API: Spark on a Celery worker writes
-    the day's orders, Spark publishes them, the analytics group loads them into SQLite, the sensor
-    sees its checkpoints; the hub and the table then hold each generated event once."""
+def task_process(ti_id: str) -> int | None:
+    """The PID of the task process running task instance ``ti_id`` (its title is ``airflow worker -- <id>``)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if f"airflow worker -- {ti_id}" in cmdline.read_bytes().decode(errors="replace"):
+                return int(cmdline.parent.name)
+        except OSError:
+            continue
+    return None
+
+
+def generated_by_spark(deployment: Deployment, days: list[str]) -> Counter:
+    """The order events ``(order_id, step)`` the runs' Spark jobs wrote for these intervals."""
     import pyarrow.parquet as pq
 
-    (deployment.root.parent / PAUSED).touch(exist_ok=True)  # no publish of this test stops (when run alone)
+    generated: Counter = Counter()
+    for day in days:
+        rows = pq.read_table(deployment.root / "data" / "orders" / f"ds={day}").to_pylist()
+        generated.update((row["order_id"], row["step"]) for row in rows)
+    return generated
+
+
+def loaded_into_sqlite(deployment: Deployment) -> Counter:
+    with sqlite3.connect(deployment.root / "example.db") as conn:
+        return Counter(conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall())
+
+
+def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publish_lands_each_event_once(
+    deployment: Deployment,
+) -> None:
+    """``eh_daily_orders`` of ``dags/`` (Spark on the deployment's Spark cluster writes a day's orders,
+    Spark publishes them, the analytics group loads them into SQLite, the deferrable sensor waits for
+    its checkpoints), ``airflow backfill create`` over ``EH_DEPLOYMENT_DAYS`` days (2 by default; 14 for
+    the long form). The Spark executor's Python worker sending one hub partition stops (SIGSTOP) once a
+    batch is acknowledged, before the publish commits; the Celery worker running that publish's Spark
+    driver is then SIGKILLed with its whole process group and started again, the scheduler SIGKILLed
+    and started again, the triggerer restarted. The retry takes the partitions over and the stopped
+    Python worker, continued after the backfill, sends nothing more. Then the hub and the SQL table
+    hold each generated event once; the same backfill with ``--reprocess-behavior completed`` adds
+    nothing to either; a run with bad parameters is refused, naming the parameter, and creates no run."""
+    (deployment.root.parent / PAUSED).touch(exist_ok=True)  # the Celery workers' own pause point is spent
+    days = [str(date(2026, 11, 10) + timedelta(days=n)) for n in range(PIPELINE_DAYS)]
     hub = unique_name("deploy-orders")
     deployment.event_hubs_admin().create_hub(hub, partitions=2, consumer_groups=["analytics"])
     api = deployment.api_client()
     api.wait_for_dag("eh_daily_orders", timeout=180)
-    conf = {"hub": hub, "rows": 20}
-    triggered = api.post("/dags/eh_daily_orders/dagRuns", json={"logical_date": "2026-11-03T12:00:00Z", "conf": conf})
-    assert triggered.status_code == 200, triggered.text
-    (run,) = api.wait_for_runs("eh_daily_orders", 1, timeout=420)
-    assert run["conf"] == conf and run["data_interval_start"].startswith("2026-11-02")
+    conf = json.dumps({"hub": hub, "rows": 20})
+    created = deployment.airflow("backfill", "create", "--dag-id", "eh_daily_orders", "--from-date", days[0],
+                                 "--to-date", days[-1], "--dag-run-conf", conf, "--max-active-runs", "1")
+    assert created.returncode == 0, created.stdout[-2000:] + created.stderr[-3000:]
 
-    rows = pq.read_table(deployment.root / "data" / "orders" / "ds=2026-11-02").to_pylist()
-    generated = Counter((row["order_id"], row["step"]) for row in rows)
-    assert len(generated) >= 40
-    assert order_event_keys(read_hub_of(deployment, hub)) == generated
-    with sqlite3.connect(deployment.root / "example.db") as conn:
-        loaded = Counter(conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall())
-    assert loaded == generated
+    stopped = wait_for_pause(deployment, deployment.root.parent / SPARK_PAUSED, timeout=420)
+    assert deployment.component_of(stopped) == "spark-worker", "the stopped sender is not a Spark executor's"
+    (publishing,) = [
+        ti for run in api.runs("eh_daily_orders") for ti in api.task_instances("eh_daily_orders", run["dag_run_id"])
+        if ti["task_id"] == "publish_orders" and ti["state"] == "running"
+    ]
+    driver = task_process(publishing["id"])
+    assert driver is not None, f"no task process runs {publishing['id']}"
+    worker = deployment.component_of(driver)
+    assert worker in ("worker-1", "worker-2"), f"the publish's Spark driver {driver} is not a Celery worker's task"
+    deployment.kill(worker)  # the Spark driver with it: the Spark master ends the application
+    deployment.restart(worker)
+    deployment.kill("scheduler")
+    deployment.restart("scheduler")
+    deployment.restart("triggerer")
+    wait_for_backfills(deployment, 1, timeout=300 + 120 * PIPELINE_DAYS, dag_ids=("eh_daily_orders",))
+    try:
+        os.kill(stopped, signal.SIGCONT)  # the stalled sender wakes up after its partitions were taken over
+        time.sleep(5)
+        os.kill(stopped, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # ended when its executor did, or once continued
+
+    runs = api.runs("eh_daily_orders")
+    assert sorted(r["data_interval_start"][:10] for r in runs) == days
+    tries = {ti["try_number"] for ti in api.task_instances("eh_daily_orders", publishing["dag_run_id"])
+             if ti["task_id"] == "publish_orders"}
+    assert tries == {2}, tries  # the killed publish, retried once
+    generated = generated_by_spark(deployment, days)
+    assert len(generated) >= 40 * PIPELINE_DAYS
+    assert order_event_keys(read_hub_of(deployment, hub)) == generated  # each event once, none lost
+    assert loaded_into_sqlite(deployment) == generated
+
+    again = deployment.airflow("backfill", "create", "--dag-id", "eh_daily_orders", "--from-date", days[0],
+                               "--to-date", days[-1], "--dag-run-conf", conf, "--max-active-runs", "1",
+                               "--reprocess-behavior", "completed")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    wait_for_backfills(deployment, 2, timeout=120 + 90 * PIPELINE_DAYS, dag_ids=("eh_daily_orders",))
+    assert order_event_keys(read_hub_of(deployment, hub)) == generated  # the reprocessing sent nothing
+    assert loaded_into_sqlite(deployment) == generated
+
+    before = len(api.runs("eh_daily_orders"))
+    refused = api.post("/dags/eh_daily_orders/dagRuns", json={
+        "logical_date": "2026-11-20T12:00:00Z", "conf": {"hub": hub, "rows": 0}})
+    assert refused.status_code == 400, refused.text
+    assert "Invalid input for param rows" in refused.text
+    assert len(api.runs("eh_daily_orders")) == before
