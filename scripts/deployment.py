@@ -6,8 +6,8 @@
 
 `up` starts, each as a process of its own: a Postgres metadata database, a Redis broker, the
 CeleryExecutor's two Celery workers, `airflow api-server`, `scheduler`, `dag-processor` and
-`triggerer`, the local Event Hubs endpoint (hub `orders`, 4 partitions, consumer group `analytics`)
-and Azurite, with the example DAGs of `dags/`
+`triggerer`, the local Event Hubs endpoint (hub `orders`, 4 partitions, consumer group `analytics`),
+Azurite and a Spark standalone cluster (master and worker), with the example DAGs of `dags/`
 (`airflow_provider_eh.testing.deployment`). It prints the UI's address and a login. Everything is
 under `.local/deployment/`: each `up` starts from empty data (metadata, hub, blob storage); the virtual
 environment is kept for the next `up` (only the provider is reinstalled), and `make clean` removes it.
@@ -41,7 +41,7 @@ def up() -> int:
     where = install(VENV, wheel)
     print(f"the deployment imports the provider from {where}", flush=True)
     deployment = Deployment(RUN, VENV)
-    print("starting Postgres, Redis, Azurite, the Event Hubs endpoint and Airflow's components ...", flush=True)
+    print("starting Postgres, Redis, Azurite, the Event Hubs endpoint, Spark and Airflow's components ...", flush=True)
     try:
         deployment.start()
     except DeploymentError as exc:
