@@ -1,0 +1,540 @@
+"""Soak of the deployment as production runs it: hundreds of DAG runs on Postgres metadata and the
+CeleryExecutor while workers, the scheduler and the triggerer are killed or restarted; does each
+service's memory stay flat, and is every event published exactly once?
+
+``.venv/bin/python bench/soak_deployment.py --runs 200``
+
+Builds the provider's wheel and installs it into a virtual environment in a temporary directory
+(:func:`airflow_provider_eh.testing.deployment.install`; its third-party packages are this
+environment's, as in the deployment test, or a full install of the pinned versions with
+``--full-install``, as ``make deployment`` does), then starts
+:class:`~airflow_provider_eh.testing.deployment.Deployment` with a Postgres server of its own (Debian's
+``postgresql`` binaries) and ``redis-server``: api-server, scheduler, dag-processor, triggerer, two
+Celery workers, the local Event Hubs endpoint and Azurite (and whatever else the deployment runs),
+each a process group of its own. The DAGs
+are the deployment test's two publish DAGs (``tests/system/deployment_dags/eh_deployment_publish.py``,
+``eh_deployment_publish_blob`` and ``eh_deployment_publish_variable``, one per state backend). Each
+gets a hub of 2 partitions and one ``airflow backfill create --max-active-runs 1`` over ``--runs``/2
+consecutive days from 2025-01-01, ``--rows`` orders a day, so the two DAGs run side by side, one run
+of each at a time.
+
+Faults, counted by completed runs (none once the last run has finished): every ``--kill-every``
+runs a Celery worker is SIGKILLed with its whole process group and started again: a worker running a
+publish task at that moment (a task process, ``airflow worker -- <task instance id>``, in its process
+tree, the task instance running in the REST API), the one whose turn it is (they alternate) if both
+are; when neither is, the first that starts one within ``--busy-wait`` seconds, else the one whose
+turn it is. Every ``--restart-every`` runs the scheduler is SIGKILLed and started again, and the
+triggerer restarted (SIGTERM). The deployment's settings bound what a lost process's work
+waits (a running task's heartbeat 30 s, a queued task 90 s, a dead scheduler's tasks adopted after
+30 s); the DAGs retry a task twice.
+
+Each time the REST API (polled every ``--poll`` seconds) shows more runs finished, the script samples
+RSS and PSS (MiB) and open file descriptors (psutil) of every service, each summed over its process
+tree: a Celery worker's main process, log server and pool processes (a pool process supervises the
+tasks it runs), the triggerer and its trigger runner and log server, Postgres's server and its
+backends. Left out are the processes that live for one unit of work: a worker's task processes (each
+in a process group of its own) and the dag-processor's DAG-file parsing processes (its children).
+PSS divides a page among the processes that map it: Postgres's backends each count in their RSS the
+shared buffers they have touched, and a process forked from another (a worker's pool process, the
+triggerer's trigger runner) shares its parent's pages until either writes to them, so a service's
+PSS rises over the first minute after its start while its RSS does not. A killed or
+restarted service starts a new series: each service is measured over its last uninterrupted stretch
+only, from the end of the warm-up (``--warmup`` runs) or, for a service (re)started later,
+``--restart-warmup`` runs after its start, to the mean of its last five samples. Where that window
+holds fewer than five samples (a short run), the whole stretch is used and the table says so; a
+restarted service's stretch begins once it runs as many processes as at its last sample (a worker's
+pool started, the triggerer's trigger runner).
+
+At the end every run must have succeeded (a failed run stops the soak with its task log's tail), and
+each hub is read back: every order of its days exactly once (``duplicates`` counts extra copies,
+``losses`` missing orders). The per-service table gives the window's first and last RSS (the mean of
+the last five samples), the growth of RSS and of PSS, descriptors and processes at the window's start
+and end, the window, and after which runs the service was restarted. Components beyond the ten named
+below (the Spark cluster of a deployment that runs one) are in the table only.
+
+Last line: ``runs=… runs_ok=… kills=… kills_mid_task=… scheduler_kills=… triggerer_restarts=… duplicates=… losses=…
+retried=… api_server_rss_growth_pct=… scheduler_rss_growth_pct=… dag_processor_rss_growth_pct=…
+triggerer_rss_growth_pct=… worker_rss_growth_pct=… event_hubs_rss_growth_pct=… azurite_rss_growth_pct=…
+redis_rss_growth_pct=… postgres_rss_growth_pct=… seconds=…`` (``worker_rss_growth_pct``: the larger of the
+two workers'; ``retried``: task instances that needed more than one try).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.readback import read_hub  # noqa: E402
+from airflow_provider_eh.testing.deployment import WORKERS, Deployment, build_wheel, install  # noqa: E402
+from airflow_provider_eh.testing.standalone import AirflowApi, StandaloneError  # noqa: E402
+
+DAG_FILE = REPO / "tests" / "system" / "deployment_dags" / "eh_deployment_publish.py"
+BACKENDS = ("blob", "variable")
+PARTITIONS = 2
+FIRST_DAY = date(2025, 1, 1)
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer", "worker-1", "worker-2", "event-hubs", "azurite",
+            "redis", "postgres")
+TASK_TITLE = "airflow worker -- "  # a task process's title (the task SDK's task runner), then the task instance's id
+
+
+def dag_id(backend: str) -> str:
+    """The publish DAG of state backend ``backend``."""
+    return f"eh_deployment_publish_{backend}"
+
+
+# -- the processes sampled ---------------------------------------------------------------------------------------
+
+
+def title(proc: psutil.Process) -> str:
+    """The process title (setproctitle rewrites cmdline) or the command line."""
+    try:
+        return " ".join(proc.cmdline()).strip()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return ""
+
+
+def resident(name: str, leader: psutil.Process) -> list[psutil.Process]:
+    """The long-lived processes of service ``name``: its leader and its descendants, less zombies and the
+    processes that live for one unit of work: a worker's task processes (in process groups of their own)
+    and the dag-processor's DAG-file parsing processes (its children; it has no long-lived ones)."""
+    if name == "dag-processor":
+        return [leader]
+    group = os.getpgid(leader.pid)
+    procs = [leader]
+    for proc in leader.children(recursive=True):
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE or (name in WORKERS and os.getpgid(proc.pid) != group):
+                continue
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            continue
+        procs.append(proc)
+    return procs
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One service at one sample: its leader's pid, summed RSS and PSS (MiB) and descriptors, how many processes."""
+
+    pid: int
+    rss: float
+    pss: float
+    fds: int
+    procs: int
+
+
+def measure(name: str, pid: int) -> Figures | None:
+    """Service ``name`` (leader ``pid``) now, or ``None`` when its leader is gone."""
+    try:
+        leader = psutil.Process(pid)
+        procs = resident(name, leader)
+    except (psutil.NoSuchProcess, ProcessLookupError):
+        return None
+    rss, pss, fds, count = 0.0, 0.0, 0, 0
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                memory = proc.memory_full_info()
+                rss, pss = rss + memory.rss / 2**20, pss + memory.pss / 2**20
+                fds += proc.num_fds()
+            count += 1
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            if proc.pid == pid:
+                return None
+    return Figures(pid, rss, pss, fds, count)
+
+
+@dataclass
+class Sample:
+    """Every service's figures after ``run`` runs had finished."""
+
+    run: int
+    services: dict[str, Figures | None]
+
+
+def services(deployment: Deployment) -> list[str]:
+    """The services sampled: :data:`SERVICES`, then any other component the deployment runs (in the table only)."""
+    return [*SERVICES, *(name for name in deployment.components if name not in SERVICES)]
+
+
+def take_sample(deployment: Deployment, run: int) -> Sample:
+    """Every service's figures now, labelled with ``run`` finished runs."""
+    return Sample(run, {name: measure(name, pid) if (pid := deployment.components[name].pid) else None
+                        for name in services(deployment)})
+
+
+def describe(deployment: Deployment) -> list[str]:
+    """One line per service: its leader and the processes sampled with it."""
+    lines = []
+    for name in services(deployment):
+        pid = deployment.components[name].pid
+        assert pid is not None
+        try:
+            procs = resident(name, psutil.Process(pid))
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            lines.append(f"  {name:13} pid {pid}: gone")
+            continue
+        titles = "; ".join(f"{p.pid} {title(p)[:60]}" for p in procs[:6]) + (" ..." if len(procs) > 6 else "")
+        lines.append(f"  {name:13} {len(procs)} process(es): {titles}")
+    return lines
+
+
+def busy_workers(deployment: Deployment, api: AirflowApi) -> dict[str, tuple[str, str, int]]:
+    """The workers running a task now: worker name -> (dag_id, run_id, try) of the task instance its task
+    process runs, where the REST API shows that task instance running."""
+    running = api.get("/dags/~/dagRuns/~/taskInstances", state="running", limit=100)
+    running.raise_for_status()
+    by_id = {ti["id"]: (ti["dag_id"], ti["dag_run_id"], ti["try_number"]) for ti in running.json()["task_instances"]}
+    found = {}
+    for name in WORKERS:
+        pid = deployment.components[name].pid
+        try:
+            children = psutil.Process(pid).children(recursive=True) if pid else []
+        except psutil.NoSuchProcess:
+            continue
+        for proc in children:
+            text = title(proc)
+            if text.startswith(TASK_TITLE) and text[len(TASK_TITLE):].strip() in by_id:
+                found[name] = by_id[text[len(TASK_TITLE):].strip()]
+                break
+    return found
+
+
+# -- growth over each service's last uninterrupted stretch ----------------------------------------------------
+
+
+@dataclass
+class Window:
+    """The samples a service's growth is measured over, and what it gives."""
+
+    name: str
+    first_run: int
+    last_run: int
+    samples: int
+    start_rss: float
+    end_rss: float
+    growth: float
+    pss_growth: float
+    start_fds: int
+    end_fds: int
+    start_procs: int
+    end_procs: int
+    short: bool
+    restarts: list[int] = field(default_factory=list)
+
+
+def window(name: str, samples: list[Sample], warmup: int, restart_warmup: int, restarts: list[int]) -> Window | None:
+    """Service ``name``'s growth from the end of the warm-up (or ``restart_warmup`` runs after its last
+    (re)start) to the mean of its last five samples, over the samples of its current process only."""
+    last = next((s.services[name] for s in reversed(samples) if s.services[name] is not None), None)
+    if last is None:
+        return None
+    stretch = []
+    for sample in reversed(samples):  # the trailing samples of the current leader
+        figures = sample.services[name]
+        if figures is None or figures.pid != last.pid:
+            break
+        stretch.append((sample.run, figures))
+    stretch.reverse()
+    if restarts:  # a restarted service counts once it runs all its processes (as many as at its last sample)
+        stretch = stretch[next(k for k, (_, f) in enumerate(stretch) if f.procs >= last.procs):]
+    start = max(warmup, restarts[-1] + restart_warmup) if restarts else warmup
+    measured = [(run, f) for run, f in stretch if run >= start]
+    short = len(measured) < 5
+    if short:
+        measured = stretch
+    base, tail = measured[0][1], [f for _, f in measured[-5:]]
+    end, end_pss = sum(f.rss for f in tail) / len(tail), sum(f.pss for f in tail) / len(tail)
+    (first, _), (last_run, final) = measured[0], measured[-1]
+    return Window(name, first, last_run, len(measured), base.rss, end, (end - base.rss) / base.rss * 100,
+                  (end_pss - base.pss) / base.pss * 100, base.fds, final.fds, base.procs, final.procs, short, restarts)
+
+
+def table(windows: list[Window]) -> list[str]:
+    """The per-service table: RSS at the window's start and end, its growth and PSS's, descriptors, processes,
+    the window and the restarts."""
+    lines = [f"{'service':13} {'start MiB':>9} {'end MiB':>8} {'growth':>7} {'PSS':>7} {'fds':>11} {'procs':>7}  "
+             f"{'window (runs, samples)':24} restarted after run"]
+    for w in windows:
+        span = f"{w.first_run}..{w.last_run} ({w.samples})"
+        restarts = ", ".join(str(r) for r in w.restarts) or "-"
+        note = " (short: the whole stretch)" if w.short else ""
+        lines.append(f"{w.name:13} {w.start_rss:9.1f} {w.end_rss:8.1f} {w.growth:+6.1f}% {w.pss_growth:+6.1f}% "
+                     f"{w.start_fds:>5}->{w.end_fds:<5} {w.start_procs:>3}->{w.end_procs:<3}  {span:24} {restarts}{note}")
+    return lines
+
+
+# -- the soak ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Faults:
+    """What was killed or restarted, and after how many finished runs."""
+
+    kills: int = 0
+    kills_mid_task: int = 0
+    scheduler_kills: int = 0
+    triggerer_restarts: int = 0
+    restarts: dict[str, list[int]] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def note(self, line: str) -> None:
+        self.log.append(line)
+        print(f"  {line}", flush=True)
+
+
+def kill_worker(deployment: Deployment, faults: Faults, done: int, name: str, task: tuple[str, str, int] | None) -> None:
+    """SIGKILL worker ``name`` (its process group and every process under it), start it again, count it."""
+    deployment.kill(name)
+    deployment.restart(name)
+    faults.kills += 1
+    faults.kills_mid_task += task is not None
+    faults.restarts.setdefault(name, []).append(done)
+    what = f"running {task[0]} {task[1]} (try {task[2]})" if task else "idle: no task started in time"
+    faults.note(f"run {done}: SIGKILL {name} {what}; started again")
+
+
+def kill_scheduler(deployment: Deployment, faults: Faults, done: int) -> None:
+    """SIGKILL the scheduler and start it again, restart the triggerer (SIGTERM), count both."""
+    deployment.kill("scheduler")
+    deployment.restart("scheduler")
+    deployment.restart("triggerer")
+    faults.scheduler_kills += 1
+    faults.triggerer_restarts += 1
+    for name in ("scheduler", "triggerer"):
+        faults.restarts.setdefault(name, []).append(done)
+    faults.note(f"run {done}: SIGKILL scheduler, started again; triggerer restarted")
+
+
+def fail_runs(api: AirflowApi, runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Stop the soak when a run failed: which, and its failed tasks' logs."""
+    for backend, backend_runs in runs.items():
+        failed = [r["dag_run_id"] for r in backend_runs if r["state"] == "failed"]
+        if failed:
+            raise SystemExit(f"{dag_id(backend)}: run(s) failed: {failed}\n{api.failure_report(dag_id(backend), failed)}\n"
+                             f"the scheduler's log:\n{api.tail(2000)}")
+
+
+def where_tasks_are(api: AirflowApi, runs: dict[str, list[dict[str, Any]]]) -> str:
+    """A line per unfinished run: its tasks' states, tries, hosts and times."""
+    return "\n".join(
+        f"{run['dag_run_id']} run={run['state']} ti={ti['state']} try={ti['try_number']} host={ti.get('hostname')} "
+        f"queued={ti.get('queued_when')} started={ti.get('start_date')}"
+        for backend, backend_runs in runs.items() for run in backend_runs if run["state"] != "success"
+        for ti in api.task_instances(dag_id(backend), run["dag_run_id"])
+    )
+
+
+def expected_orders(days: list[date], rows: int) -> Counter:
+    """Each order the DAG publishes for ``days`` (``eh_deployment_publish.day_orders``), once."""
+    return Counter(f"{day:%Y%m%d}-{n:05d}" for day in days for n in range(rows))
+
+
+def soak(args: argparse.Namespace, root: Path, started: float) -> int:
+    """Install, start the deployment, backfill, fault and sample until every run finished, check the hubs, report."""
+    days = [FIRST_DAY + timedelta(days=k) for k in range(args.runs // 2)]
+    print(f"building the wheel and installing it into {root / 'venv'} ({'full install' if args.full_install else 'shared'})",
+          flush=True)
+    wheel = build_wheel(root / "wheel")
+    share = None if args.full_install else Path(sysconfig.get_path("purelib"))
+    where = install(root / "venv", wheel, share=share)
+    print(f"the deployment imports the provider from {where} ({time.monotonic() - started:.0f}s)", flush=True)
+    deployment = Deployment(root / "deployment", root / "venv", dag_files=[DAG_FILE])
+    samples: list[Sample] = []
+    faults = Faults()
+    try:
+        deployment.start()
+        api = deployment.api_client()
+        print(f"deployment up at {deployment.url}, logs in {deployment.root / 'logs'} ({time.monotonic() - started:.0f}s)",
+              flush=True)
+        hubs = {backend: f"soak-{backend}" for backend in BACKENDS}
+        for hub in hubs.values():
+            deployment.event_hubs_admin().create_hub(hub, partitions=PARTITIONS)
+        for backend in BACKENDS:
+            api.wait_for_dag(dag_id(backend), timeout=300)
+        for backend in BACKENDS:
+            created = deployment.airflow(
+                "backfill", "create", "--dag-id", dag_id(backend), "--from-date", days[0].isoformat(),
+                "--to-date", days[-1].isoformat(), "--dag-run-conf", json.dumps({"hub": hubs[backend], "rows": args.rows}),
+                "--max-active-runs", "1",
+            )
+            if created.returncode != 0:
+                raise SystemExit(f"airflow backfill create of {dag_id(backend)} failed ({created.returncode}):\n"
+                                 f"{created.stdout[-2000:]}\n{created.stderr[-3000:]}")
+        backfilled = time.monotonic()
+        print(f"backfills created: {len(days)} days {days[0]} .. {days[-1]} on each DAG, {args.rows} orders a day "
+              f"({backfilled - started:.0f}s)", flush=True)
+
+        next_kill, next_restart = args.kill_every, args.restart_every
+        kill_pending_since: float | None = None
+        turn = 0
+        last_progress = time.monotonic()
+        done = 0
+        runs: dict[str, list[dict[str, Any]]] = {}
+        while True:
+            api.check_alive()
+            runs = {backend: api.runs(dag_id(backend)) for backend in BACKENDS}
+            fail_runs(api, runs)
+            now_done = sum(1 for rs in runs.values() for r in rs if r["state"] == "success")
+            if now_done > done:
+                sample = take_sample(deployment, now_done)
+                if not samples:
+                    print("processes sampled (first sample):", *describe(deployment), sep="\n", flush=True)
+                for k in range(done + 1, now_done + 1):  # one sample per finished run
+                    samples.append(Sample(k, sample.services))
+                    if k % 10 == 0 or k == args.runs:
+                        shown = ", ".join(f"{n} {f.rss:.0f}" if (f := sample.services[n]) else f"{n} -" for n in SERVICES)
+                        print(f"  run {k}: MiB {shown} ({time.monotonic() - started:.0f}s)", flush=True)
+                done, last_progress = now_done, time.monotonic()
+            if done >= args.runs:
+                break
+            if done >= next_kill:
+                next_kill = (done // args.kill_every + 1) * args.kill_every
+                kill_pending_since = time.monotonic()
+            if kill_pending_since is not None:
+                busy = busy_workers(deployment, api)
+                if busy or time.monotonic() - kill_pending_since > args.busy_wait:
+                    # the worker whose turn it is if it runs a task, else the other if that one does
+                    order = [WORKERS[(turn + k) % len(WORKERS)] for k in range(len(WORKERS))]
+                    name = next((n for n in order if n in busy), order[0])
+                    turn = WORKERS.index(name) + 1
+                    kill_worker(deployment, faults, done, name, busy.get(name))
+                    kill_pending_since = None
+            if done >= next_restart:
+                next_restart = (done // args.restart_every + 1) * args.restart_every
+                kill_scheduler(deployment, faults, done)
+            if time.monotonic() - last_progress > args.run_timeout:
+                raise SystemExit(f"no run finished in {args.run_timeout:.0f} s ({done} of {args.runs} done):\n"
+                                 f"{where_tasks_are(api, runs)}\nthe scheduler's log:\n{api.tail(3000)}")
+            time.sleep(1 if kill_pending_since is not None else args.poll)
+        soak_seconds = time.monotonic() - backfilled
+
+        # -- the runs, their tries, and exactly once in each hub --
+        tries = {(backend, r["dag_run_id"]): [ti["try_number"] for ti in api.task_instances(dag_id(backend), r["dag_run_id"])]
+                 for backend in BACKENDS for r in runs[backend]}
+        retried = sorted((key, t) for key, ts in tries.items() for t in ts if t > 1)
+        durations = sorted((datetime.fromisoformat(r["end_date"]) - datetime.fromisoformat(r["start_date"])).total_seconds()
+                           for rs in runs.values() for r in rs)
+        problems = []
+        duplicates = losses = strangers = 0
+        for backend in BACKENDS:
+            run_days = sorted(r["data_interval_start"][:10] for r in runs[backend])
+            if run_days != [d.isoformat() for d in days]:
+                problems.append(f"{dag_id(backend)}'s runs are not the backfilled days: {run_days[:5]} ... ({len(run_days)})")
+            endpoint = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), hubs[backend])
+            in_hub = Counter(e.properties.get("order_id") for e in read_hub(endpoint))
+            expected = expected_orders(days, args.rows)
+            hub_duplicates = sum(n - 1 for n in in_hub.values() if n > 1)
+            hub_losses = sum(1 for key in expected if key not in in_hub)
+            hub_strangers = sum(n for key, n in in_hub.items() if key not in expected)
+            print(f"hub {hubs[backend]}: {sum(expected.values())} orders expected, {sum(in_hub.values())} events in the hub "
+                  f"({len(in_hub)} distinct): {hub_duplicates} duplicates, {hub_losses} lost, {hub_strangers} not expected",
+                  flush=True)
+            duplicates, losses, strangers = duplicates + hub_duplicates, losses + hub_losses, strangers + hub_strangers
+        for thread in threading.enumerate():  # the readers' links are detached in the background
+            if thread.name.startswith("eh-ingest-close-"):
+                thread.join(timeout=15)
+    finally:
+        deployment.stop()
+
+    names = samples[-1].services if samples else SERVICES
+    windows = [w for name in names
+               if (w := window(name, samples, args.warmup, args.restart_warmup, faults.restarts.get(name, []))) is not None]
+    by_name = {w.name: w for w in windows}
+    print(f"per service, each over its last uninterrupted stretch: from run {args.warmup} (or {args.restart_warmup} runs "
+          f"after its last restart) to the mean of its last five samples; restarts: after which run")
+    print(*table(windows), sep="\n")
+    ok = sum(1 for rs in runs.values() for r in rs if r["state"] == "success")
+    print(f"{ok} of {args.runs} runs succeeded in {soak_seconds:.0f}s; run time median {durations[len(durations) // 2]:.0f}s, "
+          f"max {durations[-1]:.0f}s; faults: {faults.kills} worker kills ({faults.kills_mid_task} while it ran a task), "
+          f"{faults.scheduler_kills} scheduler kills, {faults.triggerer_restarts} triggerer restarts; "
+          f"{len(retried)} task instance(s) retried" + "".join(f"\n  retried: {key[1]} try {t}" for key, t in retried[:20]))
+    for problem in problems:
+        print(problem)
+
+    def pct(name: str) -> str:
+        return f"{by_name[name].growth:.1f}" if name in by_name else "nan"
+
+    worker_growth = max((by_name[n].growth for n in WORKERS if n in by_name), default=float("nan"))
+    figures = {
+        "runs": args.runs, "runs_ok": ok, "kills": faults.kills, "kills_mid_task": faults.kills_mid_task,
+        "scheduler_kills": faults.scheduler_kills, "triggerer_restarts": faults.triggerer_restarts,
+        "duplicates": duplicates, "losses": losses, "retried": len(retried),
+        "api_server_rss_growth_pct": pct("api-server"), "scheduler_rss_growth_pct": pct("scheduler"),
+        "dag_processor_rss_growth_pct": pct("dag-processor"), "triggerer_rss_growth_pct": pct("triggerer"),
+        "worker_rss_growth_pct": f"{worker_growth:.1f}", "event_hubs_rss_growth_pct": pct("event-hubs"),
+        "azurite_rss_growth_pct": pct("azurite"), "redis_rss_growth_pct": pct("redis"),
+        "postgres_rss_growth_pct": pct("postgres"), "seconds": round(time.monotonic() - started),
+    }
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 1 if duplicates or losses or strangers or problems or ok != args.runs else 0
+
+
+def main() -> int:
+    """Run the deployment soak and report each service's growth; exit status 1 on a failed run, duplicate or loss."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="DAG runs in all, half on each state backend (even)")
+    parser.add_argument("--rows", type=int, default=200, help="orders a run publishes (about 3 KB each)")
+    parser.add_argument("--warmup", type=int, default=20, help="runs before growth is measured")
+    parser.add_argument("--restart-warmup", type=int, default=10, help="runs after a service's restart before it is measured")
+    parser.add_argument("--kill-every", type=int, default=25, help="SIGKILL a worker (the busy one) every N finished runs")
+    parser.add_argument("--restart-every", type=int, default=50,
+                        help="SIGKILL the scheduler and restart the triggerer every N finished runs")
+    parser.add_argument("--busy-wait", type=float, default=60, help="seconds to wait for a worker to run a task before a kill")
+    parser.add_argument("--poll", type=float, default=3, help="seconds between two looks at the runs")
+    parser.add_argument("--run-timeout", type=float, default=600, help="seconds without a finished run before the soak gives up")
+    parser.add_argument("--full-install", action="store_true",
+                        help="install the pinned third-party packages into the soak's venv too (as make deployment), "
+                             "instead of sharing this environment's")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, Airflow home, venv)")
+    args = parser.parse_args()
+    if args.runs < 2 or args.runs % 2 or args.runs > 2000:
+        parser.error("--runs must be even, between 2 and 2000 (half of them on each DAG)")
+    if args.warmup < 1 or args.runs < args.warmup + 5:
+        parser.error("--warmup must be at least 1 and --runs at least --warmup + 5")
+    if min(args.kill_every, args.restart_every) < 1 or args.restart_warmup < 0:
+        parser.error("--kill-every and --restart-every must be at least 1, --restart-warmup at least 0")
+    if not 1 <= args.rows <= 10_000:
+        parser.error("--rows must be between 1 and 10000 (the DAG's param)")
+    for tool in ("redis-server", "initdb"):
+        if not shutil.which(tool) and not (tool == "initdb" and list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
+            raise SystemExit(f"{tool} not found: make prerequisites (Debian's redis-server and postgresql)")
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the deployment (the finally blocks) on SIGTERM too
+    started = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="bench-soak-deployment-"))
+    print(f"deployment soak: {args.runs} runs, worker killed every {args.kill_every}, scheduler every "
+          f"{args.restart_every}, warm-up {args.warmup}; work dir {root}", flush=True)
+    try:
+        return soak(args, root, started)
+    except (StandaloneError, httpx.HTTPError) as exc:
+        print(f"the soak failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"work dir kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
