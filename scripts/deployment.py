@@ -6,7 +6,7 @@
 
 `up` starts, each as a process of its own: a Postgres metadata database, a Redis broker, the
 CeleryExecutor's two Celery workers, `airflow api-server`, `scheduler`, `dag-processor` and
-`triggerer`, the local Event Hubs endpoint (hub `orders`, 4 partitions, consumer group `analytics`),
+`triggerer`, the local Event Hubs endpoint (hubs `orders` and `orders-live`, as the example DAGs expect),
 Azurite and a Spark standalone cluster (master and worker), with the example DAGs of `dags/`
 (`airflow_provider_eh.testing.deployment`). It prints the UI's address and a login. Everything is
 under `.local/deployment/`: each `up` starts from empty data (metadata, hub, blob storage); the virtual
