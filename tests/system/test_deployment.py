@@ -249,6 +249,7 @@ def loaded_into_sqlite(deployment: Deployment) -> Counter:
         return Counter(conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall())
 
 
+@pytest.mark.timeout(600 + 240 * PIPELINE_DAYS)  # two backfills of PIPELINE_DAYS runs, about a minute each
 def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publish_lands_each_event_once(
     deployment: Deployment,
 ) -> None:
