@@ -230,9 +230,14 @@ class PartitionOwnership:
                         self.consumer_group)
         return lost
 
-    def release(self) -> None:
-        """Give every owned partition up (owner id emptied), so others need not wait for expiry."""
-        owned, self.owned = dict(self.owned), {}
+    def release(self, partition_ids: Iterable[str] | None = None) -> None:
+        """Give owned partitions up (owner id emptied), so others need not wait for expiry.
+
+        :param partition_ids: the partitions to give up; ``None``: every owned one. One another
+            instance holds meanwhile stays as it is (the write is conditional on our claim's ETag).
+        """
+        wanted = set(self.owned) if partition_ids is None else {str(p) for p in partition_ids}
+        owned = {p: self.owned.pop(p) for p in sorted(wanted & set(self.owned))}
         if owned:
             self._write_ownership(owned, "", owned)
             log.info("Instance %s released partitions %s", self.owner_id, ", ".join(sorted(owned)))

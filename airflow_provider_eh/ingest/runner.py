@@ -418,7 +418,9 @@ class IngestRun:
                     except PartitionTakenOverError as exc:
                         log.warning("Instance %s: %s", self.owner_id, exc)
                         if self.ownership is not None:
-                            self.ownership.owned.pop(p, None)
+                            # given up at once: a claim merely forgotten would hold the partition from
+                            # every other run until it expires
+                            self.ownership.release([p])
                         stop(p)
                         continue
                 if after[p] >= target:
