@@ -2,7 +2,8 @@
 
 - :func:`event_dags_folder`: a DAGs folder with only ``eh_on_new_orders`` (and ``_orders``), so a
   scheduler with scheduled runs on (asset-triggered runs need it) starts no other example DAG;
-- :func:`publish_orders`: order events as the example pipeline publishes them (body and properties);
+- :func:`publish_orders`: order events as the example pipeline publishes them (body and properties),
+  each order sent by :func:`send_order`;
 - :func:`triggerer_pids`: the triggerer processes under a standalone;
 - :func:`start_triggerer`: a triggerer of its own, in a process group of its own;
 - :func:`fire_trigger`: what an event trigger yields, its ``run()`` driven in this process.
@@ -15,7 +16,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,21 +55,24 @@ def order_events(prefix: str, orders: int) -> list[tuple[dict[str, Any], dict[st
 
 def publish_orders(endpoint: Any, prefix: str, orders: int) -> int:
     """Send the orders' events, each order's events to one partition (its key), in order; how many were sent."""
-    from azure.eventhub import EventData
-
     events = order_events(prefix, orders)
     with endpoint.producer() as producer:
-        by_order: dict[str, list] = {}
-        for body, props in events:
-            by_order.setdefault(props["order_id"], []).append((body, props))
-        for order_id, items in by_order.items():
-            batch = producer.create_batch(partition_key=order_id)
-            for body, props in items:
-                event = EventData(json.dumps(body))
-                event.properties = props
-                batch.add(event)
-            producer.send_batch(batch)
+        for start in range(0, len(events), 3):
+            send_order(producer, events[start:start + 3])
     return len(events)
+
+
+def send_order(producer: Any, order: Sequence[tuple[dict[str, Any], Any]]) -> None:
+    """Send one order's events (from :func:`order_events`) in one SDK batch keyed by the order, so to one
+    partition in order; returns once the service acknowledged them."""
+    from azure.eventhub import EventData
+
+    batch = producer.create_batch(partition_key=order[0][1]["order_id"])
+    for body, props in order:
+        event = EventData(json.dumps(body))
+        event.properties = props
+        batch.add(event)
+    producer.send_batch(batch)
 
 
 def send_json(event_hubs_conn_id: str, partition: str, bodies: list[dict[str, Any]]) -> None:

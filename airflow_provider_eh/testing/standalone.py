@@ -26,7 +26,9 @@ class StandaloneError(RuntimeError):
     """Standalone exited, did not answer, or a run failed; the message ends with its log's tail."""
 
 
-def standalone_env(home: Path, port: int, base: dict[str, str] | None = None, metadata_db: str | None = None) -> dict[str, str]:
+def standalone_env(
+    home: Path, port: int, base: dict[str, str] | None = None, metadata_db: str | None = None, python: str | None = None,
+) -> dict[str, str]:
     """``base`` (default: this process's environment) plus what an isolated standalone needs.
 
     The metadata DB is ``metadata_db`` (an SQLAlchemy URL, e.g. a Postgres database from
@@ -37,12 +39,13 @@ def standalone_env(home: Path, port: int, base: dict[str, str] | None = None, me
     "database is locked" when two transactions each wait for the other's lock, which no timeout
     helps; give those tests Postgres, as a deployment would have. The log
     servers of the scheduler and the triggerer, which Airflow binds on all interfaces, get free ports
-    instead of 8793/8794 so that two instances do not collide.
+    instead of 8793/8794 so that two instances do not collide. ``python`` is the interpreter of the
+    environment Airflow runs from (default: this one's), whose ``bin`` comes first on ``PATH``.
     """
     env = dict(os.environ if base is None else base)
     env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
     env.update({
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # standalone runs `airflow ...`
+        "PATH": f"{Path(python or sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # standalone runs `airflow ...`
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db or f"sqlite:///{home / 'airflow.db'}?timeout=60",
@@ -172,17 +175,24 @@ class AirflowApi:
 
 
 class AirflowStandalone(AirflowApi):
-    """``airflow standalone`` started in a process group of its own, and a REST client (``/api/v2``) on it."""
+    """``airflow standalone`` started in a process group of its own, and a REST client (``/api/v2``) on it.
 
-    def __init__(self, env: dict[str, str], port: int, log: Path):
+    :param env: its environment (:func:`standalone_env`).
+    :param port: the API server's port.
+    :param log: the file its output goes to; its folder is the working directory.
+    :param python: the interpreter of the environment Airflow runs from (default: this one).
+    """
+
+    def __init__(self, env: dict[str, str], port: int, log: Path, python: str | None = None):
         super().__init__(f"http://127.0.0.1:{port}", Path(env["AIRFLOW_HOME"]))
         self.env, self.port, self.log = env, port, log
+        self.python = python or sys.executable
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 300) -> None:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "airflow", "standalone"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                [self.python, "-m", "airflow", "standalone"], env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.log.parent,
             )
         deadline = time.monotonic() + timeout

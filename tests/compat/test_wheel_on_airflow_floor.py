@@ -3,10 +3,13 @@
 A fresh environment (``.local/compat-venv``) gets the wheel built from the checkout, Airflow pinned to
 the floor (``COMPAT_AIRFLOW``, the latest patch of the lowest supported minor) and common-compat pinned
 to its declared minimum; every other package comes from the wheel's own metadata, resolved as pip
-would (no lock, no extra). The test tools (pytest) are the only additions. Everything then runs in
+would (no lock, no extra). The only additions (``ADDITIONS``) are the test tools (pytest) and the
+SQLite provider, which the event-driven example's sink connection needs. Everything then runs in
 that environment's Python, from a directory outside the checkout, so the checkout can never stand in
-for the installed package. ``EH_COMPAT_AIRFLOW`` runs the leg on another Airflow version, and
-``EH_COMPAT_CONSTRAINTS`` names a constraints file to add (Airflow's own, say).
+for the installed package; the event-driven example also runs under that environment's
+``airflow standalone``, a real scheduler and triggerer on the floor. ``EH_COMPAT_AIRFLOW`` runs the
+leg on another Airflow version, and ``EH_COMPAT_CONSTRAINTS`` names a constraints file to add
+(Airflow's own, say).
 """
 
 from __future__ import annotations
@@ -29,13 +32,34 @@ from packaging.version import Version
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
-from airflow_provider_eh.testing.stack import connection_env
 from airflow_provider_eh.testing.dag_test import failure_report
+from airflow_provider_eh.testing.ports import free_port
+from airflow_provider_eh.testing.stack import connection_env, example_env
+from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
 from tests.conftest import REPO, unique_name
+from tests.support.delivery import (
+    DAG_ID,
+    DELIVERY_BOUND,
+    SAFETY_EVERY,
+    SinkSampler,
+    SteadyPublisher,
+    check_within,
+    create_watched_hub,
+    delivery_times,
+    sink_counts,
+    standalone_settings,
+    stream_classes,
+    unconsumed_asset_events,
+    wait_for,
+    wait_for_watcher,
+)
 
 COMPAT_AIRFLOW = os.environ.get("EH_COMPAT_AIRFLOW", "3.1.8")
 VENV = REPO / ".local" / "compat-venv"
 PACKAGE = "airflow_provider_eh"
+# What the environment gets besides the wheel and its dependencies: the test tools, and the SQLite
+# provider for the event-driven example's sink (``eh_example_db``, a sqlite connection).
+ADDITIONS = ("pytest>=8", "pytest-timeout>=2.3", "apache-airflow-providers-sqlite>=4.0")
 # What the compat environment's Python must not inherit from this test process.
 _FOREIGN_ENV = ("AIRFLOW", "EH_TESTS_", "PYTEST_", "PYTHON", "PYSPARK", "VIRTUAL_ENV", "AZURITE_BIN")
 
@@ -92,7 +116,7 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     )
     subprocess.run(
         [uv(), "pip", "install", "--quiet", "--python", str(VENV / "bin" / "python"), "--constraint", str(constraints),
-         str(wheel), "pytest>=8", "pytest-timeout>=2.3"],
+         str(wheel), *ADDITIONS],
         check=True, timeout=900,
     )
     home = tmp / "airflow-home"
@@ -132,8 +156,10 @@ def test_the_floor_environment_holds_the_wheel_on_the_lowest_airflow_without_ext
     assert versions["apache-airflow-core"] == COMPAT_AIRFLOW
     assert versions["apache-airflow-providers-common-compat"] == declared_minimum("apache-airflow-providers-common-compat")
     assert versions["airflow-provider-eh"] == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    # no extra: neither the [spark] extra's full pyspark nor the [dev] extra's providers came along
-    assert "pyspark" not in versions and "apache-airflow-providers-sqlite" not in versions
+    # no extra: neither the [spark] extra's full pyspark, nor the [messaging] extra's provider, nor the
+    # [dev] extra's packages besides ADDITIONS came along
+    extras = {"pyspark", "apache-airflow-providers-common-messaging", "apache-airflow-providers-postgres", "pymysql"}
+    assert not extras & versions.keys(), sorted(extras & versions.keys())
     where = compat.run_ok("-c", f"import {PACKAGE}; print({PACKAGE}.__file__)").stdout.strip()
     assert Path(where).is_relative_to(VENV), f"{PACKAGE} imported from {where}, not from the installed wheel"
 
@@ -279,3 +305,58 @@ def test_publish_dag_run_on_the_floor_lands_each_event_once_and_a_rerun_adds_non
     counts = Counter(json.loads(event.body)["id"] for event in events)
     assert len(counts) == 200 and set(counts.values()) == {1}, Counter(counts.values())
     assert len({key.rsplit("-", 1)[0] for key in counts}) == 1  # one interval's events
+
+
+FLOOR_ORDERS = 180  # the steady stream: about a minute at the publisher's pace (3 events an order)
+
+
+def test_event_driven_example_under_standalone_on_the_floor_loads_each_event_once_within_the_bound(
+    compat: CompatEnv, event_hubs: Any, azurite: Any, tmp_path: Path
+) -> None:
+    """``eh_on_new_orders`` under the floor's ``airflow standalone`` (scheduler, triggerer, DAG processor):
+    a steady stream of orders for about a minute; each event is in the sink once, and within its bound
+    (``tests/support/delivery.py``): the steady stream's, and the safety schedule's more for the last
+    batch, which no later event follows. Both the asset and the safety schedule started runs. Nothing
+    is killed: on 3.1 a triggerer crash can lose an asset event (no acknowledged delivery)."""
+    hub = create_watched_hub(event_hubs, "floor")
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    db = tmp_path / "example.db"
+    port = free_port()
+    example = example_env(db, tmp_path / "data", event_hubs=event_hubs.connection_string(), blob=azurite.connection_string)
+    example.pop("PYSPARK_PYTHON")  # the dev environment's Python; this DAG runs no Spark
+    env = standalone_env(home, port, {**compat.env, **example}, python=str(compat.python))
+    env.update(standalone_settings(hub, tmp_path / "dags"))
+    airflow = AirflowStandalone(env, port, tmp_path / "standalone.log", python=str(compat.python))
+    sampler = SinkSampler(db)
+    publisher = SteadyPublisher(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(), hub), "floor",
+                                FLOOR_ORDERS)
+    try:
+        airflow.start()
+        assert airflow.get("/version").json()["version"] == COMPAT_AIRFLOW
+        airflow.wait_for_dag(DAG_ID)
+        wait_for_watcher(airflow, event_hubs, hub)
+        sampler.start()
+        publisher.start()
+        publisher.join(FLOOR_ORDERS * 2)
+        assert not publisher.is_alive() and publisher.error is None, f"the stream did not end: {publisher.error}"
+        sent_at = publisher.sent_at
+        wait_for(lambda: set(sent_at) <= sampler.seen.keys(), SAFETY_EVERY + DELIVERY_BOUND + 60, "every event in the sink",
+                 airflow)
+        runs = airflow.wait_for_runs(DAG_ID, 1, timeout=300)
+        sink = sink_counts(db)
+        assert set(sink) == set(sent_at) and set(sink.values()) == {1}, "an event is missing from the sink or loaded twice"
+        kinds = {r["run_type"] for r in runs}
+        assert {"asset_triggered", "scheduled"} <= kinds, [(r["dag_run_id"], r["run_type"]) for r in runs]
+
+        times = delivery_times(sent_at, sampler.seen, sent_at)
+        steady, last = stream_classes(sent_at)
+        figures = [
+            check_within(f"the steady stream on Airflow {COMPAT_AIRFLOW}", {k: times[k] for k in steady}, DELIVERY_BOUND),
+            check_within("the stream's last batch", {k: times[k] for k in last}, SAFETY_EVERY + DELIVERY_BOUND),
+        ]
+        print("\n" + "\n".join(figures) + f"\n{len(runs)} runs; asset events no run consumed: {unconsumed_asset_events(home)}")
+    finally:
+        publisher.stop.set()
+        sampler.close()
+        airflow.stop()
