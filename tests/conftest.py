@@ -69,11 +69,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # The files that take longest (minutes each on 2 cores, --durations), longest first: handed out first.
 LONGEST_FILES = (
     "system/test_deployment.py",
+    "compat/test_wheel_on_airflow_floor.py",
+    "integration/events/test_event_driven_dag.py",
     "integration/spark/test_spark_stalled_driver.py",
     "system/test_scheduler_path.py",
-    "system/test_example_pipeline.py",
-    "compat/test_wheel_on_airflow_floor.py",
     "integration/spark/test_spark_crash_recovery.py",
+    "system/test_example_pipeline.py",
     "integration/test_chaos.py",
 )
 

@@ -497,6 +497,11 @@ class _DeploymentApi(AirflowApi):
     def check_alive(self) -> None:
         self.deployment._check_alive(*self.deployment.components)
 
+    def _api(self) -> httpx.Client:
+        if self.client is None:  # a deployment loaded from its record (make deployment's) logs in on first use
+            self.login()
+        return super()._api()
+
     def tail(self, chars: int = 5000) -> str:
         return self.deployment._tail("scheduler", chars)
 
