@@ -94,7 +94,6 @@ PARTITIONS = 2
 FIRST_DAY = date(2025, 1, 1)
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer", "worker-1", "worker-2", "event-hubs", "azurite",
             "redis", "postgres")
-TASK_TITLE = "airflow worker -- "  # a task process's title (the task SDK's task runner), then the task instance's id
 
 
 def dag_id(backend: str) -> str:
@@ -203,19 +202,11 @@ def busy_workers(deployment: Deployment, api: AirflowApi) -> dict[str, tuple[str
     process runs, where the REST API shows that task instance running."""
     running = api.get("/dags/~/dagRuns/~/taskInstances", state="running", limit=100)
     running.raise_for_status()
-    by_id = {ti["id"]: (ti["dag_id"], ti["dag_run_id"], ti["try_number"]) for ti in running.json()["task_instances"]}
     found = {}
-    for name in WORKERS:
-        pid = deployment.components[name].pid
-        try:
-            children = psutil.Process(pid).children(recursive=True) if pid else []
-        except psutil.NoSuchProcess:
-            continue
-        for proc in children:
-            text = title(proc)
-            if text.startswith(TASK_TITLE) and text[len(TASK_TITLE):].strip() in by_id:
-                found[name] = by_id[text[len(TASK_TITLE):].strip()]
-                break
+    for ti in running.json()["task_instances"]:
+        worker = deployment.worker_running(ti["id"])
+        if worker is not None and worker not in found:
+            found[worker] = (ti["dag_id"], ti["dag_run_id"], ti["try_number"])
     return found
 
 
@@ -335,13 +326,9 @@ def fail_runs(api: AirflowApi, runs: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def where_tasks_are(api: AirflowApi, runs: dict[str, list[dict[str, Any]]]) -> str:
-    """A line per unfinished run: its tasks' states, tries, hosts and times."""
-    return "\n".join(
-        f"{run['dag_run_id']} run={run['state']} ti={ti['state']} try={ti['try_number']} host={ti.get('hostname')} "
-        f"queued={ti.get('queued_when')} started={ti.get('start_date')}"
-        for backend, backend_runs in runs.items() for run in backend_runs if run["state"] != "success"
-        for ti in api.task_instances(dag_id(backend), run["dag_run_id"])
-    )
+    """A line per task instance of the unfinished runs."""
+    return "\n".join(api.where_tasks_are(dag_id(backend), [r for r in backend_runs if r["state"] != "success"])
+                     for backend, backend_runs in runs.items())
 
 
 def expected_orders(days: list[date], rows: int) -> Counter:

@@ -397,6 +397,20 @@ class Deployment:
         self._spawn(self.worker(name, extra_env) if name in WORKERS else Component(name, old.argv, old.env))
         self._save()
 
+    def worker_running(self, ti_id: str) -> str | None:
+        """The Celery worker whose task process runs task instance ``ti_id`` now (the task SDK titles that
+        process ``airflow worker -- <id>``), or ``None``."""
+        for name in WORKERS:
+            component = self.components.get(name)
+            for pid in _tree(component.pid) if component is not None and component.pid is not None else ():
+                try:
+                    title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if f"airflow worker -- {ti_id}" in title:
+                    return name
+        return None
+
     def component_of(self, pid: int) -> str | None:
         """The component process ``pid`` runs under (a task process: the worker that runs it), or ``None``."""
         for name, component in self.components.items():

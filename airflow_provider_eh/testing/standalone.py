@@ -168,6 +168,15 @@ class AirflowApi:
                 parts.extend(log_tail(path, tail) for path in logs[-1:])
         return "\n".join(parts) or "no failed task instance found"
 
+    def where_tasks_are(self, dag_id: str, runs: list[dict[str, Any]]) -> str:
+        """A line per task instance of these runs of ``dag_id``: run, task, state, try, worker, when queued
+        and started (what a wait that timed out reports)."""
+        return "\n".join(
+            f"{run['dag_run_id']} run={run['state']} {ti['task_id']}={ti['state']} try={ti['try_number']} "
+            f"host={ti.get('hostname')} queued={ti.get('queued_when')} started={ti.get('start_date')}"
+            for run in runs for ti in self.task_instances(dag_id, run["dag_run_id"])
+        )
+
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         response = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         response.raise_for_status()

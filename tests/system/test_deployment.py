@@ -127,13 +127,9 @@ def wait_for_backfills(deployment: Deployment, count: int, timeout: float,
 
 
 def where_tasks_are(deployment: Deployment, dag_ids: tuple[str, ...]) -> str:
-    """A line per task instance of these DAGs: run, task, state, try, worker, when queued and started."""
+    """A line per task instance of these DAGs' runs."""
     api = deployment.api_client()
-    return "\n".join(
-        f"{run['dag_run_id']} run={run['state']} {ti['task_id']}={ti['state']} try={ti['try_number']} "
-        f"host={ti.get('hostname')} queued={ti.get('queued_when')} started={ti.get('start_date')}"
-        for dag in dag_ids for run in api.runs(dag) for ti in api.task_instances(dag, run["dag_run_id"])
-    )
+    return "\n".join(api.where_tasks_are(dag, api.runs(dag)) for dag in dag_ids)
 
 
 def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
@@ -222,17 +218,6 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
     assert orders_in(deployment, hubs["variable"]) == expected(*DAYS)
 
 
-def task_process(ti_id: str) -> int | None:
-    """The PID of the task process running task instance ``ti_id`` (its title is ``airflow worker -- <id>``)."""
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if f"airflow worker -- {ti_id}" in cmdline.read_bytes().decode(errors="replace"):
-                return int(cmdline.parent.name)
-        except OSError:
-            continue
-    return None
-
-
 def generated_by_spark(deployment: Deployment, days: list[str]) -> Counter:
     """The order events ``(order_id, step)`` the runs' Spark jobs wrote for these intervals."""
     import pyarrow.parquet as pq
@@ -280,10 +265,8 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
         ti for run in api.runs("eh_daily_orders") for ti in api.task_instances("eh_daily_orders", run["dag_run_id"])
         if ti["task_id"] == "publish_orders" and ti["state"] == "running"
     ]
-    driver = task_process(publishing["id"])
-    assert driver is not None, f"no task process runs {publishing['id']}"
-    worker = deployment.component_of(driver)
-    assert worker in ("worker-1", "worker-2"), f"the publish's Spark driver {driver} is not a Celery worker's task"
+    worker = deployment.worker_running(publishing["id"])
+    assert worker in ("worker-1", "worker-2"), f"no Celery worker's task process runs the publish {publishing['id']}"
     deployment.kill(worker)  # the Spark driver with it: the Spark master ends the application
     deployment.restart(worker)
     deployment.kill("scheduler")
