@@ -22,7 +22,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from airflow_provider_eh.testing import databases
-from tests.support import hygiene, prerequisites
+from tests.support import hygiene, prerequisites, watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
@@ -52,11 +52,12 @@ os.environ.update(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Two plugins for the whole session (a conftest's own hooks do not see session fixtures):
-    every test file leaves os.environ and the process table as it found them (``hygiene``), and a
+    """Three plugins for the whole session (a conftest's own hooks do not see session fixtures):
+    every test file leaves os.environ and the process table as it found them (``hygiene``), a
     test whose server or browser is missing fails unless ``make test SKIP=...`` opted out of it
-    (``prerequisites``)."""
-    for plugin in (hygiene, prerequisites):
+    (``prerequisites``), and a test that outlives its timeout by far ends its worker with the stacks
+    of where it hung (``watchdog``)."""
+    for plugin in (hygiene, prerequisites, watchdog):
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, f"eh-{plugin.__name__.rsplit('.', 1)[-1]}")
 
@@ -66,7 +67,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
-# The files that take longest (minutes each on 2 cores, --durations), longest first: handed out first.
+# The files that take longest (minutes each on 2 cores, --durations), longest first: handed out first
+# (make test passes --no-loadscope-reorder: pytest-xdist would hand out the files with most tests first,
+# which left the deployment test, two tests of minutes each, for the end of the run).
 LONGEST_FILES = (
     "system/test_deployment.py",
     "compat/test_wheel_on_airflow_floor.py",
