@@ -1,6 +1,7 @@
 """Daily orders: generate a day's orders with Spark, publish them exactly once, wait for the analytics consumer.
 
-One run per day (``catchup=True``, so unpausing or ``airflow backfill create`` fills past days):
+One run per day (``catchup=True``, so unpausing or ``airflow backfill create`` fills past days, from
+``EH_EXAMPLE_START_DATE``, default 2026-11-01: a deployment that only backfills sets it ahead):
 
 1. ``generate_orders`` (PySpark, ``spark_default``): writes the interval's order events as parquet to
    ``<data_dir>/orders/ds=<interval start>``; the same interval always gives the same events.
@@ -18,6 +19,7 @@ published is refused as changed content unless ``generation`` is bumped (a delib
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pendulum
@@ -38,7 +40,7 @@ else:  # Airflow 3.1: the DAG-authoring timetables are still in core
 
 @dag(
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
-    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    start_date=pendulum.parse(os.environ.get("EH_EXAMPLE_START_DATE", "2026-11-01"), tz="UTC"),
     catchup=True,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=30)},

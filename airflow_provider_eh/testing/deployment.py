@@ -11,8 +11,11 @@ execution API, as on any Celery deployment.
 Used by ``make deployment`` (``scripts/deployment.py``: up, status, down) and the deployment test.
 Each process runs in a process group of its own, started with ``EH_DEPLOYMENT=<root>`` in its
 environment; :meth:`Deployment.stop` (``make deployment-down``) ends exactly the groups whose leader
-still carries that mark, and nothing else. Scheduled runs are off (``use_job_schedule``): the only
-runs are those triggered (UI, REST) or backfilled (``airflow backfill create``).
+still carries that mark, and nothing else. The scheduler runs schedules, as in production: the
+event-driven example's runs (asset-triggered and its safety run) are scheduled runs. DAGs are paused
+when first parsed (Airflow's default): unpause what should run. The example pipeline's start date
+(``EH_EXAMPLE_START_DATE``) is tomorrow, so unpausing it starts no catch-up; past days are backfilled
+(``airflow backfill create``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -77,6 +81,8 @@ SETTINGS = {
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "90",
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
     "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
+    "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
 }
@@ -178,11 +184,14 @@ class Deployment:
     :param worker_env: extra environment of the Celery workers (crash points of a test, say).
     :param spark_worker_env: extra environment of the Spark worker, which its executors and their
         Python workers inherit.
+    :param settings: extra environment of every Airflow component (``EH_EXAMPLE_SAFETY_SCHEDULE``, say).
     """
 
     def __init__(self, root: Path, venv: Path, *, metadata_db: str | None = None, dag_files: Sequence[Path] = (),
-                 worker_env: Mapping[str, str] | None = None, spark_worker_env: Mapping[str, str] | None = None):
+                 worker_env: Mapping[str, str] | None = None, spark_worker_env: Mapping[str, str] | None = None,
+                 settings: Mapping[str, str] | None = None):
         self.root, self.venv, self.metadata_db = root, venv, metadata_db
+        self.settings = dict(settings or {})
         self.dag_files = list(dag_files)
         self.worker_env = dict(worker_env or {})
         self.spark_worker_env = dict(spark_worker_env or {})
@@ -313,7 +322,9 @@ class Deployment:
             "AIRFLOW__CELERY__BROKER_URL": f"redis://{HOST}:{self.ports['redis']}/0",
             "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.metadata_db.replace("postgresql+psycopg2://", "postgresql://", 1),
             "EH_EXAMPLE_NAMESPACE": f"{HOST}:{self.ports['event_hubs']}",
+            "EH_EXAMPLE_START_DATE": str(datetime.now(timezone.utc).date() + timedelta(days=1)),
         })
+        env.update(self.settings)
         return env
 
     def worker(self, name: str, extra_env: Mapping[str, str] | None = None) -> Component:
@@ -593,4 +604,6 @@ def print_summary(deployment: Deployment) -> None:
           f"one worker of {SPARK_WORKER['cores']} cores and {SPARK_WORKER['memory']}")
     print(f"Airflow's command line there: AIRFLOW_HOME={deployment.home} {deployment.venv / 'bin' / 'airflow'} "
           f"(with the environment in {deployment.state_file})")
+    print("DAGs are paused until unpaused (UI toggle); eh_daily_orders starts tomorrow: fill past days with "
+          "airflow backfill create --dag-id eh_daily_orders --from-date ... --to-date ...")
     print("stop it: make deployment-down")

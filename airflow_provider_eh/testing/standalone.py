@@ -107,6 +107,18 @@ class AirflowApi:
             response = self._api().post(path, json=json)
         return response
 
+    def patch(self, path: str, json: Any) -> httpx.Response:
+        response = self._api().patch(path, json=json)
+        if response.status_code == 401:  # the token expired
+            self.login()
+            response = self._api().patch(path, json=json)
+        return response
+
+    def unpause(self, *dag_ids: str) -> None:
+        """Unpause the DAGs (parsed already: :meth:`wait_for_dag`), as the UI's toggle does."""
+        for dag_id in dag_ids:
+            self.patch(f"/dags/{dag_id}", json={"is_paused": False}).raise_for_status()
+
     def check_alive(self) -> None:
         """Raise when what serves the API is gone (nothing to check here; subclasses know their processes)."""
 

@@ -24,7 +24,8 @@ parameters is refused with a 400 naming the parameter, and creates no run.
 Then a backfill of the example pipeline (``eh_daily_orders``: Spark on the deployment's Spark
 cluster, Spark publish, ingestion into SQLite, the deferrable checkpoint sensor) on the same
 workers, with a Spark executor's sender stopped mid-publish and the Celery worker of its driver
-SIGKILLed; ``EH_DEPLOYMENT_DAYS=14`` makes it the 14-day form.
+SIGKILLed, while the event-driven example (``eh_on_new_orders``) watches its hub and loads the orders
+sent to it all along; ``EH_DEPLOYMENT_DAYS=14`` makes it the 14-day form.
 """
 
 from __future__ import annotations
@@ -44,11 +45,21 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
 from airflow_provider_eh.testing.databases import postgres_database
+from airflow_provider_eh.testing.delivery import (
+    Bursts,
+    SinkSampler,
+    check_within,
+    delivery_times,
+    sink_counts,
+    wait_for_receivers,
+)
 from airflow_provider_eh.testing.deployment import Deployment, build_wheel, install
 from tests.conftest import REPO, unique_name
 from tests.support import prerequisites
+from tests.support.delivery import DAG_ID, DELIVERY_BOUND, SAFETY_EVERY, WATCHER_GROUP
 from tests.system.conftest import order_event_keys
 
 DAG_FILE = Path(__file__).parent / "deployment_dags" / "eh_deployment_publish.py"
@@ -59,6 +70,12 @@ REST_DAY = "2026-11-05"
 PAUSED = "paused.pid"  # the claim file of the one publish stopped mid-send, beside the deployment's folder
 SPARK_PAUSED = "spark-paused.pid"  # the same for the Spark executors' Python workers
 PIPELINE_DAYS = int(os.environ.get("EH_DEPLOYMENT_DAYS", "2"))  # days of the example pipeline's backfill
+LIVE_HUB = "orders-live"  # the hub eh_on_new_orders watches (deployment.HUBS)
+# An event of the watched hub reaches the live table within the steady bound (tests/support/delivery.py),
+# plus the safety run's minute for a stream's last burst, plus what the faults cost a run that loads it:
+# a task on the killed worker fails for its heartbeat (30 s) and retries (10 s), its partition claim
+# lapses (60 s); the scheduler's tasks are adopted by the next one (30 s).
+LIVE_BOUND = DELIVERY_BOUND + SAFETY_EVERY + 130
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +100,7 @@ def deployment(postgres: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             PAUSE_ENV: "mid_send:1",
             CLAIM_ENV: str(tmp_path / SPARK_PAUSED),
         },
+        settings={"EH_EXAMPLE_SAFETY_SCHEDULE": "* * * * *"},  # the watcher's safety run every minute (SAFETY_EVERY)
     )
     try:
         instance.start()
@@ -148,7 +166,6 @@ def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
 
 
 def read_hub_of(deployment: Deployment, hub: str) -> list[Any]:
-    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.client.readback import read_hub
 
     return read_hub(EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), hub))
@@ -175,6 +192,7 @@ def test_backfills_on_celery_with_a_worker_killed_mid_publish_publish_each_event
     api = deployment.api_client()
     for backend in BACKENDS:
         api.wait_for_dag(dag_id(backend), timeout=180)
+    api.unpause(*(dag_id(backend) for backend in BACKENDS))  # paused when first parsed, as by Airflow's default
 
     for backend in BACKENDS:
         backfill(deployment, backend, hubs[backend])
@@ -247,13 +265,23 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
     and started again, the triggerer restarted. The retry takes the partitions over and the stopped
     Python worker, continued after the backfill, sends nothing more. Then the hub and the SQL table
     hold each generated event once; the same backfill with ``--reprocess-behavior completed`` adds
-    nothing to either; a run with bad parameters is refused, naming the parameter, and creates no run."""
+    nothing to either; a run with bad parameters is refused, naming the parameter, and creates no run.
+    All along, ``eh_on_new_orders`` (unpaused, its safety run every minute) watches ``orders-live``,
+    to which a few orders go every 20 s until the first backfill is done: each of their events is in
+    ``live_order_events`` once, none later than ``LIVE_BOUND`` after it was sent."""
     (deployment.root.parent / PAUSED).touch(exist_ok=True)  # the Celery workers' own pause point is spent
     days = [str(date(2026, 11, 10) + timedelta(days=n)) for n in range(PIPELINE_DAYS)]
     hub = unique_name("deploy-orders")
     deployment.event_hubs_admin().create_hub(hub, partitions=2, consumer_groups=["analytics"])
     api = deployment.api_client()
-    api.wait_for_dag("eh_daily_orders", timeout=180)
+    for dag in ("eh_daily_orders", DAG_ID):
+        api.wait_for_dag(dag, timeout=180)
+    api.unpause("eh_daily_orders", DAG_ID)  # the pipeline starts tomorrow: no catch-up, only the backfill
+    wait_for_receivers(deployment.event_hubs_admin(), LIVE_HUB, WATCHER_GROUP, 2, alive=api.check_alive)
+    live = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), LIVE_HUB)
+    bursts, sampler = Bursts(live, orders=4, every=20), SinkSampler(deployment.root / "example.db", every=1.0)
+    bursts.start()
+    sampler.start()
     conf = json.dumps({"hub": hub, "rows": 20})
     created = deployment.airflow("backfill", "create", "--dag-id", "eh_daily_orders", "--from-date", days[0],
                                  "--to-date", days[-1], "--dag-run-conf", conf, "--max-active-runs", "1")
@@ -273,6 +301,7 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
     deployment.restart("scheduler")
     deployment.restart("triggerer")
     wait_for_backfills(deployment, 1, timeout=300 + 120 * PIPELINE_DAYS, dag_ids=("eh_daily_orders",))
+    sent_at = bursts.close()
     try:
         os.kill(stopped, signal.SIGCONT)  # the stalled sender wakes up after its partitions were taken over
         time.sleep(5)
@@ -304,3 +333,12 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
     assert refused.status_code == 400, refused.text
     assert "Invalid input for param rows" in refused.text
     assert len(api.runs("eh_daily_orders")) == before
+
+    # the watcher, through every fault above: each event in the live table once, none later than the bound
+    deadline = time.monotonic() + LIVE_BOUND
+    while set(sent_at) - set(sampler.seen) and time.monotonic() < deadline:
+        api.check_alive()
+        time.sleep(2)
+    sampler.close()
+    print(check_within(f"{DAG_ID} on the deployment", delivery_times(sent_at, sampler.seen, sent_at), LIVE_BOUND))
+    assert sink_counts(deployment.root / "example.db") == Counter(list(sent_at))  # each once, nothing stranded

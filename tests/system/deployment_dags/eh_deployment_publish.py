@@ -7,7 +7,9 @@ A DAG's runs go one after another (``max_active_runs=1``, and ``airflow backfill
 --max-active-runs 1``, since a backfill does not take the DAG's): on the blob backend concurrent runs of one
 producer group would take each other's partition leases and fail into retries; on the Variables
 backend they must not overlap at all, and its publish task also takes the one slot of the pool the
-deployment creates, which serialises every DAG of that producer group.
+deployment creates, which serialises every DAG of that producer group. The deployment runs schedules
+(the event-driven example's runs are scheduled runs); these DAGs end before today (``end_date``), so
+the scheduler starts none of their runs: their days are backfilled or triggered.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ for backend in ("blob", "variable"):
         dag_id=f"eh_deployment_publish_{backend}",
         schedule="@daily",
         start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+        end_date=pendulum.datetime(2026, 11, 9, tz="UTC"),
         catchup=False,
         max_active_runs=1,  # runs of one producer group one after another, as eh_daily_orders
         default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=5)},
