@@ -45,6 +45,24 @@ holds fewer than five samples (a short run), the whole stretch is used and the t
 restarted service's stretch begins once it runs as many processes as at its last sample (a worker's
 pool started, the triggerer's trigger runner).
 
+Beside them, ``--pipeline-days`` days (14 by default; 0: none) of the example pipeline
+``eh_daily_orders`` (Spark on the deployment's Spark cluster writes a day's orders, Spark publishes
+them, the ``analytics`` group loads them into SQLite, the deferrable sensor waits for its
+checkpoints) are backfilled at once, ``--pipeline-rows`` orders a day, the days ending two days
+before today, to a hub of their own: its tasks run on the same workers under the same kills (a
+worker is killed while it runs any task). Once they are done, the hub and the SQL table must hold
+each event the Spark jobs generated exactly once, and the same backfill with ``--reprocess-behavior
+completed`` must add nothing to either (``pipeline_duplicates``, ``pipeline_losses``,
+``pipeline_added_by_reprocessing``).
+
+All along, the event-driven example ``eh_on_new_orders`` watches the ``orders-live`` hub (unpaused at
+the start, its safety run on ``--safety-schedule``): ``--burst-orders`` orders (3 events each) go to
+that hub every ``--burst-every`` seconds until the last run has finished, and the ``live_order_events``
+table of the example's SQLite database is read every second. Once every event is in it (or
+``--watch-timeout`` seconds after the last burst), each event's delay from its acknowledged send to
+its first sight in the table gives ``watcher_max_s`` and ``watcher_p95_s``; ``watcher_duplicates``
+counts extra copies in the table, ``watcher_losses`` events never in it.
+
 At the end every run must have succeeded (a failed run stops the soak with its task log's tail), and
 each hub is read back: every order of its days exactly once (``duplicates`` counts extra copies,
 ``losses`` missing orders). The per-service table gives the window's first and last RSS (the mean of
@@ -53,7 +71,9 @@ and end, the window, and after which runs the service was restarted. Components 
 below (the Spark cluster of a deployment that runs one) are in the table only.
 
 Last line: ``runs=… runs_ok=… kills=… kills_mid_task=… scheduler_kills=… triggerer_restarts=… duplicates=… losses=…
-retried=… api_server_rss_growth_pct=… scheduler_rss_growth_pct=… dag_processor_rss_growth_pct=…
+retried=… pipeline_runs_ok=… pipeline_events=… pipeline_duplicates=… pipeline_losses=…
+pipeline_added_by_reprocessing=… watcher_events=… watcher_max_s=… watcher_p95_s=… watcher_duplicates=… watcher_losses=…
+api_server_rss_growth_pct=… scheduler_rss_growth_pct=… dag_processor_rss_growth_pct=…
 triggerer_rss_growth_pct=… worker_rss_growth_pct=… event_hubs_rss_growth_pct=… azurite_rss_growth_pct=…
 redis_rss_growth_pct=… postgres_rss_growth_pct=… seconds=…`` (``worker_rss_growth_pct``: the larger of the
 two workers'; ``retried``: task instances that needed more than one try).
@@ -85,6 +105,14 @@ sys.path.insert(0, str(REPO))
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
+from airflow_provider_eh.testing.delivery import (  # noqa: E402
+    Bursts,
+    SinkSampler,
+    delivery_times,
+    percentile,
+    sink_counts,
+    wait_for_receivers,
+)
 from airflow_provider_eh.testing.deployment import WORKERS, Deployment, build_wheel, install  # noqa: E402
 from airflow_provider_eh.testing.standalone import AirflowApi, StandaloneError  # noqa: E402
 
@@ -92,6 +120,8 @@ DAG_FILE = REPO / "tests" / "system" / "deployment_dags" / "eh_deployment_publis
 BACKENDS = ("blob", "variable")
 PARTITIONS = 2
 FIRST_DAY = date(2025, 1, 1)
+WATCHED_HUB, WATCHER_GROUP, WATCHER_DAG = "orders-live", "airflow-watcher", "eh_on_new_orders"  # deployment.HUBS
+PIPELINE_DAG, PIPELINE_HUB = "eh_daily_orders", "soak-pipeline"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer", "worker-1", "worker-2", "event-hubs", "azurite",
             "redis", "postgres")
 
@@ -336,6 +366,56 @@ def expected_orders(days: list[date], rows: int) -> Counter:
     return Counter(f"{day:%Y%m%d}-{n:05d}" for day in days for n in range(rows))
 
 
+def pipeline_backfill(deployment: Deployment, days: list[date], rows: int, *more: str) -> None:
+    """``airflow backfill create`` of the example pipeline over ``days``, one run at a time, to :data:`PIPELINE_HUB`."""
+    created = deployment.airflow(
+        "backfill", "create", "--dag-id", PIPELINE_DAG, "--from-date", days[0].isoformat(), "--to-date",
+        days[-1].isoformat(), "--dag-run-conf", json.dumps({"hub": PIPELINE_HUB, "rows": rows}), "--max-active-runs", "1",
+        *more,
+    )
+    if created.returncode != 0:
+        raise SystemExit(f"airflow backfill create of {PIPELINE_DAG} failed ({created.returncode}):\n"
+                         f"{created.stdout[-2000:]}\n{created.stderr[-3000:]}")
+
+
+def wait_for_pipeline(api: AirflowApi, backfills: int, timeout: float) -> list[dict[str, Any]]:
+    """The pipeline's runs once its ``backfills`` backfills are completed and every run succeeded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        api.check_alive()
+        runs = api.runs(PIPELINE_DAG)
+        failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
+        if failed:
+            raise SystemExit(f"{PIPELINE_DAG}: run(s) failed: {failed}\n{api.failure_report(PIPELINE_DAG, failed)}")
+        response = api.get("/backfills", dag_id=PIPELINE_DAG)
+        response.raise_for_status()
+        found = response.json()["backfills"]
+        if len(found) == backfills and all(b["completed_at"] for b in found) and all(r["state"] == "success" for r in runs):
+            return runs
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{PIPELINE_DAG}'s backfills not done in {timeout:.0f} s:\n"
+                             f"{api.where_tasks_are(PIPELINE_DAG, runs)}\nthe scheduler's log:\n{api.tail(3000)}")
+        time.sleep(5)
+
+
+def pipeline_counts(deployment: Deployment, days: list[date]) -> tuple[Counter, Counter, Counter]:
+    """The pipeline's order events ``(order_id, step)``: as the Spark jobs generated them for ``days``,
+    in its hub, and in the SQLite table of the analytics group."""
+    import sqlite3
+
+    import pyarrow.parquet as pq
+
+    generated: Counter = Counter()
+    for day in days:
+        rows = pq.read_table(deployment.root / "data" / "orders" / f"ds={day.isoformat()}").to_pylist()
+        generated.update((row["order_id"], row["step"]) for row in rows)
+    endpoint = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), PIPELINE_HUB)
+    in_hub = Counter((e.properties["order_id"], int(e.properties["step"])) for e in read_hub(endpoint))
+    with sqlite3.connect(deployment.root / "example.db", timeout=30) as conn:
+        in_table = Counter(conn.execute("SELECT order_id, step FROM analytics_order_events").fetchall())
+    return generated, in_hub, in_table
+
+
 def soak(args: argparse.Namespace, root: Path, started: float) -> int:
     """Install, start the deployment, backfill, fault and sample until every run finished, check the hubs, report."""
     days = [FIRST_DAY + timedelta(days=k) for k in range(args.runs // 2)]
@@ -345,9 +425,12 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
     share = None if args.full_install else Path(sysconfig.get_path("purelib"))
     where = install(root / "venv", wheel, share=share)
     print(f"the deployment imports the provider from {where} ({time.monotonic() - started:.0f}s)", flush=True)
-    deployment = Deployment(root / "deployment", root / "venv", dag_files=[DAG_FILE])
+    deployment = Deployment(root / "deployment", root / "venv", dag_files=[DAG_FILE],
+                            settings={"EH_EXAMPLE_SAFETY_SCHEDULE": args.safety_schedule})
     samples: list[Sample] = []
     faults = Faults()
+    bursts: Bursts | None = None
+    sampler: SinkSampler | None = None
     try:
         deployment.start()
         api = deployment.api_client()
@@ -358,6 +441,15 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
             deployment.event_hubs_admin().create_hub(hub, partitions=PARTITIONS)
         for backend in BACKENDS:
             api.wait_for_dag(dag_id(backend), timeout=300)
+        api.wait_for_dag(WATCHER_DAG, timeout=300)
+        api.wait_for_dag(PIPELINE_DAG, timeout=300)
+        api.unpause(*(dag_id(backend) for backend in BACKENDS), WATCHER_DAG)  # paused when first parsed, by Airflow's default
+        wait_for_receivers(deployment.event_hubs_admin(), WATCHED_HUB, WATCHER_GROUP, 2, alive=api.check_alive)
+        live = EventHubsEndpoint.from_connection_string(deployment.event_hubs_connection_string(), WATCHED_HUB)
+        bursts = Bursts(live, orders=args.burst_orders, every=args.burst_every)
+        sampler = SinkSampler(deployment.root / "example.db", every=1.0)
+        bursts.start()
+        sampler.start()
         for backend in BACKENDS:
             created = deployment.airflow(
                 "backfill", "create", "--dag-id", dag_id(backend), "--from-date", days[0].isoformat(),
@@ -367,6 +459,13 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
             if created.returncode != 0:
                 raise SystemExit(f"airflow backfill create of {dag_id(backend)} failed ({created.returncode}):\n"
                                  f"{created.stdout[-2000:]}\n{created.stderr[-3000:]}")
+        pipeline_days = [date.today() - timedelta(days=args.pipeline_days + 1 - k) for k in range(args.pipeline_days)]
+        if pipeline_days:
+            deployment.event_hubs_admin().create_hub(PIPELINE_HUB, partitions=PARTITIONS, consumer_groups=["analytics"])
+            api.unpause(PIPELINE_DAG)  # it starts tomorrow (EH_EXAMPLE_START_DATE): no catch-up, only the backfill
+            pipeline_backfill(deployment, pipeline_days, args.pipeline_rows)
+            print(f"backfill created: {len(pipeline_days)} days {pipeline_days[0]} .. {pipeline_days[-1]} of {PIPELINE_DAG}, "
+                  f"{args.pipeline_rows} orders a day", flush=True)
         backfilled = time.monotonic()
         print(f"backfills created: {len(days)} days {days[0]} .. {days[-1]} on each DAG, {args.rows} orders a day "
               f"({backfilled - started:.0f}s)", flush=True)
@@ -415,6 +514,46 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
             time.sleep(1 if kill_pending_since is not None else args.poll)
         soak_seconds = time.monotonic() - backfilled
 
+        # -- the pipeline: its backfill done, each generated event once in its hub and its table; reprocessing adds none --
+        pipeline = {"runs_ok": 0, "events": 0, "duplicates": 0, "losses": 0, "added_by_reprocessing": 0}
+        if pipeline_days:
+            pipeline_runs = wait_for_pipeline(api, 1, args.pipeline_timeout)
+            generated, in_hub, in_table = pipeline_counts(deployment, pipeline_days)
+            pipeline["runs_ok"], pipeline["events"] = len(pipeline_runs), sum(generated.values())
+            pipeline["duplicates"] = sum(n - 1 for c in (in_hub, in_table) for n in c.values() if n > 1)
+            pipeline["losses"] = sum(1 for c in (in_hub, in_table) for key in generated if key not in c)
+            pipeline_backfill(deployment, pipeline_days, args.pipeline_rows, "--reprocess-behavior", "completed")
+            wait_for_pipeline(api, 2, args.pipeline_timeout)
+            _, hub_again, table_again = pipeline_counts(deployment, pipeline_days)
+            pipeline["added_by_reprocessing"] = (sum(hub_again.values()) - sum(in_hub.values())
+                                                 + sum(table_again.values()) - sum(in_table.values()))
+            print(f"{PIPELINE_DAG}: {len(pipeline_runs)} runs, {pipeline['events']} events generated by Spark; in the hub "
+                  f"{sum(in_hub.values())}, in the table {sum(in_table.values())}: {pipeline['duplicates']} duplicates, "
+                  f"{pipeline['losses']} lost; the reprocessing backfill added {pipeline['added_by_reprocessing']} "
+                  f"({time.monotonic() - started:.0f}s)", flush=True)
+
+        # -- the watcher: every event of the bursts in the live table, once --
+        sent_at = bursts.close()
+        deadline = time.monotonic() + args.watch_timeout
+        while set(sent_at) - set(sampler.seen) and time.monotonic() < deadline:
+            api.check_alive()
+            time.sleep(2)
+        sampler.close()
+        delays = delivery_times(sent_at, sampler.seen, sent_at)
+        in_table = sink_counts(deployment.root / "example.db")
+        watcher = {
+            "events": len(sent_at), "losses": sum(1 for key in sent_at if key not in in_table),
+            "duplicates": sum(n - 1 for key, n in in_table.items() if n > 1),
+            "strangers": sum(n for key, n in in_table.items() if key not in sent_at),
+        }
+        seen_delays = [d for d in delays.values() if d != float("inf")]
+        watcher["max_s"] = f"{max(seen_delays):.1f}" if seen_delays else "nan"
+        watcher["p95_s"] = f"{percentile(seen_delays, 0.95):.1f}" if seen_delays else "nan"
+        print(f"{WATCHER_DAG} watching {WATCHED_HUB}: {watcher['events']} events sent in bursts, "
+              f"{len(seen_delays)} in live_order_events, max {watcher['max_s']} s, p95 {watcher['p95_s']} s from the "
+              f"acknowledged send; {watcher['duplicates']} duplicates, {watcher['losses']} lost, "
+              f"{watcher['strangers']} not sent", flush=True)
+
         # -- the runs, their tries, and exactly once in each hub --
         tries = {(backend, r["dag_run_id"]): [ti["try_number"] for ti in api.task_instances(dag_id(backend), r["dag_run_id"])]
                  for backend in BACKENDS for r in runs[backend]}
@@ -441,6 +580,9 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
             if thread.name.startswith("eh-ingest-close-"):
                 thread.join(timeout=15)
     finally:
+        for thread in (bursts, sampler):
+            if thread is not None:
+                thread.stop.set()
         deployment.stop()
 
     names = samples[-1].services if samples else SERVICES
@@ -466,6 +608,11 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
         "runs": args.runs, "runs_ok": ok, "kills": faults.kills, "kills_mid_task": faults.kills_mid_task,
         "scheduler_kills": faults.scheduler_kills, "triggerer_restarts": faults.triggerer_restarts,
         "duplicates": duplicates, "losses": losses, "retried": len(retried),
+        "pipeline_runs_ok": pipeline["runs_ok"], "pipeline_events": pipeline["events"],
+        "pipeline_duplicates": pipeline["duplicates"], "pipeline_losses": pipeline["losses"],
+        "pipeline_added_by_reprocessing": pipeline["added_by_reprocessing"],
+        "watcher_events": watcher["events"], "watcher_max_s": watcher["max_s"], "watcher_p95_s": watcher["p95_s"],
+        "watcher_duplicates": watcher["duplicates"], "watcher_losses": watcher["losses"],
         "api_server_rss_growth_pct": pct("api-server"), "scheduler_rss_growth_pct": pct("scheduler"),
         "dag_processor_rss_growth_pct": pct("dag-processor"), "triggerer_rss_growth_pct": pct("triggerer"),
         "worker_rss_growth_pct": f"{worker_growth:.1f}", "event_hubs_rss_growth_pct": pct("event-hubs"),
@@ -473,7 +620,9 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
         "postgres_rss_growth_pct": pct("postgres"), "seconds": round(time.monotonic() - started),
     }
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
-    return 1 if duplicates or losses or strangers or problems or ok != args.runs else 0
+    watcher_bad = watcher["duplicates"] or watcher["losses"] or watcher["strangers"]
+    pipeline_bad = pipeline["duplicates"] or pipeline["losses"] or pipeline["added_by_reprocessing"]
+    return 1 if duplicates or losses or strangers or problems or ok != args.runs or watcher_bad or pipeline_bad else 0
 
 
 def main() -> int:
@@ -489,6 +638,15 @@ def main() -> int:
     parser.add_argument("--busy-wait", type=float, default=60, help="seconds to wait for a worker to run a task before a kill")
     parser.add_argument("--poll", type=float, default=3, help="seconds between two looks at the runs")
     parser.add_argument("--run-timeout", type=float, default=600, help="seconds without a finished run before the soak gives up")
+    parser.add_argument("--pipeline-days", type=int, default=14, help="days of eh_daily_orders to backfill (0: none)")
+    parser.add_argument("--pipeline-rows", type=int, default=20, help="orders a day of eh_daily_orders")
+    parser.add_argument("--pipeline-timeout", type=float, default=2400,
+                        help="seconds for the pipeline's backfill to finish once the publish runs have")
+    parser.add_argument("--burst-orders", type=int, default=4, help="orders (3 events each) a burst sends to orders-live")
+    parser.add_argument("--burst-every", type=float, default=20, help="seconds between two bursts")
+    parser.add_argument("--safety-schedule", default="* * * * *", help="eh_on_new_orders's safety run (a cron expression)")
+    parser.add_argument("--watch-timeout", type=float, default=300,
+                        help="seconds after the last burst for its events to reach live_order_events")
     parser.add_argument("--full-install", action="store_true",
                         help="install the pinned third-party packages into the soak's venv too (as make deployment), "
                              "instead of sharing this environment's")
