@@ -378,26 +378,6 @@ def pipeline_backfill(deployment: Deployment, days: list[date], rows: int, *more
                          f"{created.stdout[-2000:]}\n{created.stderr[-3000:]}")
 
 
-def wait_for_pipeline(api: AirflowApi, backfills: int, timeout: float) -> list[dict[str, Any]]:
-    """The pipeline's runs once its ``backfills`` backfills are completed and every run succeeded."""
-    deadline = time.monotonic() + timeout
-    while True:
-        api.check_alive()
-        runs = api.runs(PIPELINE_DAG)
-        failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
-        if failed:
-            raise SystemExit(f"{PIPELINE_DAG}: run(s) failed: {failed}\n{api.failure_report(PIPELINE_DAG, failed)}")
-        response = api.get("/backfills", dag_id=PIPELINE_DAG)
-        response.raise_for_status()
-        found = response.json()["backfills"]
-        if len(found) == backfills and all(b["completed_at"] for b in found) and all(r["state"] == "success" for r in runs):
-            return runs
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{PIPELINE_DAG}'s backfills not done in {timeout:.0f} s:\n"
-                             f"{api.where_tasks_are(PIPELINE_DAG, runs)}\nthe scheduler's log:\n{api.tail(3000)}")
-        time.sleep(5)
-
-
 def pipeline_counts(deployment: Deployment, days: list[date]) -> tuple[Counter, Counter, Counter]:
     """The pipeline's order events ``(order_id, step)``: as the Spark jobs generated them for ``days``,
     in its hub, and in the SQLite table of the analytics group."""
@@ -517,13 +497,13 @@ def soak(args: argparse.Namespace, root: Path, started: float) -> int:
         # -- the pipeline: its backfill done, each generated event once in its hub and its table; reprocessing adds none --
         pipeline = {"runs_ok": 0, "events": 0, "duplicates": 0, "losses": 0, "added_by_reprocessing": 0}
         if pipeline_days:
-            pipeline_runs = wait_for_pipeline(api, 1, args.pipeline_timeout)
+            pipeline_runs = api.wait_for_backfills([PIPELINE_DAG], 1, args.pipeline_timeout)[PIPELINE_DAG]
             generated, in_hub, in_table = pipeline_counts(deployment, pipeline_days)
             pipeline["runs_ok"], pipeline["events"] = len(pipeline_runs), sum(generated.values())
             pipeline["duplicates"] = sum(n - 1 for c in (in_hub, in_table) for n in c.values() if n > 1)
             pipeline["losses"] = sum(1 for c in (in_hub, in_table) for key in generated if key not in c)
             pipeline_backfill(deployment, pipeline_days, args.pipeline_rows, "--reprocess-behavior", "completed")
-            wait_for_pipeline(api, 2, args.pipeline_timeout)
+            api.wait_for_backfills([PIPELINE_DAG], 2, args.pipeline_timeout)
             _, hub_again, table_again = pipeline_counts(deployment, pipeline_days)
             pipeline["added_by_reprocessing"] = (sum(hub_again.values()) - sum(in_hub.values())
                                                  + sum(table_again.values()) - sum(in_table.values()))

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,31 @@ class AirflowApi:
             f"host={ti.get('hostname')} queued={ti.get('queued_when')} started={ti.get('start_date')}"
             for run in runs for ti in self.task_instances(dag_id, run["dag_run_id"])
         )
+
+    def wait_for_backfills(self, dag_ids: Sequence[str], count: int, timeout: float) -> dict[str, list[dict[str, Any]]]:
+        """Wait until each DAG has ``count`` backfills, all completed, and every run of it succeeded; its
+        runs. A failed run raises at once with its failed tasks' logs; a timeout with where every task
+        instance is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            runs, done = {}, []
+            for dag_id in dag_ids:
+                runs[dag_id] = self.runs(dag_id)
+                failed = [r["dag_run_id"] for r in runs[dag_id] if r["state"] == "failed"]
+                if failed:
+                    raise StandaloneError(f"runs of {dag_id} failed: {failed}\n{self.failure_report(dag_id, failed)}")
+                response = self.get("/backfills", dag_id=dag_id)
+                response.raise_for_status()
+                backfills = response.json()["backfills"]
+                done.append(len(backfills) == count and all(b["completed_at"] for b in backfills)
+                            and all(r["state"] == "success" for r in runs[dag_id]))
+            if all(done):
+                return runs
+            if time.monotonic() > deadline:
+                where = "\n".join(self.where_tasks_are(dag_id, dag_runs) for dag_id, dag_runs in runs.items())
+                raise StandaloneError(f"backfills not done in {timeout:.0f} s:\n{where}\nthe log:\n{self.tail(3000)}")
+            time.sleep(3)
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         response = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")

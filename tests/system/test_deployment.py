@@ -124,30 +124,7 @@ def backfill(deployment: Deployment, backend: str, hub: str, *more: str) -> None
 def wait_for_backfills(deployment: Deployment, count: int, timeout: float,
                        dag_ids: tuple[str, ...] = tuple(dag_id(b) for b in BACKENDS)) -> None:
     """Wait until each DAG has ``count`` backfills, all completed, and every run succeeded (a failed run raises)."""
-    api = deployment.api_client()
-    deadline = time.monotonic() + timeout
-    while True:
-        done = []
-        for dag in dag_ids:
-            runs = api.runs(dag)
-            failed = [r["dag_run_id"] for r in runs if r["state"] == "failed"]
-            assert not failed, f"runs failed: {failed}\n{api.failure_report(dag, failed)}"
-            response = api.get("/backfills", dag_id=dag)
-            response.raise_for_status()
-            backfills = response.json()["backfills"]
-            done.append(len(backfills) == count and all(b["completed_at"] for b in backfills)
-                        and all(r["state"] == "success" for r in runs))
-        if all(done):
-            return
-        deployment.api_client().check_alive()
-        assert time.monotonic() < deadline, f"backfills not done in {timeout} s:\n{where_tasks_are(deployment, dag_ids)}"
-        time.sleep(3)
-
-
-def where_tasks_are(deployment: Deployment, dag_ids: tuple[str, ...]) -> str:
-    """A line per task instance of these DAGs' runs."""
-    api = deployment.api_client()
-    return "\n".join(api.where_tasks_are(dag, api.runs(dag)) for dag in dag_ids)
+    deployment.api_client().wait_for_backfills(dag_ids, count, timeout)
 
 
 def wait_for_pause(deployment: Deployment, claim: Path, timeout: float) -> int:
