@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -322,7 +322,7 @@ class Deployment:
             "AIRFLOW__CELERY__BROKER_URL": f"redis://{HOST}:{self.ports['redis']}/0",
             "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + self.metadata_db.replace("postgresql+psycopg2://", "postgresql://", 1),
             "EH_EXAMPLE_NAMESPACE": f"{HOST}:{self.ports['event_hubs']}",
-            "EH_EXAMPLE_START_DATE": str(datetime.now(timezone.utc).date() + timedelta(days=1)),
+            "EH_EXAMPLE_START_DATE": str(datetime.now(UTC).date() + timedelta(days=1)),
         })
         env.update(self.settings)
         return env

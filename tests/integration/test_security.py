@@ -35,6 +35,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.azurite import AzuriteProcess
 from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env, unique_name
+from tests.support.airflow_home import migrated_home
 from airflow_provider_eh.testing.dag_test import failure_report
 
 MARK = uuid.uuid4().hex[:10]
@@ -123,7 +124,7 @@ def haystacks(airflow_home: Path, run: subprocess.CompletedProcess[str], result:
 
 
 def test_secrets_appear_in_no_log_xcom_state_or_metadata_of_a_publish_run(
-    secure_stack: dict[str, Any], airflow_db: Path, tmp_path: Path
+    secure_stack: dict[str, Any], tmp_path: Path
 ) -> None:
     eh: EmulatorProcess = secure_stack["eh"]
     hub = unique_name("secure")
@@ -131,15 +132,17 @@ def test_secrets_appear_in_no_log_xcom_state_or_metadata_of_a_publish_run(
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "secure_publish.py").write_text(textwrap.dedent(DAG_FILE))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
     refused = eh.connection_string(hub).replace(f"SharedAccessKey={EH_KEY}", f"SharedAccessKey={WRONG_EH_KEY}")
-    for name, value in (
+    own = dict((
         connection_env("eh_secure", "azure_event_hubs", extra={"connection_string": eh.connection_string(hub)}),
         connection_env("eh_refused", "azure_event_hubs", extra={"connection_string": refused}),
         connection_env("wasb_secure", "wasb", extra={"connection_string": secure_stack["blob"]}),
-    ):
-        env[name] = value
-    env.update({"PYTHONPATH": str(REPO), "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY})
+    ))
+    own.update({"PYTHONPATH": str(REPO), "AIRFLOW__CORE__FERNET_KEY": FERNET_KEY})
+    # an Airflow home and metadata DB of the run's own: the haystack is this run's, not the session's DB
+    home = tmp_path / "home"
+    env = {k: v for k, v in migrated_home(home, dags, own).items() if not k.startswith("AIRFLOW_CONN_") or k in own}
+    env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"  # each task's publish line is part of the check
     result_path = tmp_path / "result.json"
     run = subprocess.run([sys.executable, "-c", RUN, str(dags / "secure_publish.py"), "2026-06-02T00:00:00+00:00",
                           str(result_path)], capture_output=True, text=True, timeout=300, env=env)
@@ -148,7 +151,7 @@ def test_secrets_appear_in_no_log_xcom_state_or_metadata_of_a_publish_run(
     assert result["states"] == {"publish_blob": "success", "publish_variable": "success", "publish_refused": "failed"}, \
         failure_report(run.stdout + run.stderr)
 
-    found = haystacks(airflow_db, run, result, secure_stack["blob"])
+    found = haystacks(home, run, result, secure_stack["blob"])
     output = run.stdout + run.stderr
     # the capture is real: each task's publish line and the refused key's failure are in it
     assert output.count("publishing to hub") == 3 and "refused the connection's credential" in output
