@@ -95,24 +95,20 @@ class AirflowApi:
         self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
     def get(self, path: str, **params: Any) -> httpx.Response:
-        response = self._api().get(path, params=params)
-        if response.status_code == 401:  # the token expired
-            self.login()
-            response = self._api().get(path, params=params)
-        return response
+        return self._request("GET", path, params=params)
 
     def post(self, path: str, json: Any) -> httpx.Response:
-        response = self._api().post(path, json=json)
-        if response.status_code == 401:  # the token expired
-            self.login()
-            response = self._api().post(path, json=json)
-        return response
+        return self._request("POST", path, json=json)
 
     def patch(self, path: str, json: Any) -> httpx.Response:
-        response = self._api().patch(path, json=json)
-        if response.status_code == 401:  # the token expired
+        return self._request("PATCH", path, json=json)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One REST call, made again after a new login when the token expired (401)."""
+        response = self._api().request(method, path, **kwargs)
+        if response.status_code == 401:
             self.login()
-            response = self._api().patch(path, json=json)
+            response = self._api().request(method, path, **kwargs)
         return response
 
     def unpause(self, *dag_ids: str) -> None:

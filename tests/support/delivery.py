@@ -32,6 +32,7 @@ from airflow_provider_eh.testing.delivery import (  # noqa: F401 (what the tests
     percentile,
     publish_timed,
     sink_counts,
+    wait_for_receivers,
 )
 from airflow_provider_eh.testing.events import event_dags_folder
 from tests.conftest import unique_name
@@ -88,9 +89,10 @@ def wait_for(condition: Any, timeout: float, what: str, airflow: Any) -> None:
 
 def wait_for_watcher(airflow: Any, event_hubs: Any, hub: str, timeout: float = 180) -> None:
     """Wait until the watcher's receivers are open on both partitions of ``hub``."""
-    wait_for(lambda: {r["partition"] for r in event_hubs.admin.receivers(hub)
-                      if r["consumer_group"].lower() == WATCHER_GROUP} == {"0", "1"},
-             timeout, "the watcher's receivers on both partitions", airflow)
+    try:
+        wait_for_receivers(event_hubs.admin, hub, WATCHER_GROUP, 2, timeout, alive=airflow.check_alive)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{airflow.tail()}") from None
 
 
 def stream_classes(sent_at: Mapping[Key, float], last_batch: float = LAST_BATCH) -> tuple[list[Key], list[Key]]:
