@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 LOCAL := .local
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PYSPARK_PYTHON := $(abspath $(PY))
-export PATH := $(abspath $(VENV)/bin):$(PATH)
+# azurite-blob from npm's local install, for the local endpoint package's Azurite launcher
+export PATH := $(abspath $(VENV)/bin):$(abspath node_modules/.bin):$(PATH)
 # Test processes (pytest-xdist): each has its own Airflow home, endpoint, Azurite and Spark; a test
 # file stays on one process. Most integration tests wait on subprocesses, so 2 pay off even on 2 cores.
 TEST_WORKERS ?= 2
@@ -32,24 +33,26 @@ help:
 	@echo "make lint            ruff (lint, import order, docstrings) and mypy, as pyproject.toml configures them"
 	@echo "make bench           run every benchmark and write bench/results.md"
 
+# Before anything runs: what is missing is installed from Debian's packages where this user may (root,
+# or sudo without a password); elsewhere one line per missing prerequisite, with the command that installs it.
 check-tools:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.11+). Install it, or run make PYTHON=/path/to/python3.11"; exit 1; }
-	@$(PREREQS) check --for demo
+	@$(PREREQS) ensure --for demo
 
-# Before anything runs: one line per missing prerequisite, with the command that installs it.
 check-test-tools: check-tools
-	@$(PREREQS) check --for test --skip "$(SKIP)"
+	@$(PREREQS) ensure --for test --skip "$(SKIP)"
 
 prerequisites:
 	@command -v $(PYTHON) >/dev/null || { echo "missing: $(PYTHON) (Python 3.11+): apt-get install python3 python3-venv"; exit 1; }
 	$(PREREQS) install --for test --skip "$(SKIP)"
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements/dev.lock pyproject.toml | check-tools
+# The provider and the local endpoint (endpoint/, a distribution of its own), both editable.
+$(VENV)/.installed: requirements/dev.lock pyproject.toml endpoint/pyproject.toml | check-tools
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv
 	$(VENV)/bin/uv pip install --quiet -p $(PY) -r requirements/dev.lock
-	$(VENV)/bin/uv pip install --quiet -p $(PY) --no-deps -e .
+	$(VENV)/bin/uv pip install --quiet -p $(PY) --no-deps -e . -e endpoint
 	touch $@
 
 node: node_modules/.installed
@@ -81,13 +84,13 @@ lint: venv
 	$(VENV)/bin/mypy
 
 services-up: venv node
-	$(PY) -m airflow_provider_eh.testing.stack up
+	$(PY) -m tests.support.stack up
 
 services-down:
-	@test -x $(PY) && $(PY) -m airflow_provider_eh.testing.stack down || true
+	@test -x $(PY) && $(PY) -m tests.support.stack down || true
 
 services-status: venv
-	$(PY) -m airflow_provider_eh.testing.stack status
+	$(PY) -m tests.support.stack status
 
 # Airflow's components as separate processes on CeleryExecutor, the provider from its built wheel in a
 # virtual environment of its own under .local/deployment/ (scripts/deployment.py).

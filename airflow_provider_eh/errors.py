@@ -1,12 +1,8 @@
 """The package's one error hierarchy.
 
-No Airflow import here: the publishing engine and the local endpoint's client tools use these too.
+No Airflow import here: the publishing and ingestion engines raise these too.
 Every error says whether an Airflow retry can help (``retryable``); operators turn the
 non-retryable ones into ``AirflowFailException`` so that Airflow does not burn retries on them.
-
-Each error is also importable where it is raised (``spark.errors``, ``triggers.event``,
-``operators.common``, ``client.readback``, ``plugins.redaction``, ``emulator``), as it was before it
-moved here.
 """
 
 from __future__ import annotations
@@ -169,16 +165,3 @@ class ViewReadError(EventHubsProviderError):
         self.message = message
         self.status_code = status_code
         self.retryable = status_code >= 500
-
-
-class EmulatorAdminError(EventHubsProviderError, RuntimeError):
-    """The local endpoint's admin API answered with an error; ``status`` is the HTTP status.
-
-    The message is the endpoint's own (it names the hub, fault kind or field it refused). ``retryable``
-    for a 5xx answer only: a refused request is refused again.
-    """
-
-    def __init__(self, status: int, message: str):
-        super().__init__(f"admin endpoint answered {status}: {message}")
-        self.status = status
-        self.retryable = status >= 500

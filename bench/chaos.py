@@ -677,8 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)  # the SDK's notes on connections closed at shutdown are not findings
-    from airflow_provider_eh.emulator import EmulatorProcess
-    from airflow_provider_eh.testing.azurite import AzuriteProcess
+    from eventhubs_local import EmulatorProcess
+    from eventhubs_local.azurite import AzuriteProcess
 
     with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp:
         root = Path(tmp)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

@@ -85,10 +85,10 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.databases import mariadb_server, postgres_server  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
+from tests.support.databases import mariadb_server, postgres_server  # noqa: E402
 
 
 def publish(conn_str: str, partitions: int, events: int) -> None:

@@ -61,7 +61,6 @@ from azure.eventhub import EventData  # noqa: E402
 from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, StateKey  # noqa: E402
 from airflow_provider_eh.publishing.state import (  # noqa: E402
     BATCH,
@@ -74,7 +73,8 @@ from airflow_provider_eh.publishing.state import (  # noqa: E402
     history_name,
     record_name,
 )
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 
 EVENTS_PER_SEEDED_BATCH = 100
 
@@ -92,7 +92,7 @@ def azurite_metadata(kind: str) -> Iterator[str | None]:
         return
     import pymysql
 
-    from airflow_provider_eh.testing.databases import mariadb_server
+    from tests.support.databases import mariadb_server
 
     with mariadb_server() as server:
         if server is None:

@@ -37,7 +37,6 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.publishing import (  # noqa: E402
     BlobProducerStateStore,
     Fingerprint,
@@ -45,8 +44,9 @@ from airflow_provider_eh.publishing import (  # noqa: E402
     normalise,
     send_partition,
 )
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.events import send_filled  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
+from tests.support.events import send_filled  # noqa: E402
 
 PARTITIONS = 4
 

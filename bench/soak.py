@@ -36,10 +36,10 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 
 PARTITIONS = 4
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -5,10 +5,10 @@ service's memory stay flat, and is every event published exactly once?
 ``.venv/bin/python bench/soak_deployment.py --runs 200``
 
 Builds the provider's wheel and installs it into a virtual environment in a temporary directory
-(:func:`airflow_provider_eh.testing.deployment.install`; its third-party packages are this
+(:func:`tests.support.deployment.install`; its third-party packages are this
 environment's, as in the deployment test, or a full install of the pinned versions with
 ``--full-install``, as ``make deployment`` does), then starts
-:class:`~airflow_provider_eh.testing.deployment.Deployment` with a Postgres server of its own (Debian's
+:class:`~tests.support.deployment.Deployment` with a Postgres server of its own (Debian's
 ``postgresql`` binaries) and ``redis-server``: api-server, scheduler, dag-processor, triggerer, two
 Celery workers, the local Event Hubs endpoint and Azurite (and whatever else the deployment runs),
 each a process group of its own. The DAGs
@@ -105,7 +105,7 @@ sys.path.insert(0, str(REPO))
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
-from airflow_provider_eh.testing.delivery import (  # noqa: E402
+from tests.support.delivery_times import (  # noqa: E402
     Bursts,
     SinkSampler,
     delivery_times,
@@ -113,8 +113,8 @@ from airflow_provider_eh.testing.delivery import (  # noqa: E402
     sink_counts,
     wait_for_receivers,
 )
-from airflow_provider_eh.testing.deployment import WORKERS, Deployment, build_wheel, install  # noqa: E402
-from airflow_provider_eh.testing.standalone import AirflowApi, StandaloneError  # noqa: E402
+from tests.support.deployment import WORKERS, Deployment, build_wheel, install  # noqa: E402
+from tests.support.standalone import AirflowApi, StandaloneError  # noqa: E402
 
 DAG_FILE = REPO / "tests" / "system" / "deployment_dags" / "eh_deployment_publish.py"
 BACKENDS = ("blob", "variable")

@@ -64,11 +64,11 @@ sys.path.insert(0, str(REPO))
 from _sampling import growth, measure  # noqa: E402  (bench/, this script's folder)
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.ports import free_port  # noqa: E402
-from airflow_provider_eh.testing.stack import example_env  # noqa: E402
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
+from eventhubs_local.ports import free_port  # noqa: E402
+from tests.support.stack import example_env  # noqa: E402
+from tests.support.standalone import AirflowStandalone, standalone_env  # noqa: E402
 
 DAG_ID = "eh_daily_orders"
 HUB = "soak-orders"

@@ -37,12 +37,12 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, derive_batch_id  # noqa: E402
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource  # noqa: E402
 from airflow_provider_eh.spark.mapping import RowMapping  # noqa: E402
 from airflow_provider_eh.spark.session import SparkSettings, get_session  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 
 PARTITIONS = 4
 MAPPING = RowMapping(key_column="customer", property_columns=("region",), order_by=("id",))

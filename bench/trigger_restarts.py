@@ -27,9 +27,9 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.stack import connection_env  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
+from tests.support.stack import connection_env  # noqa: E402
 
 
 async def start_once(trigger_class: type) -> str:

@@ -36,12 +36,12 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.plugins.readers import PROPERTIES_TTL, PROPERTY_CLIENTS  # noqa: E402
 from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PendingIntent, ProducerState, StateKey  # noqa: E402
-from airflow_provider_eh.testing.azurite import AzuriteProcess  # noqa: E402
-from airflow_provider_eh.testing.ports import free_port  # noqa: E402
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
+from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
+from eventhubs_local.ports import free_port  # noqa: E402
+from tests.support.standalone import AirflowStandalone, standalone_env  # noqa: E402
 
 HUB, STATE, CHECKPOINTS = "bench-view", "bench-state", "bench-checkpoints"
 CONSUMER_GROUPS = ("$Default", "analytics")

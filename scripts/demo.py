@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_provider_eh.testing import stack  # noqa: E402
+from tests.support import stack  # noqa: E402
 
 AIRFLOW_HOME = REPO / ".airflow"
 DEMO_DIR = stack.LOCAL / "demo"
@@ -131,10 +131,10 @@ def live_sink(prefix: str) -> Counter:
 def event_driven() -> None:
     """Step 5: new orders in ``orders-live`` start runs of ``eh_on_new_orders`` through its asset watcher."""
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-    from airflow_provider_eh.emulator import EmulatorAdmin
-    from airflow_provider_eh.testing.events import event_dags_folder, order_events, publish_orders
-    from airflow_provider_eh.testing.ports import free_port
-    from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+    from eventhubs_local import EmulatorAdmin
+    from eventhubs_local.ports import free_port
+    from tests.support.events import event_dags_folder, order_events, publish_orders
+    from tests.support.standalone import AirflowStandalone, standalone_env
 
     admin = EmulatorAdmin(f"http://{stack.HOST}:{stack.EVENT_HUBS_ADMIN_PORT}")
     if LIVE_HUB not in {h["name"] for h in admin.list_hubs()}:

@@ -8,7 +8,7 @@
 CeleryExecutor's two Celery workers, `airflow api-server`, `scheduler`, `dag-processor` and
 `triggerer`, the local Event Hubs endpoint (hubs `orders` and `orders-live`, as the example DAGs expect),
 Azurite and a Spark standalone cluster (master and worker), with the example DAGs of `dags/`
-(`airflow_provider_eh.testing.deployment`). It prints the UI's address and a login. Everything is
+(`tests.support.deployment`). It prints the UI's address and a login. Everything is
 under `.local/deployment/`: each `up` starts from empty data (metadata, hub, blob storage); the virtual
 environment is kept for the next `up` (only the provider is reinstalled), and `make clean` removes it.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_provider_eh.testing.deployment import Deployment, DeploymentError, build_wheel, install, print_summary  # noqa: E402
+from tests.support.deployment import Deployment, DeploymentError, build_wheel, install, print_summary  # noqa: E402
 
 ROOT = REPO / ".local" / "deployment"
 VENV = ROOT / "venv"

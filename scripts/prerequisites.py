@@ -1,12 +1,14 @@
 """What ``make demo`` and ``make test`` need on the machine beyond the Python packages: one list for all.
 
-The Makefile checks it before anything runs (``check``), ``make prerequisites`` and ``.ci/run``
-install what is missing from Debian's packages (``install``), the README's table is this list
+Before anything runs, ``make test`` and ``make demo`` install what is missing from Debian's packages
+where this user may (root, or sudo without a password) and otherwise name the command that does
+(``ensure``); ``make prerequisites`` installs (``install``); CONTRIBUTING.md's table is this list
 (``markdown``, compared by a unit test), and the test suite asks it whether a test's server or
 browser is there (``tests/support/prerequisites.py``). Standard library only: it runs before the
 virtual environment exists.
 
-    python3 scripts/prerequisites.py check [--for test|demo] [--skip chromium,mariadb]
+    python3 scripts/prerequisites.py ensure [--for test|demo] [--skip chromium,mariadb]
+    python3 scripts/prerequisites.py check [--for test|demo] [--skip ...]
     python3 scripts/prerequisites.py install [--for test|demo] [--skip ...]
     python3 scripts/prerequisites.py markdown
 """
@@ -147,6 +149,22 @@ def check(purpose: str, skip: set[str]) -> int:
     return 1 if absent else 0
 
 
+def may_install() -> bool:
+    """Whether this user can run apt-get here without being asked for a password."""
+    if not shutil.which("apt-get"):
+        return False
+    if os.geteuid() == 0:
+        return True
+    return bool(shutil.which("sudo")) and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0
+
+
+def ensure(purpose: str, skip: set[str]) -> int:
+    """Install what is missing where this user may; elsewhere say what is missing and how to install it."""
+    if missing(purpose, skip) and may_install():
+        return install(purpose, skip)
+    return check(purpose, skip)
+
+
 def install(purpose: str, skip: set[str]) -> int:
     """Install the missing prerequisites from Debian's packages, then check again."""
     absent = [p for p, _ in missing(purpose, skip)]
@@ -162,7 +180,7 @@ def install(purpose: str, skip: set[str]) -> int:
 
 
 def markdown() -> str:
-    """The README's prerequisites table."""
+    """CONTRIBUTING.md's prerequisites table."""
     rows = ["| prerequisite | Debian package | used by | `SKIP=` |", "| --- | --- | --- | --- |"]
     for p in PREREQUISITES:
         rows.append(f"| {p.what} | `{p.debian}` | {p.used_by} | {f'`{p.key}`' if p.skippable else 'no'} |")
@@ -172,7 +190,7 @@ def markdown() -> str:
 def main(argv: list[str] | None = None) -> int:
     """The command line: ``check``, ``install`` or ``markdown``."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["check", "install", "markdown"])
+    parser.add_argument("action", choices=["ensure", "check", "install", "markdown"])
     parser.add_argument("--for", dest="purpose", choices=["test", "demo"], default="test")
     parser.add_argument("--skip", default=os.environ.get("SKIP", ""))
     args = parser.parse_args(argv)
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown())
         return 0
     skip = parse_skip(args.skip)
-    return check(args.purpose, skip) if args.action == "check" else install(args.purpose, skip)
+    return {"ensure": ensure, "check": check, "install": install}[args.action](args.purpose, skip)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from airflow_provider_eh.testing import databases
-from tests.support import hygiene, prerequisites, watchdog
+from tests.support import databases, hygiene, prerequisites, watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
@@ -168,7 +167,7 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def azurite(stack_dir: Path) -> Iterator[object]:
     """Azurite's blob service on a free 127.0.0.1 port for the whole session."""
-    from airflow_provider_eh.testing.azurite import AzuriteProcess
+    from eventhubs_local.azurite import AzuriteProcess
 
     with AzuriteProcess(stack_dir / "azurite") as proc:
         yield proc
@@ -177,7 +176,7 @@ def azurite(stack_dir: Path) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def event_hubs(stack_dir: Path) -> Iterator[object]:
     """The local Event Hubs endpoint as a child process on free 127.0.0.1 ports for the whole session."""
-    from airflow_provider_eh.emulator import EmulatorProcess
+    from eventhubs_local import EmulatorProcess
 
     with EmulatorProcess(stack_dir / "event-hubs", log_path=str(stack_dir / "event-hubs.log")) as proc:
         yield proc

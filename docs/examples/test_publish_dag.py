@@ -18,8 +18,8 @@ import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
-from airflow_provider_eh.emulator import EmulatorProcess
-from airflow_provider_eh.testing.azurite import AzuriteProcess
+from eventhubs_local import EmulatorProcess
+from eventhubs_local.azurite import AzuriteProcess
 
 DAGS = Path(__file__).parent  # the folder of the DAG under test
 

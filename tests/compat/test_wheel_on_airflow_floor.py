@@ -3,7 +3,7 @@
 A fresh environment (``.local/compat-venv``) gets the wheel built from the checkout, Airflow pinned to
 the floor (``COMPAT_AIRFLOW``, the latest patch of the lowest supported minor) and common-compat pinned
 to its declared minimum; every other package comes from the wheel's own metadata, resolved as pip
-would (no lock, no extra). The only additions (``ADDITIONS``) are the test tools (pytest) and the
+would (no lock; only the ``testing`` extra, the local endpoint's wheel built beside it). The only additions (``ADDITIONS``) are the test tools (pytest) and the
 SQLite provider, which the event-driven example's sink connection needs. Everything then runs in
 that environment's Python, from a directory outside the checkout, so the checkout can never stand in
 for the installed package; the event-driven example also runs under that environment's
@@ -33,9 +33,9 @@ from packaging.version import Version
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
 from airflow_provider_eh.testing.dag_test import failure_report
-from airflow_provider_eh.testing.ports import free_port
-from airflow_provider_eh.testing.stack import connection_env, example_env
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+from eventhubs_local.ports import free_port
+from tests.support.stack import connection_env, example_env
+from tests.support.standalone import AirflowStandalone, standalone_env
 from tests.conftest import REPO, unique_name
 from tests.support.delivery import (
     DAG_ID,
@@ -104,7 +104,8 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     """Build the wheel, create ``.local/compat-venv`` from scratch and install the wheel there on the floor."""
     tmp = tmp_path_factory.mktemp("compat")
     wheels = tmp / "wheel"
-    subprocess.run([uv(), "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(REPO)], check=True, timeout=300)
+    for source in (REPO, REPO / "endpoint"):  # the provider, and the local endpoint its `testing` extra names
+        subprocess.run([uv(), "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(source)], check=True, timeout=300)
     (wheel,) = wheels.glob("airflow_provider_eh-*.whl")
     shutil.rmtree(VENV, ignore_errors=True)
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True, timeout=120)
@@ -116,7 +117,7 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     )
     subprocess.run(
         [uv(), "pip", "install", "--quiet", "--python", str(VENV / "bin" / "python"), "--constraint", str(constraints),
-         str(wheel), *ADDITIONS],
+         "--find-links", str(wheels), f"{wheel}[testing]", *ADDITIONS],
         check=True, timeout=900,
     )
     home = tmp / "airflow-home"
@@ -146,7 +147,7 @@ def installed_versions(compat: CompatEnv) -> dict[str, str]:
     return json.loads(compat.run_ok("-c", script).stdout)
 
 
-def test_the_floor_environment_holds_the_wheel_on_the_lowest_airflow_without_extras(compat: CompatEnv) -> None:
+def test_the_floor_environment_holds_the_wheel_on_the_lowest_airflow_with_the_testing_extra_only(compat: CompatEnv) -> None:
     floor = Version(declared_minimum("apache-airflow"))
     assert Version(COMPAT_AIRFLOW) >= floor
     if "EH_COMPAT_AIRFLOW" not in os.environ:
@@ -156,7 +157,8 @@ def test_the_floor_environment_holds_the_wheel_on_the_lowest_airflow_without_ext
     assert versions["apache-airflow-core"] == COMPAT_AIRFLOW
     assert versions["apache-airflow-providers-common-compat"] == declared_minimum("apache-airflow-providers-common-compat")
     assert versions["airflow-provider-eh"] == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    # no extra: neither the [spark] extra's full pyspark, nor the [messaging] extra's provider, nor the
+    assert versions["eventhubs-local"] == tomllib.loads((REPO / "endpoint" / "pyproject.toml").read_text())["project"]["version"]
+    # no other extra: neither the [spark] extra's full pyspark, nor the [messaging] extra's provider, nor the
     # [dev] extra's packages besides ADDITIONS came along
     extras = {"pyspark", "apache-airflow-providers-common-messaging", "apache-airflow-providers-postgres", "pymysql"}
     assert not extras & versions.keys(), sorted(extras & versions.keys())

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.stack import example_env
+from tests.support.stack import example_env
 from scripts import doc_links
 from tests.conftest import REPO
 from tests.support.airflow_home import migrated_home

@@ -32,7 +32,7 @@ from azure.storage.blob import ContainerClient
 sys.path.insert(0, str(Path(__file__).with_name("publishing")))
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # noqa: E402
 
-from airflow_provider_eh.emulator import EmulatorProcess  # noqa: E402
+from eventhubs_local import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.errors import (  # noqa: E402
     InvalidProducerStateError,

@@ -45,7 +45,7 @@ def test_unknown_hub_is_a_clear_error_naming_connection_and_hub(connections: dic
 
 
 def test_unreachable_endpoint_names_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_eh.testing.ports import free_port
+    from eventhubs_local.ports import free_port
 
     conn_str = f"Endpoint=sb://127.0.0.1:{free_port()};SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;EntityPath=h"
     monkeypatch.setenv("AIRFLOW_CONN_EH_NOWHERE", json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": conn_str}}))

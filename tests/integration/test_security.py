@@ -30,9 +30,9 @@ import psutil
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from airflow_provider_eh.emulator import EmulatorProcess
+from eventhubs_local import EmulatorProcess
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.azurite import AzuriteProcess
+from eventhubs_local.azurite import AzuriteProcess
 from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env, unique_name
 from tests.support.airflow_home import migrated_home

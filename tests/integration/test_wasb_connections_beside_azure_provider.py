@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing.azurite import ACCOUNT_KEY, ACCOUNT_NAME
+from eventhubs_local.azurite import ACCOUNT_KEY, ACCOUNT_NAME
 from airflow_provider_eh.client.readback import read_hub
 from tests.conftest import REPO, connection_env
 

@@ -2,9 +2,9 @@
 
 From the bottom: ``errors``, ``steps``, ``stamps``, ``client/`` and ``checkpoints/``; then the two
 engines, ``publishing/`` and ``ingest/`` (neither imports the other, nor Airflow); then ``spark/``
-(the publishing engine on executors, no Airflow); then the Airflow shells. Beside them, ``emulator/``
-(the local endpoint, a program of its own) uses the bottom layer only: ``testing/`` starts it, never the
-other way round.
+(the publishing engine on executors, no Airflow); then the Airflow shells. Beside them, the local
+endpoint (``endpoint/eventhubs_local``, a distribution of its own) imports nothing of the provider and
+nothing of Airflow: the provider's ``testing`` helpers start it, never the other way round.
 
 Every ``import`` statement of a layer's source is read (also those inside functions and under
 ``TYPE_CHECKING``: an upward import there is still an upward dependency), and every module of a layer
@@ -42,7 +42,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "publishing": ("airflow", "ingest", "spark", *SHELLS),
     "ingest": ("airflow", "publishing", "spark", *SHELLS),
     "spark": ("airflow", "ingest", *SHELLS),
-    "emulator": (*ABOVE_BOTTOM, "testing"),
 }
 
 
@@ -143,3 +142,20 @@ def test_client_and_checkpoint_modules_import_no_airflow_and_no_engine() -> None
     loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
     above = [m for m in loaded if any(m == a or m.startswith(a + ".") for a in ABOVE)]
     assert above == [], f"the client layer or the checkpoint modules pulled in {above}"
+
+
+def test_the_local_endpoint_imports_nothing_of_the_provider_or_of_airflow() -> None:
+    import eventhubs_local
+
+    root = Path(eventhubs_local.__file__).parent
+    modules = sorted(f"eventhubs_local.{p.relative_to(root).with_suffix('').as_posix().replace('/', '.')}"
+                     for p in root.rglob("*.py") if p.stem not in ("__init__", "__main__", "pytest_plugin"))
+    assert "eventhubs_local.broker" in modules
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {['eventhubs_local', *modules]!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    above = [m for m in loaded if m.split(".")[0] in (PACKAGE, "airflow")]
+    assert above == [], f"the local endpoint pulled in {above}"

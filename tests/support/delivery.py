@@ -3,7 +3,7 @@
 What its ``airflow standalone`` tests share (on the dev environment's Airflow and on the floor's):
 the hub and the settings the example runs with, and the bound; the publishers, the sampler of
 ``live_order_events`` and the check of delivery times against a bound are
-:mod:`airflow_provider_eh.testing.delivery`'s (imported here for them).
+:mod:`tests.support.delivery_times`'s (imported here for them).
 
 The bound: an event of a steady stream is in a batch the watcher fires within its batch window; the
 scheduler queues the asset event's run within ``RUN_SLACK``; the run's two tasks (each a process that
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_eh.testing.delivery import (  # noqa: F401 (what the tests import from here)
+from tests.support.delivery_times import (  # noqa: F401 (what the tests import from here)
     SINK_TABLE,
     Key,
     SinkSampler,
@@ -34,7 +34,7 @@ from airflow_provider_eh.testing.delivery import (  # noqa: F401 (what the tests
     sink_counts,
     wait_for_receivers,
 )
-from airflow_provider_eh.testing.events import event_dags_folder
+from tests.support.events import event_dags_folder
 from tests.conftest import unique_name
 
 DAG_ID = "eh_on_new_orders"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.stack import example_env
+from tests.support.stack import example_env
 from tests.conftest import REPO, unique_name
 from tests.support.airflow_home import migrated_home
 

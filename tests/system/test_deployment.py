@@ -1,6 +1,6 @@
 """Exactly once on the deployment people run: CeleryExecutor, Postgres metadata, a worker lost mid-publish.
 
-``airflow_provider_eh.testing.deployment`` (what ``make deployment`` starts): Postgres metadata (the
+``tests.support.deployment`` (what ``make deployment`` starts): Postgres metadata (the
 session's server, a database of this test's own), a Redis broker, two Celery workers, the API
 server, scheduler, DAG processor and triggerer as processes of their own, the local Event Hubs
 endpoint, Azurite and a Spark standalone cluster, Airflow and the provider in a virtual environment
@@ -47,8 +47,8 @@ import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
-from airflow_provider_eh.testing.databases import postgres_database
-from airflow_provider_eh.testing.delivery import (
+from tests.support.databases import postgres_database
+from tests.support.delivery_times import (
     Bursts,
     SinkSampler,
     check_within,
@@ -56,7 +56,7 @@ from airflow_provider_eh.testing.delivery import (
     sink_counts,
     wait_for_receivers,
 )
-from airflow_provider_eh.testing.deployment import Deployment, build_wheel, install
+from tests.support.deployment import Deployment, build_wheel, install
 from tests.conftest import REPO, unique_name
 from tests.support import prerequisites
 from tests.support.delivery import DAG_ID, DELIVERY_BOUND, SAFETY_EVERY, WATCHER_GROUP

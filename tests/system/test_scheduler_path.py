@@ -1,7 +1,7 @@
 """The daily pipeline the way people run it: ``airflow standalone``, a REST-triggered run, a backfill.
 
 ``airflow standalone`` (API server, scheduler, DAG processor, triggerer, LocalExecutor) runs on
-127.0.0.1 with an Airflow home and ports of its own (``airflow_provider_eh.testing.standalone``) and
+127.0.0.1 with an Airflow home and ports of its own (``tests.support.standalone``) and
 a Postgres metadata database, as a deployment has: ``airflow backfill create`` writes to it beside
 the scheduler, which SQLite can refuse at once ("database is locked") whatever its timeout.
 A run is triggered through the REST API with ``conf``; then ``airflow backfill create`` schedules two days, one of which the REST run already
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_eh.testing.databases import postgres_database
-from airflow_provider_eh.testing.ports import free_port
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+from tests.support.databases import postgres_database
+from eventhubs_local.ports import free_port
+from tests.support.standalone import AirflowStandalone, standalone_env
 from tests.system.conftest import ExampleStack, order_event_keys
 
 DAG_ID = "eh_daily_orders"

@@ -18,7 +18,7 @@ from airflow_provider_eh.client import connection as shared_connections
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub, read_partition
 from airflow_provider_eh.publishing import BlobProducerStateStore, Fingerprint, IdempotentPublisher, send_partition
-from airflow_provider_eh.testing.events import send_filled
+from tests.support.events import send_filled
 
 
 def connections(event_hubs: Any) -> int:

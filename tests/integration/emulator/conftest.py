@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.eventhub import EventData, EventHubConsumerClient
 
-from airflow_provider_eh.emulator import EmulatorProcess
+from eventhubs_local import EmulatorProcess
 
 
 @dataclass
@@ -68,7 +68,7 @@ def private_emulator(tmp_path: Path) -> Iterator[Callable[..., EmulatorProcess]]
 @pytest.fixture(scope="session")
 def emulator_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Azurite's blob service on a free 127.0.0.1 port (for BlobCheckpointStore)."""
-    from airflow_provider_eh.testing.azurite import AzuriteProcess
+    from eventhubs_local.azurite import AzuriteProcess
 
     location = tmp_path_factory.mktemp("azurite")
     with AzuriteProcess(location) as proc:

@@ -8,7 +8,7 @@ import pytest
 from azure.eventhub import EventData, EventHubProducerClient
 from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventHubError
 
-from airflow_provider_eh.emulator.auth import sign
+from eventhubs_local.auth import sign
 
 KEY_NAME, KEY = "sender", "correct-horse-battery-staple"
 

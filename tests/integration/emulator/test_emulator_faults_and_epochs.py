@@ -69,7 +69,7 @@ def test_delay_ack_delays_the_acknowledgement(hub, emulator):
 
 
 def test_unknown_fault_kind_is_refused_with_a_clear_error(emulator):
-    from airflow_provider_eh.emulator import EmulatorAdminError
+    from eventhubs_local import EmulatorAdminError
 
     with pytest.raises(EmulatorAdminError, match="unknown fault kind"):
         emulator.admin.set_fault("explode")

@@ -9,7 +9,7 @@ import struct
 from azure.eventhub import EventData, EventHubProducerClient
 from azure.eventhub._pyamqp import _decode, performatives
 
-from airflow_provider_eh.emulator import codec, frames
+from eventhubs_local import codec, frames
 
 HEADER = struct.Struct(">IBBH")
 

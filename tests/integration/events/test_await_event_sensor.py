@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.events import send_json
+from tests.support.events import send_json
 
 from airflow_provider_eh.testing.dag_test import deferred_to, returned, when
 

@@ -44,9 +44,9 @@ import psutil
 import pytest
 
 from airflow_provider_eh.client.readback import read_hub
-from airflow_provider_eh.testing.events import start_triggerer, stop_group, triggerer_pids
-from airflow_provider_eh.testing.ports import free_port
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+from tests.support.events import start_triggerer, stop_group, triggerer_pids
+from eventhubs_local.ports import free_port
+from tests.support.standalone import AirflowStandalone, standalone_env
 from tests.support.delivery import (
     BATCH_WINDOW,
     DAG_ID,

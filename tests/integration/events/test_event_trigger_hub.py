@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.events import fire_trigger, send_json
+from tests.support.events import fire_trigger, send_json
 from airflow_provider_eh.triggers.event import EventHubEventTrigger, EventTriggerConfigError, read_events
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.testing.events import send_json
+from tests.support.events import send_json
 from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
 ACK_TIMEOUT = 30.0  # on the injected clock: never reached unless the test moves the clock

@@ -1,4 +1,4 @@
-"""The test databases of ingestion (the servers: ``airflow_provider_eh.testing.databases``): databases as worker configs (``str``: a SQLite file, ``{"postgres": DSN}``,
+"""The test databases of ingestion (the servers: ``tests.support.databases``): databases as worker configs (``str``: a SQLite file, ``{"postgres": DSN}``,
 ``{"mysql": {host, port, user, database}}``) and the few queries the tests check them with."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
-from airflow_provider_eh.testing.proxy import HttpProxy
+from tests.support.proxy import HttpProxy
 from tests.conftest import connection_env, unique_name
 
 

@@ -1,7 +1,7 @@
 """Hubs reached the way companies expose them: AMQP over WebSockets, an HTTP proxy, a gateway with a private CA.
 
 The local endpoint serves AMQP over WebSockets beside its AMQP listener (``/$servicebus/websocket``,
-subprotocol ``AMQPWSB10``); :class:`~airflow_provider_eh.testing.proxy.HttpProxy` runs a real HTTP
+subprotocol ``AMQPWSB10``); :class:`~tests.support.proxy.HttpProxy` runs a real HTTP
 proxy, the ``proxy.py`` package (``CONNECT`` tunnels, Basic authentication), whose access log says
 where it tunnelled to. The
 clients are the real SDK's, built from the connection's network fields by the package's one client
@@ -27,12 +27,12 @@ from azure.storage.blob import ContainerClient
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.client.readback import read_hub
-from airflow_provider_eh.emulator import EmulatorProcess
+from eventhubs_local import EmulatorProcess
 from airflow_provider_eh.errors import ConnectionUnreachableError
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
-from airflow_provider_eh.testing.proxy import HttpProxy
-from airflow_provider_eh.testing.tls import make_certificates
+from tests.support.proxy import HttpProxy
+from tests.support.tls import make_certificates
 from tests.conftest import connection_env, unique_name
 
 
@@ -193,7 +193,7 @@ def test_the_event_trigger_reads_through_the_proxy_from_a_tls_gateway(
     The async clients tunnel only ``wss://`` through a proxy (aiohttp forwards a plaintext ``ws://``
     request instead of tunnelling it), so this is the gateway with a private CA behind the proxy.
     """
-    from airflow_provider_eh.testing.events import fire_trigger, send_json
+    from tests.support.events import fire_trigger, send_json
     from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
     certs = make_certificates(tmp_path / "certs")

@@ -1,7 +1,7 @@
 """A publisher cut off from blob storage in the middle of its send, while the hub stays reachable.
 
 The first publisher is a real process whose blob traffic goes through a TCP proxy
-(:class:`~airflow_provider_eh.testing.proxy.FaultProxy`); its sends are slow (the endpoint
+(:class:`~tests.support.proxy.FaultProxy`); its sends are slow (the endpoint
 acknowledges each SDK batch after 3 s, as a busy namespace would), so its send outlasts the 15 s
 lease. Once its first SDK batch is in the hub, the proxy freezes: its lease renewals hang until
 their bound, its lease runs out, and a second publisher with direct connections waits that out,
@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from publish_kit import PublishSetup, batch, events_for
 
-from airflow_provider_eh.emulator import EmulatorProcess
-from airflow_provider_eh.testing.proxy import FaultProxy
+from eventhubs_local import EmulatorProcess
+from tests.support.proxy import FaultProxy
 from tests.conftest import unique_name
 
 ACK_DELAY_MS = 3000

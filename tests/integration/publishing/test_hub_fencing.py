@@ -23,7 +23,7 @@ import pytest
 from publish_kit import PublishSetup, assert_exactly_once, batch, events_for
 
 from airflow_provider_eh.client.fencing import PRODUCER_EPOCH, PRODUCER_ID, PRODUCER_SEQUENCE, open_fenced, producer_group_id
-from airflow_provider_eh.emulator import EmulatorProcess
+from eventhubs_local import EmulatorProcess
 from airflow_provider_eh.errors import ProducerDisconnectedError
 from tests.conftest import unique_name
 from tests.support.paused import wait_stopped

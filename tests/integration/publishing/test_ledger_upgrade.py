@@ -21,7 +21,7 @@ import pytest
 from publish_kit import PublishSetup, assert_exactly_once, events_for
 
 from airflow_provider_eh.publishing import IdempotentPublisher, StateKey, VariableProducerStateStore, derive_batch_id
-from airflow_provider_eh.testing.variables import DictVariables
+from tests.support.variables import DictVariables
 from tests.compat.test_wheel_on_airflow_floor import uv
 from tests.conftest import REPO
 

@@ -22,7 +22,7 @@ from spark_kit import env_without_spark_or_java, outcome_of, pyspark_only_from, 
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub
-from airflow_provider_eh.testing.spark_connect import SparkConnectServer
+from tests.support.spark_connect import SparkConnectServer
 
 DAG_FILE = '''
 import json

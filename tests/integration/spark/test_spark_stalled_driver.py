@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from spark_kit import SparkSetup, batch, write_orders
 
-from airflow_provider_eh.emulator import EmulatorProcess
-from airflow_provider_eh.testing.proxy import FaultProxy
+from eventhubs_local import EmulatorProcess
+from tests.support.proxy import FaultProxy
 from tests.conftest import unique_name
 from tests.support.paused import wait_stopped
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect
 
-from airflow_provider_eh.testing.ports import free_port
+from eventhubs_local.ports import free_port
 
 
 class Page:

@@ -43,12 +43,12 @@ from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore
 from azure.storage.blob import BlobServiceClient
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.emulator import EmulatorProcess
+from eventhubs_local import EmulatorProcess
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 from airflow_provider_eh.publishing import derive_batch_id
-from airflow_provider_eh.testing.azurite import AzuriteProcess
-from airflow_provider_eh.testing.ports import free_port
-from airflow_provider_eh.testing.standalone import AirflowStandalone, standalone_env
+from eventhubs_local.azurite import AzuriteProcess
+from eventhubs_local.ports import free_port
+from tests.support.standalone import AirflowStandalone, standalone_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publishing"))
 from publish_kit import PublishSetup  # noqa: E402

@@ -23,7 +23,7 @@ from airflow.sdk import Param, dag
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
 
 PAD = "x" * 3000
-VARIABLE_STATE_POOL = "eh_variable_state"  # airflow_provider_eh.testing.deployment.VARIABLE_STATE_POOL
+VARIABLE_STATE_POOL = "eh_variable_state"  # tests.support.deployment.VARIABLE_STATE_POOL
 
 
 def day_orders(context: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
 
-from airflow_provider_eh.emulator import codec, events, frames, messages
+from eventhubs_local import codec, events, frames, messages
 
 
 def _list(*items: bytes) -> bytes:
@@ -156,7 +156,7 @@ def _transfer(delivery_id: int | None, payload: bytes, *, more: bool = False, ab
 
 
 def test_aborted_delivery_is_discarded_and_the_next_one_is_read_whole():
-    from airflow_provider_eh.emulator.links import IncomingLink
+    from eventhubs_local.links import IncomingLink
 
     received: list[tuple[int, bytes]] = []
 

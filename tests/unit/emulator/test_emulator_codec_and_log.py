@@ -8,11 +8,11 @@ import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
 
-from airflow_provider_eh.emulator import codec, events, frames
-from airflow_provider_eh.emulator.auth import AuthError, SasValidator, sign
-from airflow_provider_eh.emulator.entities import Refused as LinkRefused
-from airflow_provider_eh.emulator.attach import parse_start
-from airflow_provider_eh.emulator.log import PartitionLog
+from eventhubs_local import codec, events, frames
+from eventhubs_local.auth import AuthError, SasValidator, sign
+from eventhubs_local.entities import Refused as LinkRefused
+from eventhubs_local.attach import parse_start
+from eventhubs_local.log import PartitionLog
 
 
 def _encoded(message: Message) -> bytes:

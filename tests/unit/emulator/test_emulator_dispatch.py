@@ -9,10 +9,10 @@ import struct
 import pytest
 from azure.eventhub._pyamqp import _decode, performatives
 
-from airflow_provider_eh.emulator import codec, dispatch, frames
-from airflow_provider_eh.emulator.broker import Broker
-from airflow_provider_eh.emulator.connection import Connection
-from airflow_provider_eh.emulator.store import Store
+from eventhubs_local import codec, dispatch, frames
+from eventhubs_local.broker import Broker
+from eventhubs_local.connection import Connection
+from eventhubs_local.store import Store
 
 
 class _Socket:

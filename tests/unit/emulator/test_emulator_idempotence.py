@@ -7,8 +7,8 @@ import pytest
 from azure.eventhub._pyamqp import _encode
 from azure.eventhub._pyamqp.message import Message
 
-from airflow_provider_eh.emulator import codec, events, idempotence
-from airflow_provider_eh.emulator.log import PartitionLog
+from eventhubs_local import codec, events, idempotence
+from eventhubs_local.log import PartitionLog
 
 
 def _event(producer_id: int, epoch: int, sequence: int) -> events.ParsedEvent:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from airflow_provider_eh.emulator import websocket
+from eventhubs_local import websocket
 
 
 def _request(path: str = "/$servicebus/websocket", **headers: str) -> bytes:

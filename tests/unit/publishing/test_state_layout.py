@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import InvalidProducerStateError
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
-from airflow_provider_eh.testing.variables import DictVariables
+from tests.support.variables import DictVariables
 from airflow_provider_eh.publishing import IdempotentPublisher
 from airflow_provider_eh.publishing import publisher as publisher_module
 from airflow_provider_eh.publishing import state as state_module

@@ -20,7 +20,7 @@ from .codec import ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, T
 from .frames import ProtocolError, field
 from .links import BIG_WINDOW, Conn, DeliveryLink, ReplyLink, Session
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 
 Handler = Callable[[Conn, int, "Session | None", list[Any]], None]
 

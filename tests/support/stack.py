@@ -1,6 +1,6 @@
 """Start and stop the local stack in the background for the demo and for development.
 
-``python -m airflow_provider_eh.testing.stack up`` starts Azurite and the local Event Hubs endpoint
+``python -m tests.support.stack up`` starts Azurite and the local Event Hubs endpoint
 on 127.0.0.1, detached, with PID files and logs under ``.local/``; ``down`` stops exactly the
 processes whose PID files it wrote (and only if those PIDs still run the command it started);
 ``status`` prints what runs; ``env`` prints the ``AIRFLOW_CONN_*`` lines for a shell.
@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_provider_eh.emulator.launcher import command, connection_string, spawn
-from airflow_provider_eh.testing.azurite import command as azurite_command
-from airflow_provider_eh.testing.azurite import connection_string as azurite_connection_string
+from eventhubs_local.launcher import command, connection_string, spawn
+from eventhubs_local.azurite import command as azurite_command
+from eventhubs_local.azurite import connection_string as azurite_connection_string
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = Path(os.environ.get("EH_LOCAL_DIR", REPO / ".local"))
@@ -176,7 +176,7 @@ def status() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """The command line: ``up``, ``down``, ``status`` or ``env``."""
-    parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.testing.stack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.support.stack", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status", "env"])
     args = parser.parse_args(argv)
     if args.command == "env":

@@ -26,7 +26,7 @@ from .broker import Broker
 from .connection import Connection
 from .websocket import WebSocketConnection
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 
 
 class Server:

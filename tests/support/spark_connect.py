@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from airflow_provider_eh.testing.ports import free_port, wait_listening
+from eventhubs_local.ports import free_port, wait_listening
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

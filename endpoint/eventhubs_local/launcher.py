@@ -1,10 +1,10 @@
 """Starting the local endpoint as a process of its own: its command line, the start, the wait until it listens.
 
-One launcher for every way the endpoint runs in the background: :class:`~airflow_provider_eh.emulator.EmulatorProcess`
+One launcher for every way the endpoint runs in the background: :class:`~eventhubs_local.EmulatorProcess`
 (a child of a test, a benchmark or the demo, on free ports, stopping with its parent) and the
-development stack (``python -m airflow_provider_eh.testing.stack up``: fixed ports, detached, it
+development stack (``python -m tests.support.stack up``: fixed ports, detached, it
 outlives the command that started it). :func:`command` writes the command line of
-``python -m airflow_provider_eh.emulator``, :func:`spawn` starts a command in a session of its own with
+``python -m eventhubs_local``, :func:`spawn` starts a command in a session of its own with
 its output in a log file, and :func:`wait_ready` waits for the ready file the endpoint writes once it
 listens.
 """
@@ -22,8 +22,7 @@ from typing import Any
 
 DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "local-event-hubs-key"
-MODULE = "airflow_provider_eh.emulator"
-REPO = Path(__file__).resolve().parents[2]  # the checkout (or site-packages) the package is imported from
+MODULE = "eventhubs_local"
 
 
 def connection_string(host: str, port: int, key_name: str, key: str, hub: str | None = None) -> str:
@@ -41,7 +40,7 @@ def command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """
-    The command line of ``python -m airflow_provider_eh.emulator`` (this interpreter) for these options.
+    The command line of ``python -m eventhubs_local`` (this interpreter) for these options.
 
     :param hubs: hub name -> partition count, created at start.
     :param consumer_groups: hub name -> consumer groups created at start.
@@ -49,7 +48,7 @@ def command(
     :param tls: PEM certificate and key of the WebSocket listener (``wss://``).
     :param ready_file: where the endpoint writes its ports as JSON once it listens.
     :param exit_with_parent: the endpoint stops when the process with this id is gone (``None``: it lives on).
-    :param extra_args: further arguments, as ``python -m airflow_provider_eh.emulator --help`` lists them.
+    :param extra_args: further arguments, as ``python -m eventhubs_local --help`` lists them.
     """
     cmd = [sys.executable, "-m", MODULE, "--host", host, "--port", str(port), "--admin-port", str(admin_port),
            "--data-dir", str(data_dir)]
@@ -75,16 +74,14 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """
     Start ``argv`` in a session of its own (a Ctrl-C or a signal to the caller's group does not reach it),
-    its output and errors appended to ``log_path``, no input, and this package importable.
+    its output and errors appended to ``log_path``, and no input.
 
     :param cwd: the working directory (default: the caller's).
     """
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log_path, "ab") as log:  # the child keeps its own handle
-        return subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        return subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=cwd, start_new_session=True)
 
 

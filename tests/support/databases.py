@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from airflow_provider_eh.testing.ports import free_port
+from eventhubs_local.ports import free_port
 
 
 def start_postgres(data: Path, *, detached: bool = False,

@@ -23,7 +23,7 @@ from .frames import ProtocolError, field
 from .links import Conn, DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, Session
 from .log import PartitionLog
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 _FILTER_KEY = b"apache.org:selector-filter:string"
 _ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
 

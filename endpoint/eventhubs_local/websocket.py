@@ -30,7 +30,7 @@ _MAX_HANDSHAKE = 16 * 1024
 MAX_MESSAGE = 16 * 1024 * 1024  # a frame's payload; far above AMQP's frames (the endpoint's max is 1 MiB)
 OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 CLOSE_NORMAL, CLOSE_PROTOCOL, CLOSE_UNSUPPORTED, CLOSE_TOO_BIG = 1000, 1002, 1003, 1009
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 

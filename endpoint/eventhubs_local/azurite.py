@@ -1,7 +1,8 @@
-"""Azurite's blob service as a child process, for tests, benchmarks and the demo.
+"""Azurite's blob service as a child process, for tests.
 
-Azurite comes from npm and is installed into the repository's ``node_modules`` by the Makefile;
-``AZURITE_BIN`` overrides where to find ``azurite-blob``.
+Azurite comes from npm (``npm install azurite``); ``azurite-blob`` is found through ``AZURITE_BIN``,
+then ``PATH``, then ``node_modules/.bin`` in the working directory or one of its parents, as npm
+resolves a local install.
 """
 
 from __future__ import annotations
@@ -13,25 +14,23 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
-from airflow_provider_eh.testing.ports import free_port, wait_listening
+from eventhubs_local.ports import free_port, wait_listening
 
 # Azurite's well-known development account; it is public and only valid against Azurite.
 ACCOUNT_NAME = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
-_REPO = Path(__file__).resolve().parents[2]
-
-
 def azurite_binary() -> str:
-    """Path of ``azurite-blob``: ``AZURITE_BIN``, the repo's node_modules, or PATH."""
-    candidates = [
-        os.environ.get("AZURITE_BIN"), str(_REPO / "node_modules" / ".bin" / "azurite-blob"), shutil.which("azurite-blob"),
-    ]
+    """Path of ``azurite-blob``: ``AZURITE_BIN``, ``PATH``, or ``node_modules/.bin`` here or above."""
+    cwd = Path.cwd()
+    candidates = [os.environ.get("AZURITE_BIN"), shutil.which("azurite-blob")]
+    candidates += [str(folder / "node_modules" / ".bin" / "azurite-blob") for folder in (cwd, *cwd.parents)]
     for candidate in candidates:
         if candidate and Path(candidate).exists():
             return candidate
     raise FileNotFoundError(
-        "azurite-blob not found: run `make services-up` (it runs `npm ci`) or set AZURITE_BIN"
+        "azurite-blob not found: run `npm install azurite` (or `npm install -g azurite`), "
+        "or set AZURITE_BIN to the path of azurite-blob"
     )
 
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m airflow_provider_eh.emulator --data-dir DIR --hub orders:4 ...``."""
+"""Command line: ``python -m eventhubs_local --data-dir DIR --hub orders:4 ...``."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from .store import Store, StoreError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The endpoint's command line (``python -m airflow_provider_eh.emulator --help`` lists it)."""
-    parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.emulator",
+    """The endpoint's command line (``python -m eventhubs_local --help`` lists it)."""
+    parser = argparse.ArgumentParser(prog="python -m eventhubs_local",
                                      description="Local Event Hubs endpoint (AMQP 1.0) for the azure-eventhub SDK.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one")
@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> None:
     """Create the hubs and consumer groups the arguments name, then serve AMQP and the admin API until stopped."""
-    log = logging.getLogger("airflow_provider_eh.emulator")
+    log = logging.getLogger("eventhubs_local")
     store = Store(Path(args.data_dir), segment_bytes=args.segment_bytes)
     for spec in args.hub:
         name, _, count = spec.partition(":")
@@ -106,7 +106,7 @@ async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
     """Set ``stop`` once ``pid`` no longer is our parent (it died): no orphaned servers after a killed test run."""
     while not stop.is_set():
         if os.getppid() != pid:
-            logging.getLogger("airflow_provider_eh.emulator").info("parent %d is gone; stopping", pid)
+            logging.getLogger("eventhubs_local").info("parent %d is gone; stopping", pid)
             stop.set()
             return
         await asyncio.sleep(1.0)

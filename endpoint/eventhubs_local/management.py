@@ -15,7 +15,7 @@ from typing import Any
 from .auth import AuthError, SasValidator, audience_hub
 from .store import Store
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 
 LONG_FIELDS = frozenset({"created_at", "begin_sequence_number", "last_enqueued_sequence_number",
                          "last_enqueued_time_utc"})

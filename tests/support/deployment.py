@@ -36,15 +36,15 @@ from pathlib import Path
 
 import httpx
 
-from airflow_provider_eh.emulator import EmulatorAdmin
-from airflow_provider_eh.emulator.launcher import command as event_hubs_command
-from airflow_provider_eh.emulator.launcher import connection_string as event_hubs_connection_string
-from airflow_provider_eh.testing.azurite import command as azurite_command
-from airflow_provider_eh.testing.azurite import connection_string as azurite_connection_string
-from airflow_provider_eh.testing.databases import postgres_database, start_postgres
-from airflow_provider_eh.testing.ports import free_port
-from airflow_provider_eh.testing.stack import example_env
-from airflow_provider_eh.testing.standalone import AirflowApi, StandaloneError, standalone_env
+from eventhubs_local import EmulatorAdmin
+from eventhubs_local.launcher import command as event_hubs_command
+from eventhubs_local.launcher import connection_string as event_hubs_connection_string
+from eventhubs_local.azurite import command as azurite_command
+from eventhubs_local.azurite import connection_string as azurite_connection_string
+from tests.support.databases import postgres_database, start_postgres
+from eventhubs_local.ports import free_port
+from tests.support.stack import example_env
+from tests.support.standalone import AirflowApi, StandaloneError, standalone_env
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -93,14 +93,16 @@ class DeploymentError(StandaloneError):
 
 
 def build_wheel(out: Path) -> Path:
-    """Build the provider's wheel from the checkout into ``out``; its path."""
+    """Build the provider's wheel from the checkout into ``out``, and the local endpoint's beside it
+    (:func:`install` installs both); the provider wheel's path."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("airflow_provider_eh-*.whl"):
+    for old in [*out.glob("airflow_provider_eh-*.whl"), *out.glob("eventhubs_local-*.whl")]:
         old.unlink()
-    run = subprocess.run([_uv(), "build", "--wheel", "-q", "-o", str(out), str(REPO)], capture_output=True, text=True,
-                         timeout=600)
-    if run.returncode != 0:
-        raise DeploymentError(f"building the wheel failed:\n{run.stderr[-3000:]}")
+    for source in (REPO, REPO / "endpoint"):
+        run = subprocess.run([_uv(), "build", "--wheel", "-q", "-o", str(out), str(source)], capture_output=True,
+                             text=True, timeout=600)
+        if run.returncode != 0:
+            raise DeploymentError(f"building the wheel of {source} failed:\n{run.stderr[-3000:]}")
     (wheel,) = out.glob("airflow_provider_eh-*.whl")
     return wheel
 
@@ -122,15 +124,18 @@ def install(venv: Path, wheel: Path, constraints: Path = REPO / "requirements" /
     Either way it checks that the provider is imported from inside ``venv``, not from the checkout.
     """
     python = venv / "bin" / "python"
+    endpoint = [str(w) for w in wheel.parent.glob("eventhubs_local-*.whl")]  # build_wheel's, beside the provider's
     if not python.exists():
         subprocess.run([_uv(), "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
     if share is None:
-        command = ["--constraint", str(constraints), "--reinstall-package", "airflow-provider-eh", f"{wheel}[spark]", *PACKAGES]
+        command = ["--constraint", str(constraints), "--reinstall-package", "airflow-provider-eh",
+                   "--reinstall-package", "eventhubs-local", f"{wheel}[spark]", *endpoint, *PACKAGES]
     else:
         site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                    capture_output=True, text=True, check=True).stdout.strip())
         (site / "_eh_deployment_shared.pth").write_text(f"{share}\n")
-        command = ["--no-deps", "--reinstall-package", "airflow-provider-eh", str(wheel)]
+        command = ["--no-deps", "--reinstall-package", "airflow-provider-eh", "--reinstall-package", "eventhubs-local",
+                   str(wheel), *endpoint]
         airflow = venv / "bin" / "airflow"  # the console script lives in the shared environment's bin
         airflow.write_text(f"#!{python}\nimport sys\nfrom airflow.__main__ import main\nsys.exit(main())\n")
         airflow.chmod(0o755)

@@ -11,7 +11,7 @@ on the floor's, and the deployment test) and the deployment soak share:
 - :func:`delivery_times` and :func:`check_within`: each event's delay, and the bound's check;
 - :func:`wait_for_receivers`: until a watcher reads every partition of its hub.
 
-Orders are those of :func:`~airflow_provider_eh.testing.events.order_events` (3 events each, keyed
+Orders are those of :func:`~tests.support.events.order_events` (3 events each, keyed
 by the order); an event is known by its ``(order_id, step)``.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_eh.testing.events import order_events, send_order
+from tests.support.events import order_events, send_order
 
 Key = tuple[str, int]  # (order_id, step)
 SINK_TABLE = "live_order_events"  # the event-driven example's table

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_eh.testing.ports import free_port
+from eventhubs_local.ports import free_port
 
 
 class StandaloneError(RuntimeError):
@@ -33,7 +33,7 @@ def standalone_env(
     """``base`` (default: this process's environment) plus what an isolated standalone needs.
 
     The metadata DB is ``metadata_db`` (an SQLAlchemy URL, e.g. a Postgres database from
-    :func:`airflow_provider_eh.testing.databases.postgres_database`) or else SQLite in ``home`` with a
+    :func:`tests.support.databases.postgres_database`) or else SQLite in ``home`` with a
     60 s lock timeout (a backfill's inserts can wait on the scheduler's transactions longer than
     SQLite's default 5 s on a loaded machine). SQLite suits one process writing at a time: a second
     writer beside the scheduler (``airflow backfill create``, the CLI) can still fail at once with
@@ -71,7 +71,7 @@ class AirflowApi:
     """A REST client (``/api/v2``) on an Airflow API server at ``base``, and the waits of the tests that use it.
 
     Used on ``airflow standalone`` (:class:`AirflowStandalone`) and on the separate-process deployment
-    (:mod:`airflow_provider_eh.testing.deployment`).
+    (:mod:`tests.support.deployment`).
 
     :param base: the API server's URL, ``http://host:port``.
     :param home: the ``AIRFLOW_HOME`` of its components (where the task logs are).

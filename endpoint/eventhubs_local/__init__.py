@@ -1,6 +1,6 @@
 """The project's local Event Hubs endpoint: an AMQP 1.0 server for the unmodified azure-eventhub SDK.
 
-``EmulatorProcess`` runs ``python -m airflow_provider_eh.emulator`` as a child process (tests,
+``EmulatorProcess`` runs ``python -m eventhubs_local`` as a child process (tests,
 benchmarks, the demo), started by ``launcher`` (which the development stack's ``testing.stack`` uses
 too); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
 
@@ -37,11 +37,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_provider_eh.errors import EmulatorAdminError  # importable from here, as before it joined errors.py
-
 from .launcher import DEFAULT_KEY, DEFAULT_KEY_NAME, command, connection_string, spawn, wait_ready
 
 __all__ = ["EmulatorAdmin", "EmulatorAdminError", "EmulatorProcess", "DEFAULT_KEY", "DEFAULT_KEY_NAME"]
+
+
+class EmulatorAdminError(RuntimeError):
+    """The endpoint's admin API answered with an error; ``status`` is the HTTP status.
+
+    The message is the endpoint's own: it names the hub, fault kind or field it refused.
+    """
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"admin endpoint answered {status}: {message}")
+        self.status = status
+        self.retryable = status >= 500
 
 
 class EmulatorAdmin:

@@ -26,7 +26,7 @@ from .log import PartitionLog
 from .management import Management
 from .store import Hub, Store
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 MAX_MESSAGE_SIZE = 1024 * 1024
 FSYNC_POLICIES = ("always", "batch", "never")
 

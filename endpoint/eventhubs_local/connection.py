@@ -22,7 +22,7 @@ from .dispatch import dispatch
 from .frames import ProtocolError, field
 from .links import DeliveryLink, Session
 
-_LOG = logging.getLogger("airflow_provider_eh.emulator")
+_LOG = logging.getLogger("eventhubs_local")
 _FRAME_HEADER = struct.Struct(">IBBH")
 MAX_FRAME_SIZE = 1024 * 1024
 
