@@ -38,6 +38,10 @@ class FencingRangeError(EventHubsProviderError):
     """A producer group's owner level or the hub's sequence numbers outgrew the hub's wire types (16 and 32 bits)."""
 
 
+class HubFencingUnavailableError(EventHubsProviderError):
+    """``hub_fencing="required"``, and the hub or the installed SDK cannot attach idempotent producers."""
+
+
 class BatchContentChangedError(EventHubsProviderError):
     """A retried batch carries different content than its first attempt."""
 
