@@ -58,3 +58,13 @@ def test_every_hook_class_imports_and_declares_its_connection(conn: dict) -> Non
     assert hook.conn_type == conn["connection-type"]
     assert hook.default_conn_name == f"{conn['connection-type']}_default"
     assert hook.hook_name == conn["hook-name"]
+
+
+def test_the_provider_info_the_package_and_pyproject_toml_name_one_version() -> None:
+    """Airflow's providers list shows ``versions[0]``: the release's, as the built distribution declares it."""
+    import tomllib
+
+    import airflow_provider_eh
+
+    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    assert get_provider_info()["versions"] == [airflow_provider_eh.__version__] == [declared] == ["1.0.0"]
