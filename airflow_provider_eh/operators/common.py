@@ -50,9 +50,6 @@ def airflow_error(exc: BaseException, task_id: str) -> BaseException:
     return exc
 
 
-_ReportedError = TriggerReportedError  # its name here before it joined errors.py
-
-
 def trigger_error(task_id: str, doing: str, event: Mapping[str, Any]) -> BaseException:
     """
     The exception a task raises for a trigger's ``{"status": "error", "message": ..., "retryable": ...}``.

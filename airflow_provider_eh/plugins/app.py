@@ -29,7 +29,12 @@ from fastapi import Depends, FastAPI, HTTPException, Query, status
 from fastapi.responses import FileResponse, HTMLResponse
 
 from airflow_provider_eh.errors import ViewReadError
-from airflow_provider_eh.plugins import links, readers
+from airflow_provider_eh.plugins import links
+from airflow_provider_eh.plugins.readers.consumers import consumer_groups
+from airflow_provider_eh.plugins.readers.dead_letters import dead_letters
+from airflow_provider_eh.plugins.readers.ledgers import is_stale, ledger_history, producer_groups
+from airflow_provider_eh.plugins.readers.partitions import partition_properties
+from airflow_provider_eh.plugins.readers.reading import Reading, Source
 from airflow_provider_eh.plugins.redaction import log_failure, scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
 
@@ -66,10 +71,10 @@ def source_from(
     sink_consumer_group: str = "$Default",
     sink_prefix: str | None = None,
     lag_consumer_group: Annotated[str, Query(description="read the first unprocessed event's time as this group")] = "$Default",
-) -> readers.Source:
+) -> Source:
     """The view's ``Source`` that a request's query parameters describe (a FastAPI dependency of the API routes)."""
     groups = tuple(g.strip() for g in (consumer_groups or "").split(",") if g.strip())
-    return readers.Source(
+    return Source(
         event_hubs_conn_id=conn_id, eventhub_name=hub or None, wasb_conn_id=wasb_conn_id,
         state_container=state_container or None, checkpoint_container=checkpoint_container or None,
         consumer_groups=groups, sql_conn_id=sql_conn_id or None, sink_consumer_group=sink_consumer_group,
@@ -95,8 +100,8 @@ def create_app() -> FastAPI:
     app = FastAPI(title="Event Hubs view", docs_url=None, redoc_url=None, openapi_url=None)
 
     def authorized_source(
-        source: Annotated[readers.Source, Depends(source_from)], user: Any = Depends(get_user)
-    ) -> readers.Source:
+        source: Annotated[Source, Depends(source_from)], user: Any = Depends(get_user)
+    ) -> Source:
         from airflow.api_fastapi.app import get_auth_manager
         from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
@@ -119,7 +124,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/overview")
     def overview(
-        source: Annotated[readers.Source, Depends(authorized_source)],
+        source: Annotated[Source, Depends(authorized_source)],
         user: Any = Depends(get_user),
         pending_threshold_seconds: Annotated[float, Query(ge=0)] = DEFAULT_THRESHOLD,
     ) -> dict[str, Any]:
@@ -130,12 +135,12 @@ def create_app() -> FastAPI:
         def may_read(dag_ids: Iterable[str]) -> set[str]:
             return links.readable_dags(manager, user, links.dag_teams(dag_ids))
 
-        reading = readers.Reading(source)
+        reading = Reading(source)
         return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read))
 
     @app.get("/api/history")
     def history(
-        source: Annotated[readers.Source, Depends(authorized_source)],
+        source: Annotated[Source, Depends(authorized_source)],
         group: Annotated[str, Query(min_length=1)],
         partition: Annotated[str, Query(min_length=1)],
         user: Any = Depends(get_user),
@@ -147,23 +152,23 @@ def create_app() -> FastAPI:
         manager = get_auth_manager()
 
         def build() -> dict[str, Any]:
-            page = readers.ledger_history(reading, group, partition, before, limit)
+            page = ledger_history(reading, group, partition, before, limit)
             _link_batches([(group, b) for b in page["batches"]],
                           lambda dag_ids: links.readable_dags(manager, user, links.dag_teams(dag_ids)))
             return page
 
-        reading = readers.Reading(source)
+        reading = Reading(source)
         return _answer(reading, build)
 
     @app.get("/api/consumers")
-    def consumers(source: Annotated[readers.Source, Depends(authorized_source)]) -> dict[str, Any]:
-        reading = readers.Reading(source)
+    def consumers(source: Annotated[Source, Depends(authorized_source)]) -> dict[str, Any]:
+        reading = Reading(source)
 
         def build() -> dict[str, Any]:
             now = datetime.now(UTC)
             return {
                 "read_at": now.isoformat(),
-                "consumer_groups": readers.consumer_groups(reading, readers.partition_properties(reading), now),
+                "consumer_groups": consumer_groups(reading, partition_properties(reading), now),
             }
 
         return _answer(reading, build)
@@ -171,7 +176,7 @@ def create_app() -> FastAPI:
     return app
 
 
-def _answer(reading: readers.Reading, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _answer(reading: Reading, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The built answer, or the failure in words fit to show; either way scrubbed of secrets."""
     try:
         body = build()
@@ -203,7 +208,7 @@ def _link_batches(batches: list[tuple[str, dict[str, Any]]], may_read: Callable[
         batch["task_instance"] = found.get(batch["batch_id"])
 
 
-def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]]) -> dict[str, Any]:
+def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]]) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -217,8 +222,8 @@ def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[It
     now = datetime.now(UTC)
     endpoint = reading.endpoint
     with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
-        props_future = pool.submit(timed, "partitions", lambda: readers.partition_properties(reading))
-        producers = timed("producer_groups", lambda: readers.producer_groups(reading, now))
+        props_future = pool.submit(timed, "partitions", lambda: partition_properties(reading))
+        producers = timed("producer_groups", lambda: producer_groups(reading, now))
         props = props_future.result()
     batches = []
     for group in producers:
@@ -226,10 +231,10 @@ def _overview(reading: readers.Reading, threshold: float, may_read: Callable[[It
             for batch in filter(None, [row.get("last_committed"), *row.get("open_batches", [])]):
                 batches.append((group["group"], batch))
                 if "age_seconds" in batch:
-                    batch["stale"] = readers.is_stale(batch["age_seconds"], threshold)
+                    batch["stale"] = is_stale(batch["age_seconds"], threshold)
     timed("task_instances", lambda: _link_batches(batches, may_read))
-    consumers = timed("consumer_groups", lambda: readers.consumer_groups(reading, props, now))
-    dead = timed("dead_letters", lambda: readers.dead_letters(reading))
+    consumers = timed("consumer_groups", lambda: consumer_groups(reading, props, now))
+    dead = timed("dead_letters", lambda: dead_letters(reading))
     return {
         "namespace": endpoint.namespace,
         "hub": endpoint.eventhub_name,

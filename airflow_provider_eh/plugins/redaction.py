@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_eh.errors import ViewReadError  # what a failed read raises; importable from here as before
+from airflow_provider_eh.errors import ViewReadError
 
 log = logging.getLogger(__name__)
 

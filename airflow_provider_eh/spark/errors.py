@@ -13,18 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from airflow_provider_eh import errors
-from airflow_provider_eh.errors import (  # the Spark errors live in the one hierarchy; importable here as before
-    EmptyOutputError,
-    EventHubsProviderError,
-    OutputNotFoundError,
-    SparkPublishError,
-    SparkUnavailableError,
-)
-
-__all__ = [
-    "EmptyOutputError", "OutputNotFoundError", "SparkPublishError", "SparkUnavailableError", "error_condition",
-    "from_worker_text", "raise_from_spark",
-]
+from airflow_provider_eh.errors import EventHubsProviderError
 
 
 def error_condition(exc: BaseException) -> str | None:

@@ -20,52 +20,5 @@ built once):
 
 Failures are reported by :mod:`~airflow_provider_eh.plugins.redaction`: what was read, the error's
 class and what to check, never the error's text. Only names, numbers and times leave these modules.
-Every name is importable from here (``readers.consumer_groups(...)``), as from the single module
-this package was before.
+Callers import from the module that holds a name.
 """
-
-from __future__ import annotations
-
-from airflow_provider_eh.plugins.readers.consumers import (
-    CHECKPOINT,
-    OWNERSHIP,
-    consumer_groups,
-    consumer_row,
-    discover_consumer_groups,
-)
-from airflow_provider_eh.plugins.readers.dead_letters import dead_letters
-from airflow_provider_eh.plugins.readers.lag import (
-    PROBE_RETRY_AFTER,
-    PROBE_THREADS,
-    PROBE_TIMEOUT,
-    PROBE_WAIT,
-    first_unprocessed_times,
-    lag_events,
-    lag_seconds,
-)
-from airflow_provider_eh.plugins.readers.ledgers import (
-    PRODUCER_STATE,
-    READ_THREADS,
-    committed_row,
-    group_ledgers,
-    is_stale,
-    ledger_history,
-    producer_groups,
-    producer_state_blobs,
-    summarise_state,
-)
-from airflow_provider_eh.plugins.readers.partitions import (
-    PARTITION_IDS_TTL,
-    PROPERTIES_TTL,
-    PROPERTY_CLIENTS,
-    partition_properties,
-)
-from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso
-
-__all__ = [
-    "CHECKPOINT", "OWNERSHIP", "PARTITION_IDS_TTL", "PROBE_RETRY_AFTER", "PROBE_THREADS", "PROBE_TIMEOUT", "PROBE_WAIT",
-    "PRODUCER_STATE", "PROPERTIES_TTL", "PROPERTY_CLIENTS", "READ_THREADS", "Reading", "Source", "committed_row",
-    "consumer_groups", "consumer_row", "dead_letters", "discover_consumer_groups", "first_unprocessed_times",
-    "group_ledgers", "is_stale", "iso", "lag_events", "lag_seconds", "ledger_history", "partition_properties",
-    "producer_groups", "producer_state_blobs", "summarise_state",
-]

@@ -278,8 +278,8 @@ def test_the_checkpoint_sensor_and_the_views_reads_go_through_the_proxy(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 
-    from airflow_provider_eh.plugins import readers
     from airflow_provider_eh.plugins.readers import partitions
+    from airflow_provider_eh.plugins.readers.reading import Reading, Source
     from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
     with EventHubProducerClient.from_connection_string(event_hubs.connection_string(hub)) as producer:
@@ -299,7 +299,7 @@ def test_the_checkpoint_sensor_and_the_views_reads_go_through_the_proxy(
 
         partitions._PROPERTIES.clear()
         partitions._PARTITION_IDS.clear()
-        props = readers.partition_properties(readers.Reading(readers.Source(connections["event_hubs"], hub)))
+        props = partitions.partition_properties(Reading(Source(connections["event_hubs"], hub)))
         assert props["2"]["last_enqueued_sequence_number"] == 2 and set(props) == {"0", "1", "2", "3"}
         assert _tcp_connections(event_hubs) == tcp_before  # nothing went around the proxy
         assert proxy.tunnels() and proxy.refused() == 0

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from spark_kit import SparkSetup, batch
 
-from airflow_provider_eh.errors import InvalidEventError
+from airflow_provider_eh.errors import InvalidEventError, SparkPublishError
 from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
 from airflow_provider_eh.stamps import RESERVED_PREFIX
-from airflow_provider_eh.spark.errors import SparkPublishError
 from airflow_provider_eh.spark.job import SparkPublishJob, SparkSource
 from airflow_provider_eh.spark.mapping import RowMapping
 

@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 from spark_kit import SparkSetup, batch, write_orders
 
-from airflow_provider_eh.errors import EventTooLargeError, InvalidEventError
-from airflow_provider_eh.spark.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
+from airflow_provider_eh.errors import (
+    EmptyOutputError,
+    EventTooLargeError,
+    InvalidEventError,
+    OutputNotFoundError,
+    SparkPublishError,
+)
 from airflow_provider_eh.spark.job import SparkSource
 
 

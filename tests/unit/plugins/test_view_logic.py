@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from airflow_provider_eh.checkpoints.blob_layout import Checkpoint
-from airflow_provider_eh.plugins import readers
+from airflow_provider_eh.plugins.readers.consumers import consumer_row, discover_consumer_groups
+from airflow_provider_eh.plugins.readers.lag import lag_events, lag_seconds
+from airflow_provider_eh.plugins.readers.ledgers import group_ledgers, is_stale, summarise_state
 from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PartialBatch, PendingIntent, ProducerState, StateKey
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
@@ -16,7 +18,7 @@ def test_lag_in_time_of_a_backlog_enqueued_before_the_checkpoint_is_the_age_of_t
     # 100 events enqueued an hour ago; the consumer checkpointed the first 40 a minute ago and is 60 behind
     backlog_enqueued = NOW - timedelta(hours=1)
     checkpoint = Checkpoint("0", 39, "4000", NOW - timedelta(minutes=1), "ns/hub/g/checkpoint/0")
-    row = readers.consumer_row("0", 99, checkpoint, None, backlog_enqueued + timedelta(seconds=40), NOW)
+    row = consumer_row("0", 99, checkpoint, None, backlog_enqueued + timedelta(seconds=40), NOW)
     assert row["lag_events"] == 60
     assert row["lag_seconds"] == 3600 - 40  # not 0: the backlog is older than the checkpoint blob
     assert row["oldest_unprocessed_enqueued_at"] == (backlog_enqueued + timedelta(seconds=40)).isoformat()
@@ -24,19 +26,19 @@ def test_lag_in_time_of_a_backlog_enqueued_before_the_checkpoint_is_the_age_of_t
 
 
 def test_lag_counts_every_event_of_a_partition_never_checkpointed_and_is_zero_when_caught_up() -> None:
-    assert readers.lag_events(9, None) == 10
-    assert readers.lag_events(9, 9) == 0
-    assert readers.lag_events(9, 12) == 0  # partition properties read a moment before the checkpoint moved
-    assert readers.lag_seconds(0, None, NOW) == 0.0
-    assert readers.lag_seconds(3, None, NOW) is None  # behind, but the event's time could not be read
-    assert readers.lag_seconds(3, NOW + timedelta(seconds=2), NOW) == 0.0  # clocks a little apart
+    assert lag_events(9, None) == 10
+    assert lag_events(9, 9) == 0
+    assert lag_events(9, 12) == 0  # partition properties read a moment before the checkpoint moved
+    assert lag_seconds(0, None, NOW) == 0.0
+    assert lag_seconds(3, None, NOW) is None  # behind, but the event's time could not be read
+    assert lag_seconds(3, NOW + timedelta(seconds=2), NOW) == 0.0  # clocks a little apart
 
 
 def test_an_open_batch_is_stale_only_when_older_than_the_threshold() -> None:
-    assert readers.is_stale(3601.0, 3600)
-    assert not readers.is_stale(3600.0, 3600)
-    assert not readers.is_stale(None, 0)
-    assert readers.is_stale(0.5, 0)
+    assert is_stale(3601.0, 3600)
+    assert not is_stale(3600.0, 3600)
+    assert not is_stale(None, 0)
+    assert is_stale(0.5, 0)
 
 
 @dataclass
@@ -68,20 +70,20 @@ def test_consumer_groups_are_discovered_under_every_sdks_spelling_of_a_namespace
         "127.0.0.1:5672/orders-eu/g1/producer-state/0",      # a producer state, not a consumer group
         "127.0.0.1:5672/orders-eu/empty/checkpoint/",
     ])
-    assert readers.discover_consumer_groups(container, "127.0.0.1:5672", "Orders-EU") == ["$default", "analytics", "Reporting"]
+    assert discover_consumer_groups(container, "127.0.0.1:5672", "Orders-EU") == ["$default", "analytics", "Reporting"]
     assert len(container.prefixes) == 2  # one listing per spelling of the namespace
 
 
 def test_consumer_groups_of_a_namespace_without_port_are_listed_once() -> None:
     container = Container(["ns.servicebus.windows.net/orders/$default/checkpoint/0",
                            "ns.servicebus.windows.net/orders/ANALYTICS/ownership/3"])
-    assert readers.discover_consumer_groups(container, "ns.servicebus.windows.net", "orders") == ["$default", "ANALYTICS"]
+    assert discover_consumer_groups(container, "ns.servicebus.windows.net", "orders") == ["$default", "ANALYTICS"]
     assert container.prefixes == ["ns.servicebus.windows.net/orders/"]
 
 
 def test_ledgers_are_grouped_by_producer_group_with_partitions_in_numeric_order() -> None:
     rows = [("b", {"partition": "10"}), ("a", {"partition": "2"}), ("b", {"partition": "2"}), ("b", {"partition": "x"})]
-    assert readers.group_ledgers(rows) == [
+    assert group_ledgers(rows) == [
         {"group": "a", "partitions": [{"partition": "2"}]},
         {"group": "b", "partitions": [{"partition": "2"}, {"partition": "10"}, {"partition": "x"}]},
     ]
@@ -101,12 +103,12 @@ def test_a_ledger_summary_shows_the_last_committed_batch_the_pending_one_and_par
     state.pending = PendingIntent("p", 20, None, 5, "f", 4, 19, [], started_at=(NOW - timedelta(seconds=90)).isoformat())
     state.partial = {"q": PartialBatch(5, "f", [[0, 1], [3, 5]], origin={"dag_id": "d", "task_id": "t", "run_id": "r"})}
     modified = NOW - timedelta(minutes=10)
-    summary = readers.summarise_state(state, modified, NOW)
+    summary = summarise_state(state, modified, NOW)
     assert (summary["partition"], summary["owner_level"], summary["next_sequence_number"]) == ("3", 4, 30)
     assert summary["last_committed"] == {"batch_id": "newer", "events": 10, "first_seq": 10, "last_seq": 19,
                                          "committed_at": "2026-05-04T11:00:00+00:00", "origin": None}
     assert summary["committed_batches"] == 2  # ordinals 5 and 6 are kept
-    old = readers.summarise_state(unmigrated, modified, NOW)
+    old = summarise_state(unmigrated, modified, NOW)
     assert (old["last_committed"], old["committed_batches"]) == (summary["last_committed"], 2)
     pending, partial = summary["open_batches"]
     assert (pending["kind"], pending["batch_id"], pending["events"], pending["age_seconds"]) == ("pending", "p", 5, 90.0)

@@ -12,8 +12,11 @@ import pytest
 from airflow.models.connection import Connection
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.plugins import readers
 from airflow_provider_eh.plugins.readers import lag, partitions
+from airflow_provider_eh.plugins.readers.consumers import consumer_groups
+from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times
+from airflow_provider_eh.plugins.readers.partitions import partition_properties
+from airflow_provider_eh.plugins.readers.reading import Reading, Source
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
 EH = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=send;SharedAccessKey=EhKey-reads-test;UseDevelopmentEmulator=true"
@@ -40,7 +43,7 @@ def test_a_request_reads_each_connection_once_however_many_readers_use_it(monkey
         return conns[conn_id]
 
     monkeypatch.setattr(BaseHook, "get_connection", classmethod(get_connection))
-    reading = readers.Reading(readers.Source("eh", "orders", "blob", "state", "checkpoints", sql_conn_id="sink"))
+    reading = Reading(Source("eh", "orders", "blob", "state", "checkpoints", sql_conn_id="sink"))
     for _ in range(3):
         assert reading.endpoint.eventhub_name == "orders"
         reading.container("state")
@@ -80,8 +83,8 @@ class Endpoint:
         return Client()
 
 
-def _reading(endpoint: Endpoint, **source: Any) -> readers.Reading:
-    reading = readers.Reading(readers.Source("eh", **source))
+def _reading(endpoint: Endpoint, **source: Any) -> Reading:
+    reading = Reading(Source("eh", **source))
     reading.__dict__["endpoint"] = endpoint  # the connection is not what is under test here
     return reading
 
@@ -92,11 +95,11 @@ def _props(last: int) -> dict[str, Any]:
 
 def test_tabs_refreshing_together_share_one_read_of_the_partition_properties(monkeypatch: pytest.MonkeyPatch) -> None:
     endpoint = Endpoint({str(p): _props(p) for p in range(4)})
-    first = readers.partition_properties(_reading(endpoint))
-    assert readers.partition_properties(_reading(endpoint)) == first  # another tab, within PROPERTIES_TTL
+    first = partition_properties(_reading(endpoint))
+    assert partition_properties(_reading(endpoint)) == first  # another tab, within PROPERTIES_TTL
     assert sorted(endpoint.requests) == ["0", "1", "2", "3", "hub"]
     monkeypatch.setattr(partitions._PROPERTIES, "ttl", 0.0)
-    readers.partition_properties(_reading(endpoint))
+    partition_properties(_reading(endpoint))
     assert sorted(endpoint.requests) == ["0", "0", "1", "1", "2", "2", "3", "3", "hub"]  # partition ids kept longer
     assert first["3"] == {"beginning_sequence_number": 0, "last_enqueued_sequence_number": 3,
                           "last_enqueued_time": NOW.isoformat()}
@@ -140,12 +143,12 @@ def test_only_lagging_partitions_are_probed_once_per_checkpoint_position(monkeyp
     props = {pid: {"last_enqueued_sequence_number": 9} for pid in ("0", "1", "2")}
     reading = _reading(Endpoint({}), checkpoint_container="checkpoints", lag_consumer_group="lag-reader")
     monkeypatch.setattr(reading, "container", lambda name: container)
-    groups = readers.consumer_groups(reading, props, NOW)
+    groups = consumer_groups(reading, props, NOW)
     assert sorted(probed) == [("1", 4), ("2", -1)]  # p0 is caught up; p1's position is shared by both groups
     rows = {g["consumer_group"]: {r["partition"]: (r["lag_events"], r["lag_seconds"]) for r in g["partitions"]} for g in groups}
     assert rows == {"analytics": {"0": (0, 0.0), "1": (5, 1800.0), "2": (10, 7200.0)},
                     "reporting": {"0": (0, 0.0), "1": (5, 1800.0), "2": (10, 7200.0)}}
-    readers.consumer_groups(reading, props, NOW + timedelta(seconds=5))
+    consumer_groups(reading, props, NOW + timedelta(seconds=5))
     assert len(probed) == 2  # the enqueued time of an event never changes: read once
 
 
@@ -163,13 +166,13 @@ def test_a_slow_read_does_not_hold_the_answer_and_fills_in_a_later_refresh(monke
     monkeypatch.setattr(lag, "_probe", probe)
     endpoint = Endpoint({})
     started = time.monotonic()
-    assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2) == {("0", 4): None, ("1", 4): None}
+    assert first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2) == {("0", 4): None, ("1", 4): None}
     assert time.monotonic() - started < 2
-    assert readers.first_unprocessed_times(endpoint, "$Default", [("0", 4)], wait=0.2) == {("0", 4): None}
+    assert first_unprocessed_times(endpoint, "$Default", [("0", 4)], wait=0.2) == {("0", 4): None}
     release.set()
     deadline = time.monotonic() + 10
     while lag._PROBING and time.monotonic() < deadline:
         time.sleep(0.05)
-    again = readers.first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2)
+    again = first_unprocessed_times(endpoint, "$Default", [("0", 4), ("1", 4)], wait=0.2)
     assert again == {("0", 4): NOW - timedelta(minutes=1), ("1", 4): None}
     assert sorted(calls) == [("0", 4), ("1", 4)]  # one read each: in flight, then remembered (or, unread, left for a while)
