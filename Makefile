@@ -18,7 +18,7 @@ SKIP ?=
 SHUFFLE ?=
 PREREQS := $(PYTHON) scripts/prerequisites.py
 
-.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh lint demo docs services-up services-down services-status deployment deployment-down deployment-status bench clean
+.PHONY: help check-tools check-test-tools prerequisites venv node test test-unit test-fresh lint demo docs services-up services-down services-status deployment deployment-down deployment-status bench release clean
 
 help:
 	@echo "make demo            run the example pipeline end to end on the local stack"
@@ -32,6 +32,7 @@ help:
 	@echo "make docs            build the documentation site into .local/site (warnings, broken links and anchors fail it)"
 	@echo "make lint            ruff (lint, import order, docstrings) and mypy, as pyproject.toml configures them"
 	@echo "make bench           run every benchmark and write bench/results.md"
+	@echo "make release         build the sdists and wheels of the provider and the local endpoint into .local/dist and check them"
 
 # Before anything runs: what is missing is installed from Debian's packages where this user may (root,
 # or sudo without a password); elsewhere one line per missing prerequisite, with the command that installs it.
@@ -116,6 +117,12 @@ docs: venv
 
 bench: venv node
 	$(PY) bench/run_all.py
+
+# The sdists and wheels of both distributions (the provider, and the local endpoint from endpoint/) into
+# .local/dist, checked: twine check --strict, name and version, the license file, each file list against
+# scripts/release/*.files (`$(PY) scripts/release.py --write-expected` rewrites them), no checkout paths.
+release: venv
+	$(PY) scripts/release.py --out $(abspath $(LOCAL))/dist
 
 clean: services-down deployment-down
 	rm -rf $(LOCAL) .airflow
