@@ -43,26 +43,19 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.client import sdk_internals
+
 if TYPE_CHECKING:
     from azure.eventhub import EventHubProducerClient
 
 log = logging.getLogger(__name__)
-
-def _usable(connection: Any) -> bool:
-    from azure.eventhub._pyamqp._connection import _CLOSING_STATES
-    from azure.eventhub._pyamqp.constants import ConnectionState
-
-    return (getattr(connection, "_error", None) is None
-            and connection.state not in (*_CLOSING_STATES, ConnectionState.CLOSE_RCVD))
-
 
 def _readable(transport: Any, timeout: float | None) -> bool:
     """Whether a frame's bytes wait for ``transport`` (buffered, or on its socket within ``timeout`` seconds).
 
     ``True`` also when the socket is gone or of a kind this does not know: the SDK's read then tells.
     """
-    buffered = getattr(transport, "_read_buffer", None)
-    if buffered is not None and len(buffered.getvalue()) > buffered.tell():
+    if sdk_internals.transport_buffered(transport):
         return True
     sock = getattr(transport, "sock", None)
     if sock is not None and not isinstance(sock, socket.socket):
@@ -76,14 +69,6 @@ def _readable(transport: Any, timeout: float | None) -> bool:
     except (OSError, ValueError):  # closed under us: the SDK's read tells
         return True
     return bool(ready)
-
-
-def _shareable(handler: Any) -> bool:
-    """Whether ``handler`` (opened) and its connection are the SDK's pyamqp ones :class:`_Readers` builds on."""
-    connection = getattr(handler, "_connection", None)
-    return (hasattr(handler, "_external_connection") and callable(getattr(connection, "listen", None))
-            and callable(getattr(connection, "_get_remote_timeout", None)) and hasattr(connection, "_error")
-            and hasattr(getattr(connection, "_transport", None), "sock"))
 
 
 class _Readers:
@@ -116,7 +101,7 @@ class _Readers:
 
     def listen(self, wait: float | bool = False, batch: int = 1, **kwargs: Any) -> None:
         connection = self._connection
-        transport = connection._transport
+        transport = sdk_internals.connection_transport(connection)
         timeout = None if wait is True else getattr(transport, "socket_timeout", None)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._turn:
@@ -134,9 +119,7 @@ class _Readers:
             if _readable(transport, remaining):
                 self._listen(wait, batch, **kwargs)
             else:  # what the SDK's read does when nothing arrives: the heartbeat the peer expects
-                if connection._error:
-                    raise connection._error
-                connection._get_remote_timeout(time.time())
+                sdk_internals.idle_read(connection)
         finally:
             self._end_round()
 
@@ -153,13 +136,9 @@ class KeptManagement:
 
     def request(self, owner: EventHubProducerClient, message: Any, operation_type: bytes) -> Any:
         """The response of one management request through the kept link (opened from ``owner``'s settings)."""
-        from azure.eventhub._constants import MGMT_STATUS_CODE, MGMT_STATUS_DESC, READ_OPERATION
-
-        transport = owner._amqp_transport
         with self._lock:
             if self._client is None:
-                auth = owner._create_auth()
-                client = transport.create_mgmt_client(owner._address, mgmt_auth=auth, config=owner._config)
+                client, auth = sdk_internals.create_management_client(owner)
                 try:
                     if self._shared is not None:
                         self._shared.open(client)
@@ -172,21 +151,11 @@ class KeptManagement:
                     raise
                 self._client, self._auth = client, auth
                 self.opened += 1
-            message.application_properties["security_token"] = transport.get_updated_token(self._auth)
             try:
-                status, description, response = transport.mgmt_client_request(
-                    self._client, message, operation=READ_OPERATION, operation_type=operation_type,
-                    status_code_field=MGMT_STATUS_CODE, description_fields=MGMT_STATUS_DESC,
-                )
+                return sdk_internals.management_request(owner, self._client, self._auth, message, operation_type)
             except BaseException:
                 self._close()
                 raise
-        status = int(status)
-        if isinstance(description, bytes):
-            description = description.decode("utf-8")
-        if status < 400:
-            return response
-        raise transport.get_error(status, description)
 
     def _close(self) -> None:
         client, self._client, self._auth = self._client, None, None
@@ -233,17 +202,17 @@ class SharedConnection:
         """
         with self._lock:
             connection = self._connection
-            if connection is not None and not _usable(connection):
+            if connection is not None and not sdk_internals.connection_usable(connection):
                 log.info("%s: the shared AMQP connection broke; opening another", self.name or "hub")
                 self._close_connection()
                 connection = None
             if connection is None:
                 handler.open()
-                if self.unshared or not _shareable(handler):
+                if self.unshared or not sdk_internals.supported(sdk_internals.SHARED_CONNECTION) \
+                        or not sdk_internals.shareable(handler):
                     self._unshare()  # the handler keeps the connection it opened, as the SDK does
                     return
-                connection = handler._connection
-                handler._external_connection = True  # the handler's close ends its session, not the connection
+                connection = sdk_internals.share_handler_connection(handler)  # its close ends its session only
                 self._readers = _Readers(connection)
                 connection.listen = self._readers.listen
                 self._connection = connection

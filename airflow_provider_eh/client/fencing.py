@@ -27,10 +27,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from airflow_provider_eh.errors import FencingRangeError, ProducerDisconnectedError
+from airflow_provider_eh.client import sdk_internals
+from airflow_provider_eh.client.sdk_internals import encode_value, typed
+from airflow_provider_eh.errors import FencingRangeError, HubFencingUnavailableError, ProducerDisconnectedError
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,20 @@ MAX_SEQUENCE = 2**31 - 1  # an AMQP int on the wire
 
 HUB = "hub"  # the hub fences: owner level and sequence numbers on the link
 LEASE = "lease"  # the hub does not offer it: the claim's deadline alone
+
+AUTO = "auto"  # the hub's fence where the hub and the installed SDK offer it, else the lease (with a warning for the SDK)
+REQUIRED = "required"  # the hub's fence, or the task fails before anything is sent
+HubFencing = Literal["auto", "required", False]
+
+
+def fencing_mode(value: object) -> HubFencing:
+    """``value`` checked as a ``hub_fencing`` setting: ``"auto"``, ``"required"`` or ``False``."""
+    if value is False or value in (AUTO, REQUIRED):
+        return value  # type: ignore[return-value]
+    raise ValueError(
+        f"hub_fencing={value!r}: use 'auto' (the hub's idempotent-producer fence where offered, else the claim's "
+        "lease), 'required' (fail before sending where the hub or the SDK cannot fence) or False (the lease alone)"
+    )
 
 
 def producer_group_id(group: str) -> int:
@@ -107,47 +124,35 @@ class FencedLink:
 
     def annotations(self, seq: int) -> dict[bytes, Any]:
         """The event's message annotations, typed for the SDK's encoder (long, short, int)."""
-        from azure.eventhub._pyamqp._encode import TYPE, VALUE
-        from azure.eventhub._pyamqp.types import AMQPTypes
-
         return {
-            PRODUCER_ID: {TYPE: AMQPTypes.long, VALUE: self.producer_id},
-            PRODUCER_EPOCH: {TYPE: AMQPTypes.short, VALUE: self.owner_level},
-            PRODUCER_SEQUENCE: {TYPE: AMQPTypes.int, VALUE: seq},
+            PRODUCER_ID: typed("long", self.producer_id),
+            PRODUCER_EPOCH: typed("short", self.owner_level),
+            PRODUCER_SEQUENCE: typed("int", seq),
         }
 
     def annotation_bytes(self, seq: int) -> bytes:
         """The message-annotations section of the event, as the SDK's encoder writes it (checked by the wire encoder)."""
         if not self._fixed:
-            from azure.eventhub._pyamqp._encode import encode_value
-
             out = bytearray()
             for key, value in self.annotations(0).items():
                 if key == PRODUCER_SEQUENCE:
                     break
-                encode_value(out, _symbol(key))
+                encode_value(out, typed("symbol", key))
                 encode_value(out, value)
-            encode_value(out, _symbol(PRODUCER_SEQUENCE))
+            encode_value(out, typed("symbol", PRODUCER_SEQUENCE))
             self._fixed = bytes(out)
         items = self._fixed + (b"\x54" + struct.pack(">b", seq) if -128 <= seq <= 127 else b"\x71" + struct.pack(">i", seq))
         return b"\x00\x53\x72\xc1" + bytes((len(items) + 1, 6)) + items
 
 
-def _symbol(name: bytes) -> dict[str, Any]:
-    from azure.eventhub._pyamqp._encode import TYPE, VALUE
-    from azure.eventhub._pyamqp.types import AMQPTypes
+def _typed_link_properties(producer_id: int, owner_level: int) -> Callable[[Any], dict[Any, Any]]:
+    def properties(existing: Any) -> dict[Any, Any]:
+        props = dict(existing or {})
+        props[PRODUCER_ID] = typed("long", producer_id)
+        props[PRODUCER_EPOCH] = typed("short", owner_level)
+        return props
 
-    return {TYPE: AMQPTypes.symbol, VALUE: name}
-
-
-def _typed_link_properties(existing: Any, producer_id: int, owner_level: int) -> dict[Any, Any]:
-    from azure.eventhub._pyamqp._encode import TYPE, VALUE
-    from azure.eventhub._pyamqp.types import AMQPTypes
-
-    props = dict(existing or {})
-    props[PRODUCER_ID] = {TYPE: AMQPTypes.long, VALUE: producer_id}
-    props[PRODUCER_EPOCH] = {TYPE: AMQPTypes.short, VALUE: owner_level}
-    return props
+    return properties
 
 
 def _offers(capabilities: Any) -> bool:
@@ -162,25 +167,6 @@ def _value(props: Any, key: bytes) -> Any:
     return None
 
 
-def _detach_error(handler: Any, wait: float = 0.2) -> str | None:
-    """The error of a detach that follows the attach answer at once (a refused link), else ``None``.
-
-    A hub refuses a link by answering the attach and detaching it with the error right after; the SDK
-    counts the link as attached on the answer alone. This reads the connection for up to ``wait``
-    seconds (only when the capability was not offered) to tell a refusal from a hub without the feature.
-    """
-    import time
-
-    link, connection = handler._link, getattr(handler, "_connection", None)
-    deadline = time.monotonic() + wait
-    while connection is not None and link.state.value == 3 and time.monotonic() < deadline:  # ATTACHED
-        connection.listen(wait=0.05)
-    if link.state.value == 3:
-        return None
-    error = getattr(link, "_error", None)
-    return f"{type(error).__name__}: {error}" if error is not None else f"link state {link.state.name}"
-
-
 def unfence(client: Any, partition_id: str) -> None:
     """Make ``client``'s sender link of ``partition_id`` an ordinary one again (after :func:`open_fenced`).
 
@@ -188,25 +174,25 @@ def unfence(client: Any, partition_id: str) -> None:
     earlier send; a send with hub fencing off must not attach as an idempotent producer without
     numbering its events.
     """
-    producer = (getattr(client, "_producers", None) or {}).get(partition_id)
-    if producer is not None and "_create_handler" in vars(producer):
-        del producer._create_handler
-        if getattr(producer, "running", False):
-            producer._close_handler()
+    sdk_internals.attach_plain(client, partition_id)
 
 
 def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
-                send_timeout: float | None = None) -> FencedLink | None:
+                send_timeout: float | None = None, mode: HubFencing = "auto") -> FencedLink | None:
     """
     Attach ``client``'s sender link of ``partition_id`` as an idempotent producer of ``group``.
 
     A fresh attach every call (an open link of the partition is closed first), so that the hub's answer
     is current and, with a raised owner level, older senders are fenced from this moment on.
 
+    :param mode: ``"auto"``: where the hub or the installed SDK cannot fence, the link is an ordinary
+        one (with a warning when it is the SDK); ``"required"``: that is an error instead.
     :returns: the link's state, or ``None`` when the hub does not offer the capability (then the link
         is an ordinary sender) or the SDK's internals are not the ones this builds on.
     :raises ProducerDisconnectedError: the hub refused the attach: a higher owner level holds the group.
     :raises FencingRangeError: the owner level does not fit the hub's 16 bits.
+    :raises HubFencingUnavailableError: ``mode="required"`` and the hub or the SDK cannot fence; nothing
+        was sent.
     """
     if owner_level > MAX_OWNER_LEVEL:
         raise FencingRangeError(
@@ -214,63 +200,56 @@ def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
             f"hub's {MAX_OWNER_LEVEL}; publish under a new producer_group, or turn hub fencing off "
             "(hub_fencing=False). Nothing was sent."
         )
+    missing = sdk_internals.check(sdk_internals.FENCING)
+    if missing:
+        return _sdk_cannot_fence(partition_id, sdk_internals.describe_missing(missing), mode)
     producer_id = producer_group_id(group)
     try:
-        client._start_producer(partition_id, send_timeout)
-        producer = client._producers[partition_id]
-        original = type(producer)._create_handler
-    except (AttributeError, KeyError, TypeError) as exc:  # another SDK layout
-        log.warning("partition %s: the Event Hubs SDK's producer internals differ (%s); hub fencing off", partition_id, exc)
-        return None
-
-    def create_handler(auth: Any) -> None:
-        original(producer, auth)
-        handler = producer._handler
-        handler._link_properties = _typed_link_properties(handler._link_properties, producer_id, owner_level)
-        ready = handler._client_ready
-
-        def client_ready() -> bool:
-            session = getattr(handler, "_session", None)
-            if handler._link is None and session is not None:
-                create = session.create_sender_link
-
-                def create_sender_link(target_address: Any, **kwargs: Any) -> Any:
-                    return create(target_address, desired_capabilities=[CAPABILITY], **kwargs)
-
-                session.create_sender_link = create_sender_link
-                try:
-                    return ready()
-                finally:
-                    del session.create_sender_link
-            return ready()
-
-        handler._client_ready = client_ready
-
-    producer._create_handler = create_handler
-    if getattr(producer, "running", False):
-        producer._close_handler()
+        producer = sdk_internals.partition_producer(client, partition_id, send_timeout)
+        sdk_internals.attach_as(producer, CAPABILITY, _typed_link_properties(producer_id, owner_level))
+    except (AttributeError, KeyError, TypeError) as exc:  # another SDK layout than the check saw
+        return _sdk_cannot_fence(partition_id, f"azure-eventhub {sdk_internals.sdk_version()}: {exc}", mode)
     try:
-        producer._open_with_retry()
+        sdk_internals.reattach(producer)
     except Exception as exc:
         fenced = fenced_error(exc)
         if fenced is not None:
             raise fenced from None
         raise
-    link = producer._handler._link
-    if not _offers(link.offered_capabilities):
-        refused = _detach_error(producer._handler)
+    answer = sdk_internals.attach_answer(producer)
+    if not _offers(answer.offered_capabilities):
+        refused = sdk_internals.detach_error(producer)
         if refused is not None:
             fenced = fenced_error(Exception(refused))
             if fenced is not None:
                 raise fenced
             raise ProducerDisconnectedError(f"partition {partition_id}: the hub refused the sender link: {refused}")
+        if mode == REQUIRED:
+            raise HubFencingUnavailableError(
+                f"partition {partition_id}: hub_fencing='required', and the hub does not offer idempotent "
+                "producers (its attach answer lacks the capability com.microsoft:idempotent-producer). Nothing was "
+                "sent. Publish to a namespace with idempotent publishing, or set hub_fencing='auto' (the hub's fence "
+                "where offered, else the claim's lease) or False (the lease alone)."
+            )
         log.info("partition %s: the hub does not offer idempotent producers; fencing by the claim's deadline alone", partition_id)
         return None
-    last = _value(link.remote_properties, PRODUCER_SEQUENCE)
-    epoch = _value(link.remote_properties, PRODUCER_EPOCH)
+    last = _value(answer.properties, PRODUCER_SEQUENCE)
+    epoch = _value(answer.properties, PRODUCER_EPOCH)
     if epoch is not None and int(epoch) != owner_level:
         raise ProducerDisconnectedError(
             f"partition {partition_id}: the hub holds producer group {group!r} at owner level {epoch}, not this "
             f"publisher's {owner_level}; another publisher claimed it."
         )
     return FencedLink(str(partition_id), producer_id, owner_level, -1 if last is None else int(last))
+
+
+def _sdk_cannot_fence(partition_id: str, what: str, mode: HubFencing) -> FencedLink | None:
+    if mode == REQUIRED:
+        raise HubFencingUnavailableError(
+            f"partition {partition_id}: hub_fencing='required', and the installed Event Hubs SDK cannot attach "
+            f"idempotent producers: {what}. Nothing was sent. Install an azure-eventhub release this provider "
+            "supports (its declared range), or set hub_fencing='auto' to publish fenced by the claim's lease."
+        )
+    log.warning("partition %s: the Event Hubs SDK's internals differ from the ones hub fencing builds on (%s); "
+                "this send is fenced by the claim's lease alone", partition_id, what)
+    return None  # the link stays an ordinary one

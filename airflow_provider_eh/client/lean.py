@@ -9,8 +9,8 @@ and after its send, and checks the hub's partitions: six connections and about 2
 a batch that is sent in milliseconds.
 
 :class:`LeanProducerClient` is the SDK's client with four changes, all on the SDK's own
-(non-public) building blocks, each falling back to the SDK's way when they are not the ones this
-builds on:
+(non-public) building blocks, touched in :mod:`~airflow_provider_eh.client.sdk_internals`, each
+falling back to the SDK's way when they are not the ones this builds on:
 
 * its handlers open on the hub's one shared connection of the process
   (:class:`~airflow_provider_eh.client.connection.SharedConnection`) when given one, as every client
@@ -29,77 +29,36 @@ connection (the publishing engine's read-back uses it).
 from __future__ import annotations
 
 import logging
-import types
 from collections.abc import Hashable
 from typing import Any
 
-from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
-
 from airflow_provider_eh.client.connection import KeptManagement, SharedConnection, acquire, release
+from airflow_provider_eh.client.sdk_internals import HookedConsumerClient, HookedProducerClient
 
 __all__ = ["KeptManagement", "LeanConsumerClient", "LeanProducerClient"]
 
 log = logging.getLogger(__name__)
 
 
-def _open_handler(self: Any, auth: Any) -> None:
-    """Create the handler of an SDK producer or consumer and open it: on the client's shared connection when it has one."""
-    self._create_handler(auth)
-    shared: SharedConnection | None = getattr(self._client, "_shared", None)
-    if shared is not None:
-        shared.open(self._handler)
-        return
-    connection = self._client._conn_manager.get_connection(endpoint=self._client._address.hostname, auth=auth)
-    self._handler.open(connection=connection)
-
-
-def _lean_open(self: Any) -> bool:
-    """The SDK's handler open (``ConsumerProducerMixin._open``) without the 50 ms sleeps between readiness checks."""
-    if self.running:
-        return False
-    if self._handler:
-        self._handler.close()
-    _open_handler(self, self._client._create_auth(auth_uri=self._client._auth_uri))
-    while not self._handler.client_ready():  # each check waits on the socket
-        pass
-    self._max_message_size_on_link = (self._amqp_transport.get_remote_max_message_size(self._handler)
-                                      or self._amqp_transport.MAX_MESSAGE_LENGTH_BYTES)
-    self.running = True
-    return True
-
-
-def _lean_consumer_open(self: Any) -> bool:
-    """The SDK's receiver open (``EventHubConsumer._open``), on the client's shared connection."""
-    if not self.running:
-        if self._handler:
-            self._handler.close()
-        _open_handler(self, self._client._create_auth(auth_uri=self._client._auth_uri))
-        self.handler_ready = False
-        self.running = True
-    if not self.handler_ready and self._handler.client_ready():
-        self.handler_ready = True
-    return bool(self.handler_ready)
-
-
 class _Shares:
     """A client's hold on its hub's shared connection: taken when built, given back once when closed."""
 
-    _shared: SharedConnection | None = None
+    shared_connection: SharedConnection | None = None
     _share_key: Hashable | None = None
 
     def _take_share(self, key: Hashable | None) -> None:
         self._share_key = key
-        self._shared = acquire(key) if key is not None else None
+        self.shared_connection = acquire(key) if key is not None else None
 
     def _give_back_share(self) -> None:
-        shared, self._shared = self._shared, None
+        shared, self.shared_connection = self.shared_connection, None
         if shared is not None:
             release(self._share_key, shared)
 
 
-class LeanProducerClient(_Shares, EventHubProducerClient):
+class LeanProducerClient(_Shares, HookedProducerClient):
     """``EventHubProducerClient`` on a shared connection, with kept management, per-partition batch limits
-    and sleepless opens.
+    and sleepless opens (the SDK's private hooks are :class:`~airflow_provider_eh.client.sdk_internals.HookedProducerClient`'s).
 
     :param share: the key of the process's shared connection to open handlers on (the endpoint), whose
         kept management link it uses; ``None``: a connection per handler, as the SDK does, and a
@@ -109,34 +68,25 @@ class LeanProducerClient(_Shares, EventHubProducerClient):
     def __init__(self, *args: Any, share: Hashable | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._take_share(share)
-        self._owns_kept = self._shared is None
-        self._kept = KeptManagement() if self._shared is None else self._shared.management
+        self._owns_kept = self.shared_connection is None
+        self._kept = KeptManagement() if self.shared_connection is None else self.shared_connection.management
 
-    def _management_request(self, mgmt_msg: Any, op_type: bytes) -> Any:
+    def management_request(self, message: Any, operation_type: bytes) -> Any:
         try:
-            return self._kept.request(self, mgmt_msg, op_type)
+            return self._kept.request(self, message, operation_type)
         except ImportError:
             raise
         except Exception as exc:  # the kept link broke, or the SDK's internals differ: the SDK's own way, with its retries
             log.debug("management request over the kept link failed (%s: %s); the SDK's way", type(exc).__name__, exc)
-            return super()._management_request(mgmt_msg, op_type)
-
-    def _create_producer(self, partition_id: str | None = None, send_timeout: float | None = None) -> Any:
-        producer = super()._create_producer(partition_id=partition_id, send_timeout=send_timeout)
-        if callable(getattr(producer, "_open", None)) and hasattr(producer, "_create_handler"):
-            setattr(producer, "_open", types.MethodType(_lean_open, producer))  # noqa: B010 (a method of the SDK's, replaced)
-        return producer
+            return self.sdk_management_request(message, operation_type)
 
     def create_batch(self, **kwargs: Any) -> Any:
         partition_id = kwargs.get("partition_id")
-        if not self._max_message_size_on_link and partition_id is not None:
+        if partition_id is not None:
             # only from a link already open (the engine opens the partition's sender first, to fence it):
             # opening one here, before the send, would change how the SDK retries that send (a link open
             # before a send is re-sent on once when its acknowledgement times out)
-            producer = (getattr(self, "_producers", None) or {}).get(str(partition_id))
-            size = getattr(producer, "_max_message_size_on_link", None) if getattr(producer, "running", False) else None
-            if size:
-                self._max_message_size_on_link = size
+            self.adopt_link_size(str(partition_id))
         return super().create_batch(**kwargs)
 
     def close(self, **kwargs: Any) -> None:
@@ -148,18 +98,12 @@ class LeanProducerClient(_Shares, EventHubProducerClient):
             self._give_back_share()
 
 
-class LeanConsumerClient(_Shares, EventHubConsumerClient):
+class LeanConsumerClient(_Shares, HookedConsumerClient):
     """``EventHubConsumerClient`` whose receivers open on the process's shared connection of ``share``."""
 
     def __init__(self, *args: Any, share: Hashable | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._take_share(share)
-
-    def _create_consumer(self, *args: Any, **kwargs: Any) -> Any:
-        consumer = super()._create_consumer(*args, **kwargs)
-        if callable(getattr(consumer, "_open", None)) and hasattr(consumer, "_create_handler"):
-            setattr(consumer, "_open", types.MethodType(_lean_consumer_open, consumer))  # noqa: B010 (a method of the SDK's, replaced)
-        return consumer
 
     def close(self) -> None:
         try:

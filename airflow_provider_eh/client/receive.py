@@ -18,7 +18,8 @@ partition (measured with ``bench/ingest.py``, 20,000 events over 4 partitions on
   thread turning round the four links, the threads' hand-overs of the lock costing more than the
   parallel waits on the sockets saved.
 
-The links come from ``EventHubConsumerClient._create_consumer``, the call the SDK's processor makes
+The links come from ``EventHubConsumerClient``'s private receiver factory
+(:func:`~airflow_provider_eh.client.sdk_internals.create_consumer`), the call the SDK's processor makes
 for each partition it owns, driven with the consumer's ``receive(batch=True, ...)`` exactly as the
 processor drives it (retries, reconnection after a lost link and ``owner_level`` steals are the
 consumer's). Should an SDK release lack that call, the reader falls back to ``receive_batch`` on a
@@ -37,8 +38,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.received import OFFSET, Converter, MessageFields, fields_of_event_data
+from airflow_provider_eh.client.received import Converter, MessageFields, fields_of_event_data
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class PartitionsReader:
         if self._threads or not self.starts:
             return self
         first = self.endpoint.consumer(self.consumer_group, shared=self.shared)
-        direct = self.direct if self.direct is not None else hasattr(first, "_create_consumer")
+        direct = self.direct if self.direct is not None else sdk_internals.can_create_consumers(first)
         if direct:
             self._clients = {"*": first}
             self._threads = [threading.Thread(target=self._run_direct, args=(first,), name="eh-receive", daemon=True)]
@@ -183,7 +185,7 @@ class PartitionsReader:
         def deliver(events: Any) -> None:
             events = list(events)
             if track and events:
-                self._note_last_enqueued(partition_id, getattr(events[-1], "_message", None))
+                self._note_last_enqueued(partition_id, sdk_internals.message_of(events[-1]))
             self._put(partition_id, events if convert is None else [convert(partition_id, fields_of_event_data(e))
                                                                       for e in events])
         return deliver
@@ -205,13 +207,13 @@ class PartitionsReader:
         ended: set[str] = set()
         try:
             for p, after in self.starts.items():
-                consumer = client._create_consumer(
-                    self.consumer_group, p, _position(after), self._on_batch(p),
+                consumer = sdk_internals.create_consumer(
+                    client, self.consumer_group, p, _position(after), self._on_batch(p),
                     event_position_inclusive=False, owner_level=self.owner_level, prefetch=self.prefetch,
                     track_last_enqueued_event_properties=self.track_last_enqueued,
                 )
-                if self.convert is not None and _hand_over_messages(consumer):
-                    consumer._on_event_received = self._on_messages(p)
+                if self.convert is not None:
+                    sdk_internals.hand_over_messages(consumer, self._on_messages(p))
                 consumers[p] = consumer
             failures = {p: _Failures(consumer, client) for p, consumer in consumers.items()}
             while consumers and not self._stopping.is_set():
@@ -366,75 +368,37 @@ class _Failures:
 
     def __init__(self, consumer: Any, client: Any):
         self._consumer = consumer
-        self._budget = int(getattr(getattr(client, "_config", None), "max_retries", 3)) + 1
+        self._budget = sdk_internals.client_max_retries(client) + 1
         self._in_a_row = 0
         self._last: BaseException | None = None
-        handle = consumer._handle_exception
-        buffer = getattr(consumer, "_message_buffer", None)
-        self._buffered = (lambda: len(buffer)) if buffer is not None else (lambda: 0)
+        self._buffered = sdk_internals.buffered_count(consumer)
 
-        def recorded(exception: BaseException, **kwargs: Any) -> Any:
-            self._in_a_row += 1
-            try:
-                mapped = handle(exception, **kwargs)
-            except BaseException as raised:  # the SDK raises what it will not retry
-                self._last = raised
-                raise
-            self._last = mapped if isinstance(mapped, BaseException) else exception
-            return mapped
+        def recording(handle: Any) -> Any:
+            def recorded(exception: BaseException, **kwargs: Any) -> Any:
+                self._in_a_row += 1
+                try:
+                    mapped = handle(exception, **kwargs)
+                except BaseException as raised:  # the SDK raises what it will not retry
+                    self._last = raised
+                    raise
+                self._last = mapped if isinstance(mapped, BaseException) else exception
+                return mapped
+            return recorded
 
-        consumer._handle_exception = recorded
-        delivered = consumer._on_event_received
+        def counting(delivered: Any) -> Any:
+            def on_events(events: Any) -> None:
+                if events:
+                    self._in_a_row = 0
+                delivered(events)
+            return on_events
 
-        def on_events(events: Any) -> None:
-            if events:
-                self._in_a_row = 0
-            delivered(events)
-
-        consumer._on_event_received = on_events
+        sdk_internals.wrap_consumer_errors(consumer, recording)
+        sdk_internals.wrap_consumer_delivery(consumer, counting)
 
     def check(self) -> None:
         """Raise the last error once the link has failed ``max_retries`` + 1 times in a row."""
         if self._in_a_row >= self._budget and self._last is not None and not self._buffered():
             raise self._last
-
-
-class _Resume:
-    """What the SDK's consumer keeps of the last event handed over: its offset, to reconnect after it."""
-
-    __slots__ = ("_message",)
-
-    def __init__(self, message: Any):
-        self._message = message
-
-    @property
-    def offset(self) -> str | None:
-        try:
-            return self._message.message_annotations[OFFSET].decode("UTF-8")
-        except (KeyError, AttributeError, TypeError):
-            return None
-
-
-def _hand_over_messages(consumer: Any) -> bool:
-    """
-    Make ``consumer`` hand its batches over as the decoded AMQP messages it received, instead of
-    building an ``EventData`` of each; ``False`` (nothing changed) where the SDK is not built the way
-    this relies on. The consumer's ``receive`` takes each message of a batch from its buffer through
-    ``_next_message_in_buffer`` and, to reconnect after a lost link, reads the offset of the last one
-    from ``_last_received_event``: both are kept.
-    """
-    buffer = getattr(consumer, "_message_buffer", None)
-    transport = getattr(getattr(consumer, "_amqp_transport", None), "KIND", None)
-    if buffer is None or transport != "pyamqp" or not hasattr(consumer, "_next_message_in_buffer"):
-        return False
-
-    def next_message() -> Any:
-        message = buffer.popleft()
-        consumer._last_received_event = _Resume(message)
-        return message
-
-    consumer._next_message_in_buffer = next_message
-    return True
 
 
 def _close_quietly(handle: Any) -> None:

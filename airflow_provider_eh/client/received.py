@@ -7,7 +7,7 @@ an ``AmqpAnnotatedMessage`` and answers each of those facts through a property; 
 about as much per event as decoding the message (``bench/ingest.py``'s docstring has the profile).
 
 :func:`fields_of_message` reads the facts straight from the decoded message (the SDK's own
-``_pyamqp`` ``Message``: annotations, application properties, data sections), and
+pyamqp ``Message``: annotations, application properties, data sections), and
 :func:`fields_of_event_data` reads them through ``EventData``. :class:`MessageFields` holds the fast
 one to the other: a reader uses the fast path only while it gives exactly what ``EventData`` gives,
 checked on the first messages of every link; one difference and that link goes through ``EventData``
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
-# The service's message annotations, as the SDK names them (azure.eventhub._constants).
+# The service's message annotations, as the SDK names them.
 SEQUENCE_NUMBER = b"x-opt-sequence-number"
 OFFSET = b"x-opt-offset"
 ENQUEUED_TIME = b"x-opt-enqueued-time"
@@ -163,9 +163,9 @@ def fields_of_message(message: Any, reader: MessageFields | None = None) -> Rece
 
 def event_data_of(message: Any) -> Any:
     """The SDK's ``EventData`` of a received message (what its consumer builds for every message)."""
-    from azure.eventhub import EventData
+    from airflow_provider_eh.client.sdk_internals import event_data_of as build
 
-    return EventData._from_message(message)
+    return build(message)
 
 
 class MessageFields:

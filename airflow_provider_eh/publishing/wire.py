@@ -31,6 +31,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.stamps import BATCH, GROUP, OWNER, SEQ
 
 log = logging.getLogger(__name__)
@@ -48,15 +49,13 @@ class StampEncoder:
 
     def __init__(self, group: str, batch: str, owner: int):
         try:
-            from azure.eventhub._pyamqp._encode import TYPE, VALUE
-            from azure.eventhub._pyamqp.types import AMQPTypes
-
+            self._type, self._value = sdk_internals.typed_value_keys()
+            self._long = sdk_internals.amqp_type("long")
             self._typed = True
-            self._type, self._value, self._long = TYPE, VALUE, AMQPTypes.long
-            self._fixed = {
-                GROUP: {TYPE: AMQPTypes.string, VALUE: group.encode()},
-                BATCH: {TYPE: AMQPTypes.string, VALUE: batch.encode()},
-                OWNER: {TYPE: AMQPTypes.long, VALUE: int(owner)},
+            self._fixed: dict[str, Any] = {
+                GROUP: sdk_internals.typed("string", group.encode()),
+                BATCH: sdk_internals.typed("string", batch.encode()),
+                OWNER: sdk_internals.typed("long", int(owner)),
             }
         except ImportError:  # another transport: plain values
             self._typed = False
@@ -104,24 +103,20 @@ def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes,
     """One event's encoding by the SDK's own path (the reference the fast path must match)."""
     from azure.eventhub import EventData
 
-    from airflow_provider_eh.publishing.batching import sdk_encode
-
     event = EventData(body)
     set_stamps(event, properties, annotations)
-    return bytes(sdk_encode(event))
+    return bytes(sdk_internals.sdk_encode(event))
 
 
 class StampedMessageEncoder:
     """AMQP bytes of stamped events of one (group, batch, owner); build it with :meth:`create`."""
 
     def __init__(self, group: str, batch: str, owner: int):
-        from azure.eventhub._pyamqp._encode import TYPE, VALUE, encode_value
-        from azure.eventhub._pyamqp.types import AMQPTypes
-
-        self._encode_value, self._string, self._type, self._value = encode_value, AMQPTypes.string, TYPE, VALUE
-        self._stamps = StampEncoder(group, batch, owner)
+        self._encode_value, self._string = sdk_internals.encode_value, sdk_internals.amqp_type("string")
+        self._type, self._value = sdk_internals.typed_value_keys()
+        self.stamps = StampEncoder(group, batch, owner)
         fixed = bytearray()
-        for name, value in self._stamps.properties(None, 0).items():
+        for name, value in self.stamps.properties(None, 0).items():
             if name != SEQ:
                 self._pair(fixed, name, value)
         self._pair(fixed, SEQ, None, key_only=True)
@@ -140,7 +135,7 @@ class StampedMessageEncoder:
         """
         if properties:
             user = bytearray()
-            user_value = self._stamps.user_value
+            user_value = self.stamps.user_value
             for name, value in properties.items():
                 self._pair(user, name, user_value(value))
             items = bytes(user) + self._fixed + _long(seq)
@@ -165,7 +160,7 @@ class StampedMessageEncoder:
         """
         try:
             encoder = cls(group, batch, owner)
-            stamps = encoder._stamps
+            stamps = encoder.stamps
             wide = {f"p{i}": "v" * 40 for i in range(6)}
             probes: list[tuple[bytes, dict[str, Any] | None, int]] = [
                 (b"", None, 0), (b"x" * 200, None, 127), (b"y" * 255, None, 128), (b"z" * 256, None, -129),

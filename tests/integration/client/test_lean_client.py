@@ -135,8 +135,8 @@ def test_the_kept_link_rides_on_the_shared_connection_and_one_that_broke_is_repl
         expected = {p: plain.get_partition_properties(p)["last_enqueued_sequence_number"] for p in plain.get_partition_ids()}
     before = connections(event_hubs)
     with endpoint.producer() as first, endpoint.producer() as second:
-        shared = first._shared
-        assert shared is second._shared and first._kept is second._kept is shared.management
+        shared = first.shared_connection
+        assert shared is second.shared_connection and first._kept is second._kept is shared.management
         ends = {p: first.get_partition_properties(p)["last_enqueued_sequence_number"] for p in second.get_partition_ids()}
         assert ends == expected
         assert (shared.management.opened, shared.opened, connections(event_hubs) - before) == (1, 1, 1)
@@ -158,7 +158,7 @@ def test_a_forked_child_opens_its_own_connection(event_hubs: Any, hub: str) -> N
             code = 1
             try:
                 with endpoint.producer() as own:
-                    code = 0 if own._shared is not parent._shared and own.get_partition_ids() == ids else 2
+                    code = 0 if own.shared_connection is not parent.shared_connection and own.get_partition_ids() == ids else 2
             finally:
                 os._exit(code)
         _, status = os.waitpid(child, 0)

@@ -30,7 +30,7 @@ def test_numbering_continues_after_the_hubs_answer_and_refuses_to_pass_32_bits()
 def test_annotation_bytes_are_the_sdks_encoding(seq: int) -> None:
     from azure.eventhub import EventData
 
-    from airflow_provider_eh.publishing.batching import sdk_encode
+    from airflow_provider_eh.client.sdk_internals import sdk_encode
 
     link = FencedLink("0", producer_group_id("g"), 300, -1)
     event = EventData(b"body")
