@@ -62,17 +62,10 @@ from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, StateKey  # noqa: E402
-from airflow_provider_eh.publishing.state import (  # noqa: E402
-    BATCH,
-    HISTORY,
-    CommittedBatch,
-    Ledger,
-    ProducerState,
-    ProducerStateStore,
-    StateClaim,
-    history_name,
-    record_name,
-)
+from airflow_provider_eh.publishing.claim import StateClaim  # noqa: E402
+from airflow_provider_eh.publishing.document import ProducerState  # noqa: E402
+from airflow_provider_eh.publishing.records import BATCH, HISTORY, CommittedBatch, Ledger, history_name, record_name  # noqa: E402
+from airflow_provider_eh.publishing.state import ProducerStateStore  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 

@@ -37,7 +37,8 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.plugins.readers.partitions import PROPERTIES_TTL, PROPERTY_CLIENTS  # noqa: E402
-from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PendingIntent, ProducerState, StateKey  # noqa: E402
+from airflow_provider_eh.publishing.document import ProducerState, StateKey  # noqa: E402
+from airflow_provider_eh.publishing.records import CommittedBatch, Ledger, PendingIntent  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 from eventhubs_local.ports import free_port  # noqa: E402

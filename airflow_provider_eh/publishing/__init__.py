@@ -29,8 +29,9 @@ deterministic (read materialised output, order rows by a declared key):
    releases the claim; ``publisher.abort(session)`` on failure leaves the intent for recovery.
 
 Both ways run the one driver loop of :mod:`.driver` (begin, send, commit, retry on transient
-errors); the rules that turn an input into an event are :mod:`.rulebook`; the ledger's records are
-in :mod:`.state`.
+errors); the rules that turn an input into an event are :mod:`.rulebook`; the state document is
+:mod:`.document`, the ledger's records :mod:`.records`, a claim's hold :mod:`.claim`, and the store
+interface the two backends implement :mod:`.state`.
 
 The endpoint (:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`) pickles; executors build
 their own clients from it. Stamps (``eh.group``, ``eh.seq``, ``eh.batch``, ``eh.owner``) are named in
@@ -42,6 +43,8 @@ from __future__ import annotations
 
 from airflow_provider_eh.publishing.batch_id import derive_batch_id
 from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.fingerprint import Fingerprint, fingerprint_of
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.publisher import IdempotentPublisher
@@ -53,7 +56,7 @@ from airflow_provider_eh.publishing.rulebook import (
 )
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
-from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 __all__ = [

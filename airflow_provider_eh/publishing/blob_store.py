@@ -31,7 +31,9 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 
 from airflow_provider_eh.errors import ProducerDisconnectedError, ProducerStateStoreError
-from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.state import ProducerStateStore
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient

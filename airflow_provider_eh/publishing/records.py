@@ -1,7 +1,7 @@
 """The ledger's records: what a state document holds and what each committed batch is stored as.
 
 Frozen dataclasses with fixed fields, the only place their JSON is written and read
-(:mod:`airflow_provider_eh.publishing.state` documents the layout they make together), the names
+(:mod:`airflow_provider_eh.publishing.document` documents the layout they make together), the names
 records are stored under, and the ``[start, stop)`` ranges event-index sets are kept as.
 """
 
@@ -11,6 +11,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 #: the two kinds of ledger record: by batch id (lookups) and by ordinal (history in commit order)
@@ -196,3 +197,15 @@ class HistoryPage:
     batches: list[CommittedBatch]
     total: int
     before: int | None
+
+
+def parse_time(text: Any) -> datetime | None:
+    """An ISO time stored in a ledger record (``committed_at``, ``started_at``), UTC when it names no zone;
+    ``None`` when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

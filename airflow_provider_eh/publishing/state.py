@@ -1,79 +1,43 @@
-"""Producer state of one (namespace, hub, producer group, partition): owner level, sequence, ledger.
+"""The producer state store: the interface both backends implement, and the ledger's records through it.
 
-The state is a small *hot document* (same shape in every backend), read and written whole on the
-claim, the intent and the commit, plus one small *record* per committed batch, written once when
-the batch commits and never again (until pruning deletes it)::
-
-    {"version": 2, "namespace": ..., "hub": ..., "group": ..., "partition": "0",
-     "owner_level": 3, "claim_token": "...", "last_published_seq": 41,
-     "ledger": Ledger,
-     "pending": PendingIntent | null,
-     "partial": {batch_id: PartialBatch}}
-
-    Ledger:         {"next", "first", "last"}
-    CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
-                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?, "batch_id"?, "ordinal"?}
-    PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
-                     "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
-    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}
-    origin:         {"dag_id", "task_id", "run_id", "map_index", "try_number"} (what published the batch;
-                    any JSON object the caller passes, the Airflow operators pass these)
-
-(``?``: absent from documents written before the field existed; such documents load unchanged.)
-The records are the dataclasses of :mod:`~airflow_provider_eh.publishing.records`, the only place
-their JSON is written and read; a unit test checks this layout against them.
-
-**Committed batches are records, not part of the document.** Every commit gets the next *ordinal*
-(``ledger.next``, then one more) and is stored twice, each a few hundred bytes: under its batch id
-(``batch`` records: the lookup "is this batch committed?", one read) and under its ordinal
-(``history`` records: the ledger in commit order, paged for the view and pruned oldest first,
-without listing anything). ``ledger.first`` is the oldest ordinal kept (pruning raises it) and
-``ledger.last`` the newest committed batch. So what a publish reads and writes, and the largest
-object stored, are the same on day one and after a million batches. Version 1 documents kept every
-committed batch inside (``"committed": {batch_id: CommittedBatch}``): they load, and the first claim
-moves their batches into records (ordinals in sequence-number order) before it writes version 2
-(:meth:`ProducerStateStore.claim`), so nothing committed is lost and an upgrade needs no step.
-
-``origin`` names who sent the batch (the intent's, carried into the committed or partial record), so
-tools (the Event Hubs view) link a batch to its Airflow task instance; readers ignore fields they do
-not know, so older versions read newer records too.
-
-``indexes`` and ``landed`` are event-index sets stored as ``[[start, stop), ...]`` ranges, so a batch
-of a million events costs a few bytes unless its sends were cut into pieces. ``landed`` maps
-nothing to sequence numbers: every send attempt's indexes get consecutive fresh sequence numbers
-starting at its ``first_seq``; ``indexes`` null means every event of the batch. ``batch_first_seq``
-is the first sequence number ever assigned to the batch (its first attempt's ``first_seq``).
-
-:class:`ProducerStateStore` is the interface both backends implement: claim (owner level + 1,
-exclusive), write (compare-and-swap), release, and the records (get, put, delete by name).
+:class:`ProducerStateStore` claims a state (owner level + 1, exclusive: a
+:class:`~airflow_provider_eh.publishing.claim.StateClaim`), writes it (compare-and-swap) and releases
+it; the backends (:mod:`~airflow_provider_eh.publishing.blob_store`,
+:mod:`~airflow_provider_eh.publishing.variable_store`) store text by name, and on top of that this
+interface finds, writes, pages and prunes the committed batches' records, and moves a version 1
+document's batches into records on its first claim. The document and the records it is made of are
+described in :mod:`~airflow_provider_eh.publishing.document`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
-from airflow_provider_eh.publishing.records import (  # noqa: F401  (defined here before; still importable from here)
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+
+# PartialBatch, PendingIntent, from_ranges, ranges_len and to_ranges are not used here: publisher.py,
+# plan.py and sender.py still import them from here, and they go once those import records.py
+from airflow_provider_eh.publishing.records import (  # noqa: F401
     BATCH,
     HISTORY,
-    RECORDS,
     CommittedBatch,
     HistoryPage,
-    Ledger,
     PartialBatch,
     PendingIntent,
     from_ranges,
     history_name,
+    parse_time,
     ranges_len,
     record_name,
     to_ranges,
@@ -81,200 +45,8 @@ from airflow_provider_eh.publishing.records import (  # noqa: F401  (defined her
 
 log = logging.getLogger(__name__)
 
-STATE_VERSION = 2
-#: versions this provider reads: 1 (every committed batch inside the document) is migrated on its first claim
-READABLE_VERSIONS = (1, 2)
 #: record calls made at once when many records are read, moved or deleted (a page, a migration, a prune)
 RECORD_THREADS = 16
-
-
-@dataclass(frozen=True)
-class StateKey:
-    """Where one producer state lives."""
-
-    namespace: str
-    hub: str
-    group: str
-    partition: str
-
-    @classmethod
-    def of(cls, endpoint: Any, group: str, partition: str) -> StateKey:
-        """The key of ``group``'s state of ``partition`` on ``endpoint``'s hub (an ``EventHubsEndpoint``): the
-        namespace in its one spelling and the hub's name in lower case, as the service treats it."""
-        return cls(endpoint.namespace, endpoint.eventhub_name.lower(), group, str(partition))
-
-    @property
-    def blob_name(self) -> str:
-        return f"{self.namespace}/{self.hub}/{self.group}/producer-state/{self.partition}".lower()
-
-    def record_blob_name(self, kind: str, name: str) -> str:
-        """A ledger record's blob: under ``_ledger/``, apart from the state documents (which the view lists)."""
-        return f"_ledger/{self.namespace}/{self.hub}/{self.group}/{self.partition}/{kind}/{name}".lower()
-
-    def __str__(self) -> str:
-        return f"group {self.group!r} partition {self.partition} of {self.namespace}/{self.hub}"
-
-
-@dataclass
-class ProducerState:
-    """The decoded state document; see the module docstring for the fields."""
-
-    namespace: str
-    hub: str
-    group: str
-    partition: str
-    owner_level: int = 0
-    claim_token: str | None = None
-    last_published_seq: int = -1
-    ledger: Ledger = field(default_factory=Ledger)
-    pending: PendingIntent | None = None
-    partial: dict[str, PartialBatch] = field(default_factory=dict)
-    #: the committed batches of a version 1 document, until its first claim moves them into records
-    unmigrated: dict[str, CommittedBatch] = field(default_factory=dict)
-
-    @property
-    def committed_count(self) -> int:
-        """Committed batches kept, in records or (not migrated yet) inside a version 1 document."""
-        return self.ledger.count + len(self.unmigrated)
-
-    @property
-    def last_committed(self) -> CommittedBatch | None:
-        """The newest committed batch (with its ``batch_id``), wherever it is kept."""
-        if self.unmigrated:
-            batch_id, record = max(self.unmigrated.items(), key=lambda item: (item[1].last_seq, item[0]))
-            return replace(record, batch_id=batch_id)
-        return self.ledger.last
-
-    def count_committed(self, record: CommittedBatch, *sent_up_to: int) -> None:
-        """Count a committed batch whose records are written: the ledger moves on to it, the intent is done,
-        and the last published sequence number covers it (and ``sent_up_to``, what the intent assigned)."""
-        self.ledger = self.ledger.added(record)
-        self.pending = None
-        self.last_published_seq = max(self.last_published_seq, record.last_seq, *sent_up_to)
-
-    @classmethod
-    def new(cls, key: StateKey) -> ProducerState:
-        return cls(key.namespace.lower(), key.hub.lower(), key.group, key.partition)
-
-    def to_json(self) -> str:
-        if self.unmigrated:  # a version 1 document is only ever written back after its claim moved them
-            raise RuntimeError(f"{len(self.unmigrated)} committed batches of a version 1 document are not in records yet")
-        return json.dumps(
-            {
-                "version": STATE_VERSION,
-                "namespace": self.namespace,
-                "hub": self.hub,
-                "group": self.group,
-                "partition": self.partition,
-                "owner_level": self.owner_level,
-                "claim_token": self.claim_token,
-                "last_published_seq": self.last_published_seq,
-                "ledger": self.ledger.to_doc(),
-                "pending": None if self.pending is None else self.pending.to_doc(),
-                "partial": {b: r.to_doc() for b, r in self.partial.items()},
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_json(cls, text: str | bytes, key: StateKey, where: str, reset_hint: str) -> ProducerState:
-        """Decode and check a stored document; anything unexpected is an InvalidProducerStateError."""
-
-        def bad(why: str) -> InvalidProducerStateError:
-            return InvalidProducerStateError(
-                f"producer state {where} for {key}: {why}. The state cannot be trusted; to start over "
-                f"{reset_hint} (and republish with a new producer group or generation if consumers dedupe on eh.seq)."
-            )
-
-        try:
-            doc = json.loads(text)
-        except (ValueError, UnicodeDecodeError):
-            raise bad("is not JSON") from None
-        if not isinstance(doc, dict):
-            raise bad("is not a JSON object")
-        if doc.get("version") not in READABLE_VERSIONS:
-            raise bad(f"has version {doc.get('version')!r}, this provider reads versions "
-                      f"{', '.join(map(str, READABLE_VERSIONS))} (was it written by a newer release?)")
-        if (str(doc.get("namespace", "")).lower(), str(doc.get("hub", "")).lower()) != (
-            key.namespace.lower(),
-            key.hub.lower(),
-        ):
-            raise InvalidProducerStateError(
-                f"producer state {where} for {key}: belongs to hub {doc.get('namespace')}/{doc.get('hub')}, not "
-                f"{key.namespace}/{key.hub}. Nothing was sent. A producer group publishes to one hub: give this task "
-                "its own producer_group (or state_container) for this hub; that state stays valid for its own hub, "
-                "so do not delete it."
-            )
-        try:
-            return cls(
-                namespace=doc["namespace"],
-                hub=doc["hub"],
-                group=doc["group"],
-                partition=str(doc["partition"]),
-                owner_level=int(doc["owner_level"]),
-                claim_token=doc.get("claim_token"),
-                last_published_seq=int(doc["last_published_seq"]),
-                ledger=Ledger() if doc["version"] == 1 else Ledger.from_doc(doc["ledger"]),
-                pending=None if doc.get("pending") is None else PendingIntent.from_doc(doc["pending"]),
-                partial={b: PartialBatch.from_doc(r) for b, r in (doc.get("partial") or {}).items()},
-                unmigrated={} if doc["version"] != 1 else
-                {b: CommittedBatch.from_doc(r) for b, r in (doc.get("committed") or {}).items()},
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise bad(f"misses or mangles field {exc}") from None
-
-
-class StateClaim:
-    """
-    An exclusive hold on one state: the state as last written, its version tag, a lost flag, and a deadline.
-
-    The deadline (``held_until``, on this process's monotonic clock) is until when the hold is surely
-    ours: the start of the last successful acquire or renewal, plus the hold's length, less a safety
-    margin. A publisher that was paused (a frozen VM, a long GC, SIGSTOP) or cut off from its store
-    past it may have been taken over without knowing: :meth:`check`, called before every SDK batch,
-    stops it. What a backend needs besides (the blob backend's lease and its renewal) is in the
-    backend's own subclass (:class:`~airflow_provider_eh.publishing.blob_store.BlobStateClaim`).
-    """
-
-    def __init__(self, key: StateKey, state: ProducerState, tag: Any, where: str):
-        self.key = key
-        self.state = state
-        self.tag = tag
-        self.where = where
-        self.lost = threading.Event()
-        self.lost_reason = ""
-        self.held_until: float | None = None
-
-    def hold(self, started: float, seconds: float, margin: float) -> None:
-        """The hold was confirmed by a call started at ``started`` (monotonic) and lasts ``seconds``."""
-        until = started + seconds - margin
-        if self.held_until is None or until > self.held_until:
-            self.held_until = until
-
-    def lapse_if_due(self) -> bool:
-        """Mark the claim lost if its deadline has passed; whether it is lost.
-
-        Called by the sender before every SDK batch and by a backend before renewing: after a pause,
-        whichever runs first records the same reason, the deadline.
-        """
-        if not self.lost.is_set() and self.held_until is not None and time.monotonic() >= self.held_until:
-            late = time.monotonic() - self.held_until
-            self.mark_lost(f"its hold was last confirmed too long ago: the deadline passed {late:.1f}s ago, a "
-                           "pause or a store that did not answer; another publisher may have taken over")
-        return self.lost.is_set()
-
-    def check(self) -> None:
-        """Raise ProducerDisconnectedError when the claim was lost or its deadline has passed."""
-        if self.lapse_if_due():
-            raise ProducerDisconnectedError(
-                f"{self.key}: lost ownership of {self.where} ({self.lost_reason}); another publisher may own the "
-                "partition now. Stopped before sending more; a retry after back-off recovers safely."
-            )
-
-    def mark_lost(self, reason: str) -> None:
-        if not self.lost.is_set():
-            self.lost_reason = reason
-        self.lost.set()
 
 
 C = TypeVar("C", bound=StateClaim)
@@ -493,15 +265,3 @@ def _concurrently(call: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
         return [call(item) for item in items]
     with ThreadPoolExecutor(min(RECORD_THREADS, len(items)), thread_name_prefix="eh-ledger") as pool:
         return list(pool.map(call, items))
-
-
-def parse_time(text: Any) -> datetime | None:
-    """An ISO time stored in a ledger record (``committed_at``, ``started_at``), UTC when it names no zone;
-    ``None`` when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -23,7 +23,9 @@ import uuid
 from typing import Protocol
 
 from airflow_provider_eh.errors import InvalidProducerStateError
-from airflow_provider_eh.publishing.state import ProducerState, ProducerStateStore, StateClaim, StateKey
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.state import ProducerStateStore
 
 
 class UnreadableVariableError(Exception):

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key
 from airflow_provider_eh.plugins.redaction import failure
-from airflow_provider_eh.publishing.state import parse_time
+from airflow_provider_eh.publishing.records import parse_time
 
 PRODUCER_STATE = "/producer-state/"
 READ_THREADS = 16
@@ -90,7 +90,7 @@ def group_ledgers(rows: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, 
 def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[str, Any]]:
     """Producer groups of the hub in ``state_container`` (Blob backend), each with its partitions' ledgers."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-    from airflow_provider_eh.publishing.state import StateKey
+    from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
     if not source.state_container:
@@ -128,7 +128,7 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
     """One page of a partition's committed batches, newest first (the ledger's history records, read by
     ordinal: a page costs ``limit`` small reads however long the history)."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-    from airflow_provider_eh.publishing.state import StateKey
+    from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
     if not source.state_container:

@@ -20,7 +20,7 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
 )
 from airflow_provider_eh.publishing import Fingerprint, PartitionOptions, normalise, send_partition
-from airflow_provider_eh.publishing.state import StateKey
+from airflow_provider_eh.publishing.document import StateKey
 
 
 def crash_partway(setup: PublishSetup, events: list[dict[str, Any]], batch_id: str, partition: str, after: int) -> None:

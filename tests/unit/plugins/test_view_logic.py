@@ -9,7 +9,8 @@ from airflow_provider_eh.checkpoints.blob_layout import Checkpoint
 from airflow_provider_eh.plugins.readers.consumers import consumer_row, discover_consumer_groups
 from airflow_provider_eh.plugins.readers.lag import lag_events, lag_seconds
 from airflow_provider_eh.plugins.readers.ledgers import group_ledgers, is_stale, summarise_state
-from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PartialBatch, PendingIntent, ProducerState, StateKey
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.records import CommittedBatch, Ledger, PartialBatch, PendingIntent
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=timezone.utc)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_eh.errors import ProducerDisconnectedError
-from airflow_provider_eh.publishing import blob_store, state as state_module
-from airflow_provider_eh.publishing.state import ProducerState, StateClaim, StateKey
+from airflow_provider_eh.publishing import blob_store, claim as claim_module
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 KEY = StateKey("ns", "hub", "g", "0")
@@ -23,7 +24,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(state_module.time, "monotonic", clock)
+    monkeypatch.setattr(claim_module.time, "monotonic", clock)
     return clock
 
 

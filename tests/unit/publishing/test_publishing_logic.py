@@ -15,14 +15,10 @@ from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventErr
 from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, normalise, partition_for_key
 from airflow_provider_eh.publishing import publisher as publisher_module
 from airflow_provider_eh.publishing.sender import SendReport
-from airflow_provider_eh.publishing.state import (
-    ProducerState,
-    ProducerStateStore,
-    StateClaim,
-    StateKey,
-    from_ranges,
-    to_ranges,
-)
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.records import from_ranges, to_ranges
+from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.steps import observe, reached
 from airflow_provider_eh.testing.crash import crash_at
 

@@ -1,4 +1,4 @@
-"""The ledger's typed records: the layout documented in state.py is theirs, and a state document
+"""The ledger's typed records: the layout documented in document.py is theirs, and a state document
 written by earlier versions (the dict-based ledger, every committed batch inside: version 1) loads,
 is moved into records by its first claim without losing a batch, and goes on publishing, in the
 Variables store (here) and the blob store (tests/integration/publishing)."""
@@ -19,23 +19,25 @@ from airflow_provider_eh.publishing.variable_store import VariableProducerStateS
 from tests.support.variables import DictVariables
 from airflow_provider_eh.publishing import IdempotentPublisher
 from airflow_provider_eh.publishing import publisher as publisher_module
-from airflow_provider_eh.publishing import state as state_module
+from airflow_provider_eh.publishing import document as document_module
+from airflow_provider_eh.publishing import records as records_module
 from airflow_provider_eh.publishing.sender import SendReport
-from airflow_provider_eh.publishing.state import CommittedBatch, Ledger, PartialBatch, PendingIntent, ProducerState, StateKey
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.records import CommittedBatch, Ledger, PartialBatch, PendingIntent
 
 FIXTURE = Path(__file__).with_name("state_v1_fixture.json")  # written by the dict-based ledger
 KEY = StateKey("ns.example", "hub", "g", "0")
 
 
 def test_documented_layout_is_the_records_fields() -> None:
-    doc = state_module.__doc__ or ""
+    doc = document_module.__doc__ or ""
     for record in (Ledger, CommittedBatch, PendingIntent, PartialBatch):
         line = re.search(rf"{record.__name__}:\s*\{{(.*?)\}}", doc, re.S)
-        assert line is not None, f"{record.__name__} is not documented in state.py"
+        assert line is not None, f"{record.__name__} is not documented in document.py"
         documented = re.findall(r'"(\w+)"(\??)', line.group(1))
         assert [name for name, _ in documented] == [f.name for f in fields(record)]
         assert {name for name, optional in documented if optional} == set(record.OPTIONAL)
-    for name in state_module.RECORDS:
+    for name in records_module.RECORDS:
         assert f'"{name}":' in doc
 
 
