@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
+from airflow_provider_eh.client.fencing import HubFencing  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 from airflow_provider_eh.publishing import (  # noqa: E402
@@ -74,7 +75,7 @@ def plain_sdk(endpoint: EventHubsEndpoint, events: list[dict]) -> float:
     return time.perf_counter() - started
 
 
-def engine(endpoint: EventHubsEndpoint, container, events: list[dict], batch_id: str, hub_fencing: bool = True) -> float:
+def engine(endpoint: EventHubsEndpoint, container, events: list[dict], batch_id: str, hub_fencing: HubFencing = "auto") -> float:
     """Seconds the engine takes to publish ``events`` as one new batch (fencing by the hub or by the lease)."""
     publisher = IdempotentPublisher(endpoint, BlobProducerStateStore(container), producer_group="bench",
                                     hub_fencing=hub_fencing)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
@@ -45,9 +46,11 @@ class BasePublishOperator(HubLineage, BaseOperator):
     :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
         default ``None``: a little longer than ``lease_seconds``, so a run cleared right after a crashed
         one publishes (the crashed holder's lease expires), while a live holder still fences it off.
-    :param hub_fencing: attach the sender links as idempotent producers where the hub offers it, so the
-        hub itself refuses a stalled publisher once another one took over (default ``True``; each
-        partition's result says which fence held its send: ``"hub"`` or ``"lease"``).
+    :param hub_fencing: ``"auto"`` (default): attach the sender links as idempotent producers where the
+        hub and the installed SDK offer it, so the hub itself refuses a stalled publisher once another one
+        took over, else fence by the claim's lease (a warning in the log when it is the SDK);
+        ``"required"``: fail before anything is sent where the hub or the SDK cannot; ``False``: the lease
+        alone. Each partition's result says which fence held its send: ``"hub"`` or ``"lease"``.
     """
 
     template_fields: Sequence[str] = (
@@ -78,7 +81,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         send_attempts: int = 3,
         lease_seconds: int = 15,
         claim_timeout: float | None = None,
-        hub_fencing: bool = True,
+        hub_fencing: HubFencing = "auto",
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -134,6 +137,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
 
         whole("generation", self.generation, 0, why="; bump it by one to republish an interval on purpose")
         whole("send_attempts", self.send_attempts, 1)
+        fencing_mode(self.hub_fencing)
         if self.backend == "blob":
             whole("lease_seconds", self.lease_seconds, 15, 60, why=" (Azure Blob lease limits)")
         if self.keep_committed is not None:

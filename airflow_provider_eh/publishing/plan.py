@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_provider_eh.client.fencing import HubFencing
 from airflow_provider_eh.publishing.state import ranges_len
 from airflow_provider_eh.stamps import batch_stamp
 
@@ -59,8 +60,9 @@ class PartitionPlan:
     events whose indexes are in ``indexes`` (``[start, stop)`` ranges; ``None`` means all
     ``event_count``), in index order, stamped with producer sequence numbers ``first_seq``,
     ``first_seq + 1``, ... ``landed_count`` is how many events recovery found already landed (0 on a
-    fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the sender
-    attaches as an idempotent producer where the hub offers it (the publisher's ``hub_fencing``).
+    fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the publisher's
+    (``"auto"``: the sender attaches as an idempotent producer where the hub and the SDK offer it;
+    ``"required"``: it must; ``False``: an ordinary sender).
     """
 
     group: str
@@ -75,7 +77,7 @@ class PartitionPlan:
     recovered_from: str | None = None  # None | "pending" | "partial"
     landed_count: int = 0
     result: PartitionResult | None = None
-    hub_fencing: bool = True
+    hub_fencing: HubFencing = "auto"
 
     @property
     def batch_stamp(self) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.fencing import open_fenced
+from airflow_provider_eh.client.fencing import REQUIRED, HubFencing, fencing_mode, open_fenced
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
@@ -88,9 +88,11 @@ class IdempotentPublisher:
         of a partition is always kept). A pruned batch is forgotten: re-running it publishes it again.
     :param origin: who publishes (a JSON object, e.g. the Airflow task instance's ids), recorded with
         every batch of the ledger this publisher writes.
-    :param hub_fencing: attach every sender link as an idempotent producer (owner level = the ledger's)
-        where the hub offers it, so that the hub refuses a stalled publisher's late sends once another
-        one claimed the partition (default on; off: the claim's deadline alone fences).
+    :param hub_fencing: ``"auto"`` (default): attach every sender link as an idempotent producer (owner
+        level = the ledger's) where the hub and the installed SDK offer it, so that the hub refuses a
+        stalled publisher's late sends once another one claimed the partition; ``"required"``: raise
+        :class:`~airflow_provider_eh.errors.HubFencingUnavailableError` before the intent where they do
+        not; ``False``: the claim's deadline alone fences.
     """
 
     def __init__(
@@ -106,10 +108,10 @@ class IdempotentPublisher:
         send_attempts: int = 3,
         send_timeout: float = 60.0,
         origin: Mapping[str, Any] | None = None,
-        hub_fencing: bool = True,
+        hub_fencing: HubFencing = "auto",
     ):
         self.endpoint = endpoint
-        self.hub_fencing = hub_fencing
+        self.hub_fencing = fencing_mode(hub_fencing)
         self.store = store
         self.producer_group = producer_group
         self.partition_options = {str(k): v for k, v in (partition_options or {}).items()}
@@ -213,11 +215,12 @@ class IdempotentPublisher:
         decided what to resend: from this attach on, the hub refuses its sends (where it offers
         idempotent producers; otherwise the stalled one's claim deadline is the only fence).
         """
-        if not self.hub_fencing:
+        if self.hub_fencing is False:
             return
         with self._producer(retry_total=0) as client:
-            fence = open_fenced(client, key.partition, group=key.group, owner_level=owner_level, send_timeout=self.send_timeout)
-        log.info("group %s partition %s: %s before the read-back", key.group, key.partition,
+            fence = open_fenced(client, key.partition, group=key.group, owner_level=owner_level,
+                                send_timeout=self.send_timeout, mode=self.hub_fencing)
+        log.info("group %s partition %s: %s", key.group, key.partition,
                  f"owner level {owner_level} raised at the hub" if fence is not None else "no hub fencing (not offered)")
 
     def _readback(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> set[int]:
@@ -269,6 +272,8 @@ class IdempotentPublisher:
                      group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
 
+        if pending is None and self.hub_fencing == REQUIRED:  # the hub and the SDK can fence, before the intent
+            self._fence(key, state.owner_level)
         recovered_from: str | None = None
         landed: set[int] = set()
         batch_first_seq: int | None = None

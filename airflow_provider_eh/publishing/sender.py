@@ -154,8 +154,9 @@ def send_partition(
 
     fence: FencedLink | None = None
     try:
-        if plan.hub_fencing:
-            fence = open_fenced(client, partition, group=group, owner_level=owner, send_timeout=send_timeout)
+        if plan.hub_fencing is not False:
+            fence = open_fenced(client, partition, group=group, owner_level=owner, send_timeout=send_timeout,
+                                mode=plan.hub_fencing)
             if fence is not None:
                 fence.reserve(plan.send_count)
         else:

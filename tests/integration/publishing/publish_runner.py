@@ -28,7 +28,7 @@ def main(config: dict) -> None:
     publisher = IdempotentPublisher(
         endpoint, store, producer_group=config["group"],
         send_timeout=config.get("send_timeout", 60), send_attempts=config.get("send_attempts", 3),
-        hub_fencing=config.get("hub_fencing", True),
+        hub_fencing=config.get("hub_fencing", "auto"),
     )
     results = publisher.publish(config["events"], batch_id=config["batch_id"])
     print(json.dumps({p: r.to_dict() for p, r in results.items()}), flush=True)
