@@ -10,12 +10,20 @@ for the installed package; the event-driven example also runs under that environ
 ``airflow standalone``, a real scheduler and triggerer on the floor. ``EH_COMPAT_AIRFLOW`` runs the
 leg on another Airflow version, and ``EH_COMPAT_CONSTRAINTS`` names a constraints file to add
 (Airflow's own, say).
+
+Both wheels are built as ``make release`` builds them (each from its sdist). The environment is also
+a user's first one: the documentation's testing example (which runs the docs' first DAG twice for one
+day against the local endpoint and Azurite) and a test of the ``eventhubs-local`` pytest fixtures run
+there with pytest, the endpoint's command line answers, and nothing of the environment changed but
+Python's own bytecode cache (``__pycache__``; uv compiles nothing at install): no package wrote into
+``site-packages``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import re
 import shutil
 import subprocess
@@ -88,6 +96,8 @@ class CompatEnv:
     python: Path
     env: dict[str, str]
     work: Path
+    # the environment's files right after the install (:func:`venv_files`)
+    installed: dict[str, tuple[int, int] | None]
 
     def run(self, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(self.python), *args], capture_output=True, text=True, timeout=timeout,
@@ -104,8 +114,10 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     """Build the wheel, create ``.local/compat-venv`` from scratch and install the wheel there on the floor."""
     tmp = tmp_path_factory.mktemp("compat")
     wheels = tmp / "wheel"
-    for source in (REPO, REPO / "endpoint"):  # the provider, and the local endpoint its `testing` extra names
-        subprocess.run([uv(), "build", "--wheel", "--quiet", "--out-dir", str(wheels), str(source)], check=True, timeout=300)
+    # the provider, and the local endpoint its `testing` extra names: each wheel from its sdist, as `make
+    # release` builds them (a wheel built in the checkout would take along what a build/ folder there holds)
+    for source in (REPO, REPO / "endpoint"):
+        subprocess.run([uv(), "build", "--quiet", "--out-dir", str(wheels), str(source)], check=True, timeout=300)
     (wheel,) = wheels.glob("airflow_provider_eh-*.whl")
     shutil.rmtree(VENV, ignore_errors=True)
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(VENV)], check=True, timeout=120)
@@ -133,7 +145,29 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
     })
     work = tmp / "work"
     work.mkdir()
-    return CompatEnv(python=VENV / "bin" / "python", env=env, work=work)
+    return CompatEnv(python=VENV / "bin" / "python", env=env, work=work, installed=venv_files())
+
+
+def venv_files() -> dict[str, tuple[int, int] | None]:
+    """Every file of the compat environment with its size and mtime, and every folder (``None``), by path
+    relative to it; Python's bytecode cache left out (``__pycache__`` folders: the interpreter writes
+    them on import into an environment that was not compiled at install, as uv's is not)."""
+    found: dict[str, tuple[int, int] | None] = {}
+    for folder, subfolders, files in os.walk(VENV):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        relative = Path(folder).relative_to(VENV)
+        found[f"{relative}/"] = None
+        for name in files:
+            info = (Path(folder) / name).lstat()
+            found[str(relative / name)] = (info.st_size, info.st_mtime_ns) if not stat.S_ISLNK(info.st_mode) else None
+    return found
+
+
+def venv_changes(before: dict[str, tuple[int, int] | None], after: dict[str, tuple[int, int] | None]) -> list[str]:
+    """What was added to, removed from or rewritten in the environment, one line each."""
+    return ([f"added {path}" for path in sorted(after.keys() - before.keys())]
+            + [f"removed {path}" for path in sorted(before.keys() - after.keys())]
+            + [f"rewritten {path}" for path in sorted(before.keys() & after.keys()) if before[path] != after[path]])
 
 
 def result_line(proc: subprocess.CompletedProcess[str]) -> Any:
@@ -362,3 +396,93 @@ def test_event_driven_example_under_standalone_on_the_floor_loads_each_event_onc
         publisher.stop.set()
         sampler.close()
         airflow.stop()
+
+
+# The eventhubs-local pytest plugin in a user's test file: the fixtures are only named (the installed
+# distribution's pytest11 entry point registers them), nothing of the plugin is imported.
+PLUGIN_TESTS = '''
+from azure.eventhub import EventData, EventHubProducerClient
+from azure.storage.blob import BlobServiceClient
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.testing import read_hub
+
+SEEN_HUBS = []
+
+
+def test_each_test_gets_a_hub_of_its_own_that_takes_events(eventhubs_endpoint, eventhubs_hub, eventhubs_connection_string):
+    assert f"EntityPath={eventhubs_hub}" in eventhubs_connection_string
+    with EventHubProducerClient.from_connection_string(eventhubs_connection_string) as producer:
+        batch = producer.create_batch()
+        for n in range(5):
+            batch.add(EventData(f"event-{n}"))
+        producer.send_batch(batch)
+    assert eventhubs_endpoint.admin.hub(eventhubs_hub)["events"] == 5
+    events = read_hub(EventHubsEndpoint.from_connection_string(eventhubs_connection_string, eventhubs_hub))
+    assert sorted(e.body for e in events) == [f"event-{n}".encode() for n in range(5)]
+    SEEN_HUBS.append(eventhubs_hub)
+
+
+def test_the_next_test_gets_another_hub(eventhubs_hub, eventhubs_endpoint):
+    assert SEEN_HUBS and eventhubs_hub not in SEEN_HUBS
+    assert eventhubs_endpoint.admin.hub(eventhubs_hub)["events"] == 0
+
+
+def test_azurite_blob_serves_blobs(azurite_blob):
+    service = BlobServiceClient.from_connection_string(azurite_blob.connection_string)
+    service.create_container("plugin-test").upload_blob("hello.txt", b"hello")
+    assert service.get_container_client("plugin-test").download_blob("hello.txt").readall() == b"hello"
+'''
+
+
+def run_pytest(compat: CompatEnv, folder: Path, env: dict[str, str]) -> str:
+    """pytest in the compat environment on a folder outside the checkout; its summary line, all passed."""
+    proc = subprocess.run([str(compat.python), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(folder)],
+                          capture_output=True, text=True, timeout=900, cwd=folder, env={**compat.env, **env})
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and not re.search(r"skipped|xfail|error", summary), summary
+    return summary
+
+
+def test_a_users_first_environment_runs_the_docs_testing_example_and_the_endpoints_fixtures_writing_nothing_into_it(
+    compat: CompatEnv, tmp_path: Path
+) -> None:
+    """The docs' testing example (``docs/examples/test_publish_dag.py`` as the checkout has it now, beside
+    the docs' first DAG, ``publish_events.py``: the DAG run twice for one day against the local endpoint
+    and Azurite, each event on the hub once), then a test file of the ``eventhubs-local`` fixtures, both
+    with pytest from folders outside the checkout, on an Airflow home of their own; the endpoint's
+    command line. The environment's files before and after are the same (Python's bytecode cache
+    aside): nothing wrote into ``site-packages``, in this test or since the install."""
+    before = venv_files()
+    home = tmp_path / "airflow-home"
+    (home / "dags").mkdir(parents=True)
+    env = {
+        "AIRFLOW_HOME": str(home),
+        # a user's default DAGs folder, empty: the example names the folder of the DAG under test itself
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AZURITE_BIN": str(REPO / "node_modules" / ".bin" / "azurite-blob"),
+    }
+    compat.run_ok("-m", "airflow", "db", "migrate", env=env, timeout=600)
+
+    example = compat.work / "docs-example"
+    example.mkdir()
+    for name in ("test_publish_dag.py", "publish_events.py"):
+        shutil.copy(REPO / "docs" / "examples" / name, example / name)
+    summary = run_pytest(compat, example, env)
+    assert summary.startswith("1 passed"), summary
+
+    plugin = compat.work / "plugin-fixtures"
+    plugin.mkdir()
+    (plugin / "test_eventhubs_local_fixtures.py").write_text(PLUGIN_TESTS)
+    summary = run_pytest(compat, plugin, env)
+    assert summary.startswith("3 passed"), summary
+
+    cli = subprocess.run([str(VENV / "bin" / "eventhubs-local"), "--help"], capture_output=True, text=True, timeout=60,
+                         cwd=compat.work, env={**compat.env, **env})
+    assert cli.returncode == 0 and "--data-dir" in cli.stdout and "--hub" in cli.stdout, cli.stdout + cli.stderr
+
+    after = venv_files()
+    assert venv_changes(before, after) == [], "written into the environment by this test"
+    assert venv_changes(compat.installed, after) == [], "written into the environment since the install"
