@@ -183,6 +183,11 @@ def write_expected(artifacts: Iterable[Path]) -> list[Path]:
     lists: dict[Distribution, dict[str, list[str]]] = {}
     for artifact in artifacts:
         lists.setdefault(distribution_of(artifact), {})[kind_of(artifact)] = artifact_files(artifact)
+    for dist, sections in lists.items():
+        # the readme pyproject.toml declares belongs in the sdist, also when the build went without it
+        readme = tomllib.loads((dist.source / "pyproject.toml").read_text())["project"].get("readme")
+        if isinstance(readme, str) and "sdist" in sections and readme not in sections["sdist"]:
+            sections["sdist"] = sorted([*sections["sdist"], readme])
     written = []
     for dist, sections in lists.items():
         text = [f"# The files of {dist.name}'s sdist and wheel, which `make release` (scripts/release.py) checks.",
