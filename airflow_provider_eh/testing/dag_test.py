@@ -1,11 +1,68 @@
-"""Acting beside a running ``dag.test()``: what a test does while the DAG run is in progress in the same process."""
+"""Running ``dag.test()`` in a test, and acting beside it while the DAG run is in progress in the same process."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+_BUNDLES = "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"
+_LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
+
+
+def run_dag(dag: Any, **test_kwargs: Any) -> Any:
+    """``dag.test(**test_kwargs)`` wherever the DAG's file is, and the DAG run it returns.
+
+    Airflow's ``dag.test()`` (from 3.2) creates the run from the DAG as its DAG bundles hold it, so a DAG
+    whose file is outside every configured bundle (a test's DAG, with ``[core] dags_folder`` elsewhere)
+    fails with "Cannot create DagRun ... because the dag is not serialized". Here the DAG's folder is
+    added as a bundle of its own for the run, where no local bundle holds it already.
+
+    :param dag: the DAG, as its file defines it.
+    :param test_kwargs: what ``dag.test()`` takes: ``logical_date``, ``run_conf``...
+    """
+    with dag_bundle(Path(dag.fileloc).parent):
+        return dag.test(**test_kwargs)
+
+
+@contextmanager
+def dag_bundle(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Within the block, ``folder`` is a DAG bundle (a local one, beside the configured ones).
+
+    Nothing changes where a configured local bundle (the DAGs folder, by default) holds ``folder``
+    already. The bundle list is set as the environment variable Airflow reads it from, and restored
+    after the block.
+
+    :param folder: the folder of the DAG files.
+    """
+    from airflow import settings
+    from airflow.configuration import conf
+
+    folder = Path(folder).resolve()
+    bundles = conf.getjson("dag_processor", "dag_bundle_config_list", fallback=None) or []
+    for bundle in bundles:
+        if bundle.get("classpath") == _LOCAL_BUNDLE:
+            path = Path((bundle.get("kwargs") or {}).get("path") or settings.DAGS_FOLDER).resolve()
+            if folder.is_relative_to(path):
+                yield
+                return
+    name = "dag-test-" + hashlib.sha256(str(folder).encode()).hexdigest()[:10]
+    added = [*bundles, {"name": name, "classpath": _LOCAL_BUNDLE, "kwargs": {"path": str(folder)}}]
+    before = os.environ.get(_BUNDLES)
+    os.environ[_BUNDLES] = json.dumps(added)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_BUNDLES, None)
+        else:
+            os.environ[_BUNDLES] = before
 
 
 def when(condition: Callable[[], bool], then: Callable[[], None], timeout: float = 60) -> threading.Thread:

@@ -290,8 +290,11 @@ def test_every_example_dag_runs_against_the_local_stack_and_publishes_each_event
 
 @pytest.mark.integration
 def test_the_testing_example_passes_under_pytest(examples_env: dict[str, Any]) -> None:
-    """``test_publish_dag.py`` as a user runs it: its own endpoint and Azurite, two ``dag.test()`` runs."""
-    env = {k: v for k, v in examples_env["env"].items() if not k.startswith("AIRFLOW_CONN_")}
+    """``test_publish_dag.py`` as a user runs it: its own endpoint and Azurite (the ``eventhubs-local``
+    fixtures), two ``dag.test()`` runs, in an Airflow home whose DAGs folder does not hold the DAG."""
+    (examples_env["tmp"] / "user-dags").mkdir()
+    env = migrated_home(examples_env["tmp"] / "user-home", examples_env["tmp"] / "user-dags", {})
+    env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW_CONN_")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "--basetemp", str(examples_env["tmp"] / "pytest"),
          str(EXAMPLES / "test_publish_dag.py")],
