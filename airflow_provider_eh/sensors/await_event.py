@@ -16,7 +16,9 @@ from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.operators.common import airflow_errors
-from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger, await_match, load_filter
+from airflow_provider_eh.triggers.await_match import await_match
+from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger
+from airflow_provider_eh.triggers.filters import load_filter
 from airflow_provider_eh.triggers.partition_stream import not_found
 
 if TYPE_CHECKING:

@@ -33,254 +33,28 @@ checkpointed when the consumer of the generator asks for the next event, i.e. af
 previous one: a crash in between re-fires that batch.
 
 The event payload (the asset event's ``extra["payload"]``) and the records filters receive are
-described in :mod:`airflow_provider_eh.triggers.payload`; :func:`read_events` reads a payload's events
-back, :func:`ranges_of` merges the ranges of several asset events. The partitions are received through
-:class:`~airflow_provider_eh.triggers.partition_stream.PartitionStream`.
+described in :mod:`airflow_provider_eh.triggers.payload`, where
+:func:`~airflow_provider_eh.triggers.payload.read_events` reads a payload's events back and
+:func:`~airflow_provider_eh.triggers.payload.ranges_of` merges the ranges of several asset events.
+The hub is read and checkpointed by :mod:`airflow_provider_eh.triggers.producer`; the filter is
+loaded by :mod:`airflow_provider_eh.triggers.filters`; the sensor's wait is
+:mod:`airflow_provider_eh.triggers.await_match`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
-from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.errors import ConnectionUnreachableError, EventHubsProviderError, EventTriggerConfigError
+from airflow_provider_eh.errors import EventHubsProviderError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
-from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
-from airflow_provider_eh.triggers.partition_stream import PartitionStream, not_found, receive_error
-from airflow_provider_eh.triggers.payload import batch_payload, event_record, ranges_of, read_events
-
-try:  # Airflow 3.3+: acknowledged shared streams (persistence-gated checkpoints)
-    from airflow.triggers.shared_stream import SharedStreamProducer
-except ImportError:  # pragma: no cover - older Airflow: run() only
-    SharedStreamProducer = object  # type: ignore[assignment,misc]
-
-START_POSITIONS = ("earliest", "latest")
-
-# Importable from here as before they moved to the payload and partition-stream modules.
-__all__ = [
-    "START_POSITIONS", "EventHubAwaitEventTrigger", "EventHubBatchProducer", "EventHubEventTrigger",
-    "EventTriggerConfigError", "await_match", "batch_payload", "event_record", "gather_batches", "load_filter",
-    "not_found", "ranges_of", "read_events", "read_summary", "receive_error",
-]
-
-
-def load_filter(path: str | None) -> Callable[[dict[str, Any]], Any] | None:
-    """The function at ``package.module.function`` (or ``package.module:function``); ``None`` for none."""
-    if not path:
-        return None
-    if not isinstance(path, str):
-        raise EventTriggerConfigError(
-            f"filter must be a dotted path 'package.module.function' (triggers are serialised), not {type(path).__name__}"
-        )
-    module_name, sep, name = path.partition(":") if ":" in path else path.rpartition(".")
-    if not sep or not module_name or not name:
-        raise EventTriggerConfigError(f"filter {path!r} is not a dotted path 'package.module.function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise EventTriggerConfigError(
-            f"filter {path!r}: module {module_name!r} cannot be imported ({exc}); put it on the triggerer's "
-            "and the workers' Python path (a plugin or a package; the DAGs folder is not on the triggerer's path)"
-        ) from exc
-    func = getattr(module, name, None)
-    if not callable(func):
-        raise EventTriggerConfigError(f"filter {path!r}: module {module_name!r} has no function {name!r}")
-    return func
-
-
-class EventHubBatchProducer(SharedStreamProducer):
-    """
-    The broker side of the trigger: yields ``(batch, checkpoint positions)``; ``advance`` checkpoints.
-
-    :param kwargs: the trigger's serialised kwargs.
-    """
-
-    def __init__(self, kwargs: Mapping[str, Any]):
-        self.kw = dict(kwargs)
-        self.start: dict[str, int | datetime] = {}  # partition -> read after this sequence number or enqueued time
-        self.read_to: dict[str, int] = {}  # partition -> last sequence number received (-1: none)
-        self.endpoint: Any = None
-        self._blob: BlobStorageAsyncHook | None = None
-        self._container: Any = None
-        self._after: dict[str, int | datetime] | None = None
-
-    # -- reading ---------------------------------------------------------------------------
-
-    async def _prepare(self) -> dict[str, int | datetime]:
-        kw = self.kw
-        endpoint = await EventHubsAsyncHook(kw["event_hubs_conn_id"], kw["eventhub_name"]).get_endpoint()
-        self.endpoint = endpoint
-        namespace = kw.get("namespace")
-        if namespace and namespace.lower() != endpoint.namespace:
-            raise EventTriggerConfigError(
-                f"queue names namespace {namespace!r} but connection {kw['event_hubs_conn_id']!r} reaches "
-                f"{endpoint.fully_qualified_namespace!r}; use a connection to that namespace"
-            )
-        try:
-            async with endpoint.async_producer(retry_total=1) as client:
-                ids = [str(p) for p in (await client.get_eventhub_properties())["partition_ids"]]
-                last = {}
-                for pid in ids:
-                    props = await client.get_partition_properties(pid)
-                    last[pid] = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
-        except Exception as exc:
-            message = (
-                f"Event Hub {kw['eventhub_name']!r} on {endpoint.fully_qualified_namespace!r} cannot be read "
-                f"({type(exc).__name__}: {exc}); check that the hub exists and connection {kw['event_hubs_conn_id']!r}"
-            )
-            if not_found(exc):
-                raise EventTriggerConfigError(message) from exc
-            raise ConnectionUnreachableError(kw["event_hubs_conn_id"], message) from exc
-        wanted = [str(p) for p in kw["partition_ids"]] if kw.get("partition_ids") else ids
-        check_partition_ids(kw["eventhub_name"], wanted, ids, EventTriggerConfigError)
-        checkpoints: dict[str, int | None] = {}
-        if kw.get("checkpoint_container"):
-            await self._ensure_container()
-            hook = CheckpointAsyncHook(
-                container=kw["checkpoint_container"], event_hubs_conn_id=kw["event_hubs_conn_id"],
-                wasb_conn_id=kw["wasb_conn_id"], eventhub_name=kw["eventhub_name"],
-            )
-            try:
-                group = (await hook.read([kw["consumer_group"]]))[0]
-            finally:
-                await hook.close()
-            checkpoints = {pid: group.sequence_number(pid) for pid in wanted}
-        since = kw.get("start_enqueued_after")
-        for pid in wanted:
-            seq = (kw.get("start_after") or {}).get(pid, checkpoints.get(pid))
-            if seq is None and kw["start_at"] == "latest" and since is not None:
-                self.start[pid] = datetime.fromtimestamp(float(since), tz=UTC)
-                self.read_to[pid] = -1
-                continue
-            if seq is None:
-                seq = -1 if kw["start_at"] == "earliest" else last[pid]
-            self.start[pid] = self.read_to[pid] = int(seq)
-        return dict(self.start)
-
-    def read_summary(self, since: Mapping[str, int] | None = None) -> str:
-        """How far each partition was read: ``partition 0: from seq 4 to 9, ...`` (from ``since`` where given)."""
-        return read_summary({**self.start, **(since or {})}, self.read_to)
-
-    async def prepare(self) -> dict[str, int | datetime]:
-        """Check the hub and its partitions and read the checkpoints; where each partition is read from."""
-        if self._after is None:
-            self._after = await self._prepare()
-        return self._after
-
-    async def open_stream(self) -> AsyncGenerator[tuple[Any, Any], None]:
-        after = await self.prepare()
-        kw = self.kw
-        size, window = int(kw["batch_size"]), float(kw["batch_window"])
-        async with PartitionStream(self.endpoint, kw["consumer_group"], after, max_batch_size=min(size, 300)) as stream:
-            async for batch in gather_batches(stream.get, self.read_to, size, window):
-                yield {"namespace": self.endpoint.namespace, "events": batch}, _positions(batch)
-
-    def get_advance_lane(self, broker_payload: Any) -> Hashable:
-        return None  # one lane: a batch spans partitions; checkpoints advance in fan-out order
-
-    async def advance(self, batch: Sequence[Any]) -> None:
-        """Checkpoint the resolved prefix; an event not confirmed stored ends the poll (it is read again)."""
-        done: dict[str, tuple[int, str | None]] = {}
-        for item in batch:
-            outcome = item.outcome
-            if outcome.failed or not (outcome.acked or outcome.rejected):
-                await self.write_checkpoints(done)
-                raise RuntimeError(
-                    f"a batch of hub {self.kw['eventhub_name']!r} was not confirmed stored (acked {outcome.acked}, "
-                    f"failed {outcome.failed}); reading again from the last checkpoint"
-                )
-            done.update(item.broker_payload)
-        await self.write_checkpoints(done)
-
-    async def write_checkpoints(self, positions: Mapping[str, tuple[int, str | None]]) -> None:
-        """Write the standard checkpoint blobs of ``positions`` (``{partition: (sequence number, offset)}``)."""
-        if not positions:
-            return
-        if not self.kw.get("checkpoint_container"):
-            raise EventTriggerConfigError("checkpointing needs a checkpoint_container")
-        await self._ensure_container()
-        for pid, (seq, offset) in sorted(positions.items()):
-            name = partition_blob(self.endpoint.fully_qualified_namespace, self.kw["eventhub_name"],
-                                  self.kw["consumer_group"], CHECKPOINT, pid)
-            await self._container.upload_blob(
-                name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
-            )
-
-    async def _ensure_container(self) -> None:
-        """The checkpoint container's client; the container is created when missing."""
-        if self._container is not None:
-            return
-        from azure.core.exceptions import ResourceExistsError
-
-        self._blob = BlobStorageAsyncHook(self.kw["wasb_conn_id"])
-        self._container = await self._blob.get_container_client(self.kw["checkpoint_container"])
-        try:
-            await self._container.create_container()
-        except ResourceExistsError:
-            pass
-
-    async def aclose(self) -> None:
-        if self._blob is not None:
-            blob, self._blob, self._container = self._blob, None, None
-            await blob.close()
-
-
-async def gather_batches(
-    get: Callable[[float], Any], read_to: dict[str, int], size: int, window: float,
-    *, clock: Callable[[], float] = time.monotonic,
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """
-    Batches of event records from ``get(timeout)`` (``(partition, [EventData])`` or ``None`` when idle):
-    a batch is handed over at ``size`` records or ``window`` seconds (by ``clock``) after its first
-    record. ``read_to`` (partition -> last sequence number seen) is updated and drops what a reconnect
-    delivers again.
-    """
-    pending: list[dict[str, Any]] = []
-    started = 0.0
-    while True:
-        left = window if not pending else started + window - clock()
-        item = await get(max(left, 0.0))
-        if item is not None:
-            pid, events = item
-            fresh = [e for e in events if e.sequence_number > read_to.get(pid, -1)]
-            if fresh and not pending:
-                started = clock()
-            for e in fresh:
-                pending.append(event_record(e, pid))
-                read_to[pid] = int(e.sequence_number)
-        while pending and (len(pending) >= size or clock() - started >= window):
-            batch, pending = pending[:size], pending[size:]
-            started = clock()
-            yield batch
-
-
-def read_summary(start: Mapping[str, int | datetime], read_to: Mapping[str, int]) -> str:
-    """
-    ``partition 0: from seq 4 to 9, partition 1: from enqueued time <ISO time> to 3``: where each partition's
-    reading began and the last sequence number read (-1: none); ``nothing (...)`` without partitions.
-    """
-    parts = []
-    for pid in sorted(set(start) | set(read_to), key=lambda p: (len(p), p)):
-        begin = start.get(pid)
-        since = f"enqueued time {begin.isoformat()}" if isinstance(begin, datetime) else f"seq {'?' if begin is None else begin}"
-        parts.append(f"partition {pid}: from {since} to {read_to.get(pid, '?')}")
-    return ", ".join(parts) or "nothing (no partition opened)"
-
-
-def _positions(batch: Sequence[dict[str, Any]]) -> dict[str, tuple[int, str | None]]:
-    out: dict[str, tuple[int, str | None]] = {}
-    for r in batch:
-        out[r["partition"]] = (r["sequence_number"], r["offset"])
-    return out
+from airflow_provider_eh.triggers.await_match import await_match
+from airflow_provider_eh.triggers.filters import load_filter
+from airflow_provider_eh.triggers.payload import batch_payload
+from airflow_provider_eh.triggers.producer import START_POSITIONS, EventHubBatchProducer
 
 
 class EventHubEventTrigger(BaseEventTrigger):
@@ -296,7 +70,8 @@ class EventHubEventTrigger(BaseEventTrigger):
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection.
     :param wasb_conn_id: the ``wasb`` connection of ``checkpoint_container``.
     :param partition_ids: only these partitions (default: all).
-    :param filter: ``package.module.function`` called with each event record (:func:`event_record`);
+    :param filter: ``package.module.function`` called with each event record
+        (:func:`~airflow_provider_eh.triggers.payload.event_record`);
         events it returns a falsy value for do not fire (they are checkpointed with their batch).
     :param batch_size: fire once per at most this many events.
     :param batch_window: fire at most this many seconds after a batch's first event.
@@ -421,49 +196,6 @@ class EventHubEventTrigger(BaseEventTrigger):
         self.log.info("hub %s: firing for %d events: %s", self.eventhub_name, len(kept),
                       {p: (r["first"], r["last"]) for p, r in payload["partitions"].items()})
         return TriggerEvent(payload)
-
-
-async def await_match(
-    kwargs: Mapping[str, Any], keep: Callable[[dict[str, Any]], Any] | None, deadline: float | None,
-    *, checkpoint: bool = False, since: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
-    """
-    Read until an event the filter keeps (any event without one) or ``deadline`` (POSIX time).
-
-    The deadline applies once the hub was opened (a slow connection does not eat the wait).
-    Returns ``{"status": "found", "event": record, "result": what the filter returned}`` or
-    ``{"status": "timeout", "message": ..., "read_to": {partition: last sequence number read}}``; the
-    message names the hub, the consumer group and how far each partition was read (from ``since``,
-    ``{partition: sequence number}`` where an earlier read began, else from where this one began).
-    With ``checkpoint`` the found event's partition is checkpointed at it (standard layout).
-    """
-    producer = EventHubBatchProducer(kwargs)
-    stream = producer.open_stream()
-    try:
-        await producer.prepare()
-        while True:
-            left = None if deadline is None else deadline - time.time()
-            if left is not None and left <= 0:
-                break
-            try:
-                raw, _ = await asyncio.wait_for(anext(stream), timeout=left)
-            except TimeoutError:
-                break
-            for record in raw["events"]:
-                result = keep(record) if keep is not None else record
-                if result:
-                    if checkpoint:
-                        await producer.write_checkpoints({record["partition"]: (record["sequence_number"], record["offset"])})
-                    return {"status": "found", "event": record, "result": record if result is True else result}
-        return {
-            "status": "timeout",
-            "message": f"no matching event in Event Hub {kwargs['eventhub_name']!r} (consumer group "
-            f"{kwargs['consumer_group']!r}) before the deadline; read {producer.read_summary(since)}",
-            "read_to": producer.read_to,
-        }
-    finally:
-        await stream.aclose()
-        await producer.aclose()
 
 
 class EventHubAwaitEventTrigger(EventHubEventTrigger):

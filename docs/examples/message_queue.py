@@ -41,7 +41,7 @@ def example_queue_triggered() -> None:
     @task
     def show_ranges(triggering_asset_events: Any = None) -> dict[str, Any]:
         """The sequence-number ranges the run's asset events name, per partition."""
-        from airflow_provider_eh.triggers.event import ranges_of
+        from airflow_provider_eh.triggers.payload import ranges_of
 
         payloads = [event.extra["payload"] for events in (triggering_asset_events or {}).values() for event in events
                     if "payload" in (event.extra or {})]

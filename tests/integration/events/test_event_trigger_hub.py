@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tests.support.events import fire_trigger, send_json
-from airflow_provider_eh.triggers.event import EventHubEventTrigger, EventTriggerConfigError, read_events
+from airflow_provider_eh.errors import EventTriggerConfigError
+from airflow_provider_eh.triggers.event import EventHubEventTrigger
+from airflow_provider_eh.triggers.payload import read_events
 
 
 def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back(

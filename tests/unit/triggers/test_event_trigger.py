@@ -8,17 +8,13 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.triggers.event import (
-    EventHubAwaitEventTrigger,
-    EventHubEventTrigger,
-    EventTriggerConfigError,
-    batch_payload,
-    gather_batches,
-    load_filter,
-    ranges_of,
-    read_summary,
-    receive_error,
-)
+from airflow_provider_eh.errors import EventTriggerConfigError
+from airflow_provider_eh.triggers.batches import gather_batches
+from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger, EventHubEventTrigger
+from airflow_provider_eh.triggers.filters import load_filter
+from airflow_provider_eh.triggers.partition_stream import receive_error
+from airflow_provider_eh.triggers.payload import batch_payload, ranges_of
+from airflow_provider_eh.triggers.producer import read_summary
 
 ARGS = {"eventhub_name": "orders", "consumer_group": "airflow", "checkpoint_container": "cp"}
 
