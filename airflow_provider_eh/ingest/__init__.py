@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
 from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult, FieldRef, SessionConfig, json_rows
-from airflow_provider_eh.ingest.runner import STAGES, IngestRun, RunLimits
+from airflow_provider_eh.ingest.runner import STAGES, IngestRun
 from airflow_provider_eh.ingest.store import DeadLetter, SqlCheckpoint, SqlIngestStore, Stream
 
 __all__ = [

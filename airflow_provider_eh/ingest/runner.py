@@ -25,8 +25,7 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +33,13 @@ from airflow_provider_eh import steps
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.client.receive import STOP, PartitionsReader
-from airflow_provider_eh.errors import IngestStalledError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.client.receive import PartitionsReader
+from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.ingest.drain import Arrivals, Drain
 from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
-from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY, PartitionOwnership, is_live, plan_claims
+from airflow_provider_eh.ingest.ownership import PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
 from airflow_provider_eh.ingest.store import SqlIngestStore
 
@@ -56,56 +57,6 @@ STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)  # the last anno
 # Events per receive call; a transaction takes as many received chunks of a partition as are
 # already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
 RECEIVE_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class RunLimits:
-    """
-    How far one run goes and how it shares partitions.
-
-    :param batch_size: events per SQL transaction at most; ``None``: bounded by ``batch_bytes`` and time only.
-    :param max_wait_time: seconds to wait for a batch to fill: a partition's transaction takes what
-        has arrived, so a busy partition gets large transactions and a quiet one small, prompt ones.
-    :param batch_bytes: event bodies per SQL transaction at most (one event more than that never).
-    :param max_events: stop after this many events (all partitions); ``None``: no limit.
-    :param max_duration: stop after this many seconds; ``None``: no limit.
-    :param ownership_expiry: seconds after which an unrenewed partition claim is abandoned.
-    :param strategy: ``balanced`` (one claim per cycle) or ``greedy`` (the whole fair share at once).
-    :param instances: how many instances share the hub (mapped task instances), if known.
-    :param poll_interval: seconds between load-balancing cycles while waiting on other instances.
-    :param partition_ids: restrict the run to these partitions.
-    :param stall_timeout: seconds a pending partition may deliver nothing before the run fails
-        (retryable) instead of waiting forever.
-    :param upto: load each named partition up to this sequence number at most (or the hub's end, if
-        lower) and leave out the partitions it does not name; ``None``: every partition to its end.
-    :param checkpoint_interval: seconds between two writes of a partition's standard blob checkpoint
-        while the run goes on (the SQL checkpoint moves with every batch; the blob with the newest of
-        them, and at the end of the run with the last).
-    """
-
-    batch_size: int | None = None
-    max_wait_time: float = 1.0
-    batch_bytes: int = 4 * 1024 * 1024
-    max_events: int | None = None
-    max_duration: float | None = None
-    ownership_expiry: float = 60.0
-    strategy: str = BALANCED
-    instances: int | None = None
-    poll_interval: float = 1.0
-    partition_ids: Sequence[str] | None = None
-    stall_timeout: float = 120.0
-    upto: Mapping[str, int] | None = None
-    checkpoint_interval: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.strategy not in (BALANCED, GREEDY):
-            raise SinkConfigError(f"strategy {self.strategy!r} is not one of {BALANCED!r}, {GREEDY!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise SinkConfigError(f"batch_size must be at least 1 (or None: by bytes and time), not {self.batch_size}")
-        if self.batch_bytes < 1:
-            raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
-        if self.checkpoint_interval < 0:
-            raise SinkConfigError(f"checkpoint_interval must be 0 (every batch) or more seconds, not {self.checkpoint_interval}")
 
 
 @dataclass
@@ -322,117 +273,68 @@ class IngestRun:
 
         The links receive ahead while a batch commits (the bounded prefetch: a queue of at most
         ``4 x partitions`` chunks of :data:`RECEIVE_CHUNK` events); a transaction takes the chunks of
-        its partition that are already waiting, within ``batch_size`` and ``batch_bytes``. The blob
-        checkpoint is written by a background thread after the commit (the latest per partition).
+        its partition that are already waiting, within ``batch_size`` and ``batch_bytes``
+        (:mod:`~airflow_provider_eh.ingest.drain`). The blob checkpoint is written by a background
+        thread after the commit (the latest per partition).
         """
         limits = self.limits
-        chunk = min(RECEIVE_CHUNK, limits.batch_size or RECEIVE_CHUNK)
-        sink: queue.Queue[Any] = queue.Queue(maxsize=4 * len(ranges))
-        held: deque[tuple[str, Any]] = deque()  # taken off the sink while filling a batch, in arrival order
-        after = {p: a for p, (a, _) in ranges.items()}
         for p, (start, target) in ranges.items():
             self.reports.setdefault(p, PartitionReport(target=target, start=start, checkpoint=start))
             log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, p, start, target)
-        reader = PartitionsReader(
-            self.endpoint, self.consumer_group, after, sink=sink,
-            # a last batch that fills exactly does not wait max_wait_time for events that will not come
-            max_batch_size={p: max(1, min(chunk, target - start)) for p, (start, target) in ranges.items()},
-            max_wait_time=limits.max_wait_time,
-            convert=IngestEvent.received,  # events are built on the receiving thread, from the AMQP messages
-            track_last_enqueued=True,  # each partition's lag after its batches, from the stream itself
-        ).start()
+        sink: queue.Queue[Any] = queue.Queue(maxsize=4 * len(ranges))
+        reader = self._open_reader(ranges, sink)
         self._last_enqueued = reader.last_enqueued
-        readers = set(ranges)  # the partitions still being received
-
-        progress = {p: time.monotonic() for p in ranges}
-
-        def stop(p: str) -> None:
-            if p in readers:
-                readers.discard(p)
-                reader.close_partition(p)
-
-        def fill(p: str, events: list[IngestEvent]) -> None:
-            """Add the chunks of ``p`` already waiting, in order, while the batch has room."""
-            size = sum(len(e.body) for e in events)
-            room = True
-            taken: list[tuple[str, Any]] = []
-            for q, item in list(held):
-                taken.append((q, item))
-            held.clear()
-            while len(taken) < sink.maxsize:
-                try:
-                    taken.append(sink.get_nowait())
-                except queue.Empty:
-                    break
-            for q, item in taken:
-                if room and q == p and isinstance(item, list) and item:
-                    more = item
-                    extra = sum(len(e.body) for e in more)
-                    if (limits.batch_size is None or len(events) + len(more) <= limits.batch_size) and (
-                        size + extra <= limits.batch_bytes
-                    ):
-                        events.extend(more)
-                        size += extra
-                        progress[p] = time.monotonic()
-                        continue
-                    room = False
-                    held.append((q, more))
-                    continue
-                if q == p:
-                    room = False  # keep the partition's order: nothing after this item joins the batch
-                held.append((q, item))
-
+        drain = Drain(
+            ranges, Arrivals(sink, batch_size=limits.batch_size, batch_bytes=limits.batch_bytes),
+            close_partition=reader.close_partition, stall_timeout=limits.stall_timeout,
+            hub=self.endpoint.eventhub_name, owner_id=self.owner_id,
+        )
         try:
-            while readers and self._budget_left():
-                p, item = held.popleft() if held else sink.get()
-                if p not in readers:
-                    continue  # a batch a closed reader had already queued
-                if item is STOP:
-                    readers.discard(p)
+            while drain.receiving and self._budget_left():
+                taken = drain.take()
+                if taken is None:
                     continue
-                if isinstance(item, BaseException):
-                    raise item
-                target = ranges[p][1]
-                events = list(item)
-                if not item and time.monotonic() - progress[p] > limits.stall_timeout:
-                    raise IngestStalledError(
-                        f"Partition {p!r} of {self.endpoint.eventhub_name!r}: no event after seq {after[p]} for "
-                        f"{limits.stall_timeout:.0f} s although seq {target} was enqueued when the run started. Check "
-                        "the hub's retention and that the consumer group exists; a retry resumes from the SQL checkpoint."
-                    )
-                if item:
-                    progress[p] = time.monotonic()
-                    fill(p, events)
-                if events and events[0].sequence_number > after[p] + 1:
-                    log.warning(
-                        "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "
-                        "longer in the hub (retention) and were never ingested",
-                        self.owner_id, p, events[0].sequence_number, after[p], after[p] + 1, events[0].sequence_number - 1,
-                    )
-                events = [e for e in events if after[p] < e.sequence_number <= target]
+                p, events = taken
                 if limits.max_events is not None:
                     events = events[: max(0, limits.max_events - self._events)]
-                if events:
-                    try:
-                        after[p] = self._commit(p, after[p], events, self.reports[p])
-                    except PartitionTakenOverError as exc:
-                        log.warning("Instance %s: %s", self.owner_id, exc)
-                        if self.ownership is not None:
-                            # given up at once: a claim merely forgotten would hold the partition from
-                            # every other run until it expires
-                            self.ownership.release([p])
-                        stop(p)
-                        continue
-                if after[p] >= target:
-                    stop(p)
+                if events and not self._commit_or_give_up(drain, p, events):
+                    continue
                 if self.ownership is not None:
                     for lost in self.ownership.renew():
-                        stop(lost)
+                        drain.stop(lost)
         finally:
             reader.close()
             writer, self._mirror_writer = self._mirror_writer, None  # its thread ends with the flush
             if writer is not None:
                 writer.flush()
+
+    def _open_reader(self, ranges: Mapping[str, tuple[int, int]], sink: queue.Queue[Any]) -> PartitionsReader:
+        """The links of ``ranges``, receiving into ``sink`` in chunks of at most :data:`RECEIVE_CHUNK` events."""
+        chunk = min(RECEIVE_CHUNK, self.limits.batch_size or RECEIVE_CHUNK)
+        return PartitionsReader(
+            self.endpoint, self.consumer_group, {p: after for p, (after, _) in ranges.items()}, sink=sink,
+            # a last batch that fills exactly does not wait max_wait_time for events that will not come
+            max_batch_size={p: max(1, min(chunk, target - start)) for p, (start, target) in ranges.items()},
+            max_wait_time=self.limits.max_wait_time,
+            convert=IngestEvent.received,  # events are built on the receiving thread, from the AMQP messages
+            track_last_enqueued=True,  # each partition's lag after its batches, from the stream itself
+        ).start()
+
+    def _commit_or_give_up(self, drain: Drain, partition_id: str, events: list[IngestEvent]) -> bool:
+        """Commit a batch of the drain; whether it committed. A partition another instance has taken over
+        is given up at once."""
+        try:
+            drain.committed(partition_id, self._commit(partition_id, drain.after[partition_id], events,
+                                                       self.reports[partition_id]))
+        except PartitionTakenOverError as exc:
+            log.warning("Instance %s: %s", self.owner_id, exc)
+            if self.ownership is not None:
+                # given up at once: a claim merely forgotten would hold the partition from every other run until
+                # it expires
+                self.ownership.release([partition_id])
+            drain.stop(partition_id)
+            return False
+        return True
 
     def _stage(self, stage: str, partition_id: str, first: int, last: int, batch: int) -> None:
         steps.reached(f"ingest_{stage}", batch, {"partition": partition_id, "first": first, "last": last})

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter
-from airflow_provider_eh.ingest.runner import RunLimits
 
 
 class FakeRun:

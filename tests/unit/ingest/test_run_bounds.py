@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from airflow_provider_eh.ingest.runner import IngestRun, RunLimits
+from airflow_provider_eh.ingest.limits import RunLimits
+from airflow_provider_eh.ingest.runner import IngestRun
 
 
 class _Hub:
