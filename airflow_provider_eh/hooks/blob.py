@@ -3,15 +3,36 @@
 The fields are those of the Azure provider's ``wasb`` connection, so an existing connection works
 unchanged, with or without that provider installed. The type stays the Azure provider's: this
 package does not register ``wasb`` (Airflow would then route every ``wasb`` connection's form, hook
-and connection test here), it only reads such connections. Credentials are tried in one fixed,
-logged order:
+and connection test here), it only reads such connections.
+
+**The same credential as ``WasbHook``.** A connection resolves to the account URL and the credential
+the Azure provider's ``WasbHook.get_conn`` gives it, tried in its fixed order (logged):
 
 1. ``connection_string`` (extra, secret) — also Azurite's;
-2. ``tenant_id`` + login (client id) + password (client secret): ``ClientSecretCredential``;
-3. ``sas_token`` (extra, secret) with the account URL (host, or ``https://<login>.blob.core.windows.net``),
-   or a full SAS URL in ``sas_token``;
-4. ``shared_access_key`` (extra) or password as the account key, with the account URL;
-5. ``DefaultAzureCredential`` with the account URL.
+2. ``tenant_id`` (extra) with login (client id) and password (client secret): ``ClientSecretCredential``
+   (``client_secret_auth_config``, extra, holds more of its arguments);
+3. ``shared_access_key`` (extra) as the account key;
+4. ``sas_token`` (extra, secret): an ``AzureSasCredential``, or a full SAS URL in ``sas_token``;
+5. the password as the account key, then the ``account_key`` extra;
+6. ``DefaultAzureCredential`` (a managed identity, workload identity, the environment...), with
+   ``managed_identity_client_id`` and ``workload_identity_tenant_id`` (extra).
+
+The account URL is the host (``https://`` added when it names none), else
+``https://<login>.blob.core.windows.net/``. ``tests/unit/hooks/test_wasb_parity.py`` builds every
+form with this hook and with the real ``WasbHook`` (sync and async) and compares the account URL, the
+account name and the credential's type and secret.
+
+Why this resolution is the package's own rather than a call to ``WasbHook``: the Azure provider is
+not a dependency (a plain install has no ``WasbHook``), and a connection must reach the same account
+whether or not it is installed, not fall back to a second rulebook where it is missing; the
+provider's hook also leaves out what this one adds, the network fields below and the masking of a
+connection string's key. Where they part, deliberately, this hook is the stricter or the one that
+works: a service principal without its client id, its secret or the account URL is refused here
+(``WasbHook`` would fail at the first token, or take the client id for the account name); a
+``managed_identity_client_id`` alone selects that identity (``WasbHook`` uses it only together with
+``workload_identity_tenant_id``); a host without a dot (``localhost``, a local emulator) is kept
+(``WasbHook`` replaces it by the login's Azure URL); an ``http://`` SAS URL (Azurite) is taken as a
+URL; and extras are not handed to the client as keyword arguments.
 
 Every blob consumer in the package (producer state, checkpoints, ownership) goes through this hook.
 
@@ -20,7 +41,6 @@ The network path takes the ``azure_event_hubs`` connection's field names: ``prox
 CAs to trust); the Azure provider's ``proxies`` extra (``{"https": "http://user:pass@host:port"}``) is
 read too, and the fields win over it.
 """
-
 from __future__ import annotations
 
 from functools import cached_property
@@ -38,6 +58,15 @@ if TYPE_CHECKING:
     from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 
 CONN_TYPE = "wasb"
+
+
+def account_url_of(host: str | None, login: str | None) -> str:
+    """The account URL of a ``wasb`` connection: the host (``https://`` added when it names no scheme), else
+    ``https://<login>.blob.core.windows.net/``; empty without either."""
+    url = (host or "").strip()
+    if not url:
+        return f"https://{login}.blob.core.windows.net/" if login else ""
+    return url if "://" in url else f"https://{url}"
 
 
 class _BlobConnection:
@@ -84,10 +113,15 @@ class _BlobConnection:
         return kwargs
 
     def _service_kwargs(self, conn: Any, *, aio: bool) -> tuple[str, dict[str, Any]]:
-        """``(how, kwargs)`` where ``kwargs`` build a BlobServiceClient; ``how`` names the credential used."""
+        """``(how, kwargs)`` where ``kwargs`` build a BlobServiceClient; ``how`` names the credential used
+        (the order of the module docstring, ``WasbHook``'s)."""
         extras = conn.extra_dejson or {}
         conn_id = self.wasb_conn_id
-        conn_str = masked(extra_field(extras, CONN_TYPE, "connection_string"))
+
+        def field(name: str) -> Any:
+            return extra_field(extras, CONN_TYPE, name)
+
+        conn_str = masked(field("connection_string"))
         if conn_str:
             for part in conn_str.split(";"):
                 name, _, value = part.partition("=")
@@ -96,37 +130,49 @@ class _BlobConnection:
             return "connection_string", {"conn_str": conn_str}
 
         login = conn.login or ""
-        account_url = (conn.host or "").strip()
-        if account_url and "://" not in account_url:
-            account_url = f"https://{account_url}"
-        if not account_url and login:
-            account_url = f"https://{login}.blob.core.windows.net/"
+        account_url = account_url_of(conn.host, login)
 
-        tenant_id = extra_field(extras, CONN_TYPE, "tenant_id")
-        if tenant_id and login and conn.password:
+        def with_account(how: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
             if not account_url:
-                raise ConnectionConfigError(conn_id, "a client secret needs the account URL in the host field")
+                raise ConnectionConfigError(
+                    conn_id, f"{how.replace('_', ' ')} needs the account URL in host or the account name in login"
+                )
+            return how, {"account_url": account_url, **kwargs}
+
+        tenant_id = field("tenant_id")
+        if tenant_id:
+            if not (login and conn.password):
+                raise ConnectionConfigError(
+                    conn_id, "field 'tenant_id' selects a service principal: set its client id as login and its "
+                             "client secret as password (or remove tenant_id)"
+                )
+            if not (conn.host or "").strip():
+                raise ConnectionConfigError(conn_id, "a service principal needs the account URL in the host field "
+                                                     "(login is its client id)")
             masked(conn.password)
             if aio:
                 from azure.identity.aio import ClientSecretCredential
             else:
                 from azure.identity import ClientSecretCredential  # type: ignore[assignment]
-            return "client_secret", {
-                "account_url": account_url,
-                "credential": ClientSecretCredential(tenant_id, login, conn.password),
-            }
+            options = field("client_secret_auth_config") or {}
+            if not isinstance(options, dict):
+                raise ConnectionConfigError(conn_id, "field 'client_secret_auth_config' must be an object")
+            return with_account("client_secret", credential=ClientSecretCredential(tenant_id, login, conn.password,
+                                                                                   **options))
 
-        sas_token = masked(extra_field(extras, CONN_TYPE, "sas_token"))
+        shared_access_key = masked(field("shared_access_key"))
+        if shared_access_key:
+            return with_account("account_key", credential=shared_access_key)
+
+        sas_token = masked(field("sas_token"))
         if sas_token:
-            if sas_token.startswith("http"):
+            if sas_token.startswith(("https://", "http://")):
                 return "sas_url", {"account_url": sas_token}
-            if not account_url:
-                raise ConnectionConfigError(
-                    conn_id, "field 'sas_token' needs the account URL in host or the account name in login"
-                )
-            return "sas_token", {"account_url": f"{account_url.rstrip('/')}/?{sas_token.lstrip('?')}"}
+            from azure.core.credentials import AzureSasCredential
 
-        key = masked(extra_field(extras, CONN_TYPE, "shared_access_key") or conn.password)
+            return with_account("sas_token", credential=AzureSasCredential(sas_token.lstrip("?")))
+
+        key = masked(conn.password or field("account_key"))
         if not account_url:
             raise ConnectionConfigError(
                 conn_id,
@@ -134,17 +180,16 @@ class _BlobConnection:
                 "SAS token, client secret or DefaultAzureCredential",
             )
         if key:
-            return "account_key", {"account_url": account_url, "credential": key}
+            return with_account("account_key", credential=key)
         if aio:
             from azure.identity.aio import DefaultAzureCredential
         else:
             from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
-        return "default_azure_credential", {
-            "account_url": account_url,
-            "credential": DefaultAzureCredential(
-                managed_identity_client_id=extra_field(extras, CONN_TYPE, "managed_identity_client_id")
-            ),
-        }
+        identity: dict[str, Any] = {"managed_identity_client_id": field("managed_identity_client_id")}
+        workload_tenant = field("workload_identity_tenant_id")
+        if workload_tenant:
+            identity.update(workload_identity_tenant_id=workload_tenant, additionally_allowed_tenants=[workload_tenant])
+        return with_account("default_azure_credential", credential=DefaultAzureCredential(**identity))
 
     def _unreachable(self, exc: BaseException, what: str) -> ConnectionUnreachableError:
         return ConnectionUnreachableError(
