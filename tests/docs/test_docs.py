@@ -11,6 +11,8 @@
   (``test_publish_dag.py``) runs under pytest as a user would run it.
 - Every ``make <target>``, ``python bench/<x>.py``, ``scripts/<x>.py``, ``python -m`` module and file
   of the repository that the documents name in code exists.
+- ``endpoint/README.md``, the ``eventhubs-local`` description on PyPI, links nothing (no repository
+  to resolve a relative link against), and every option, fixture and admin method it names exists.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ LINKED_DOCUMENTS = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "bench"
 DOCUMENTS = [*LINKED_DOCUMENTS, *PAGES]
 
 INCLUDE = re.compile(r'^--8<-- "(?P<path>docs/examples/[\w/]+\.py)(?::[\w-]+)?"$')
-REPO_PATH = re.compile(r"^((?:tests|bench|scripts|dags|docs|airflow_provider_eh)/[\w./-]*[\w/])(?:::[\w\[\],-]+)?$")
+REPO_PATH = re.compile(r"^((?:tests|bench|scripts|dags|docs|airflow_provider_eh|endpoint)/[\w./-]*[\w/])(?:::[\w\[\],-]+)?$")
 FILE_NAME = re.compile(r"^([\w./-]*\w\.(?:py|md))(?:::[\w\[\],-]+)?$")  # `test_x.py`, `publishing/wire.py::test_y`
 
 
@@ -157,6 +159,28 @@ def test_commands_and_paths_the_documents_name_exist() -> None:
                         not (REPO / module.replace(".", "/") / "__main__.py").is_file():
                     missing.append(f"{where}: python -m {module}")
     assert not missing, "named in the documents but missing:\n" + "\n".join(missing)
+
+
+ENDPOINT_README = REPO / "endpoint" / "README.md"
+
+
+def test_the_endpoint_readme_links_nothing_and_names_what_exists() -> None:
+    text = ENDPOINT_README.read_text()
+    links = doc_links.LINK.findall(doc_links.prose_of(text))
+    assert not links, f"endpoint/README.md is read on PyPI, where no link into the repository resolves: {links}"
+
+    from eventhubs_local import EmulatorAdmin, pytest_plugin
+
+    helped = subprocess.run([sys.executable, "-m", "eventhubs_local", "--help"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout
+    code = " ".join(doc_links.code_of(text))
+    options = set(re.findall(r"(?<![\w-])(--[a-z][\w-]+)", code))
+    assert options and not {o for o in options if o not in helped}, f"options the CLI lacks: {options}"
+    fixtures = set(re.findall(r"\b(eventhubs_\w+|azurite_blob)\b", code)) - {"eventhubs_local"}
+    assert fixtures and all(hasattr(pytest_plugin, name) for name in fixtures), fixtures
+    routes = [line.split("|")[2] for line in text.splitlines() if re.match(r"\| `(GET|POST|DELETE) /", line)]
+    methods = set(re.findall(r"(\w+)\(", " ".join(routes)))
+    assert methods and not {m for m in methods if not hasattr(EmulatorAdmin, m)}, methods
 
 
 def test_every_example_dag_imports_without_errors() -> None:
