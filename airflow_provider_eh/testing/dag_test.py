@@ -45,7 +45,8 @@ def dag_bundle(folder: str | os.PathLike[str]) -> Iterator[None]:
     from airflow.configuration import conf
 
     folder = Path(folder).resolve()
-    bundles = conf.getjson("dag_processor", "dag_bundle_config_list", fallback=None) or []
+    configured = conf.getjson("dag_processor", "dag_bundle_config_list", fallback=None)
+    bundles: list[dict[str, Any]] = configured if isinstance(configured, list) else []
     for bundle in bundles:
         if bundle.get("classpath") == _LOCAL_BUNDLE:
             path = Path((bundle.get("kwargs") or {}).get("path") or settings.DAGS_FOLDER).resolve()
