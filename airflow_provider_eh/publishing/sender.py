@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +91,144 @@ def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedL
     return make, functools.partial(add_event, fast=fast)
 
 
+class EventWalk:
+    """
+    The batch's events of one partition walked once in index order: every one feeds the fingerprint
+    and the count; :meth:`planned` yields the ones the plan sends.
+
+    :param wanted: the indexes to send (``None``: all).
+    :param fingerprint: ``True`` to compute the events' fingerprint while walking them.
+    """
+
+    def __init__(self, wanted: set[int] | None, fingerprint: bool):
+        self.wanted = wanted
+        self.count = 0
+        self.fingerprint = Fingerprint() if fingerprint else None
+
+    def planned(self, events: Iterable[Any]) -> Iterator[tuple[int, bytes, Any]]:
+        """``(index, body, properties)`` of each planned event; the others are only counted."""
+        fp, wanted = self.fingerprint, self.wanted
+        for index, (body, props) in enumerate(_pairs(events)):
+            self.count += 1
+            if fp is not None:
+                fp.update(body, props)
+            if wanted is None or index in wanted:
+                yield index, body, props
+
+
+class Progress:
+    """A log line of a partition's send rate every :data:`PROGRESS_EVERY` seconds."""
+
+    def __init__(self, where: str, started: float):
+        self.where = where
+        self.started = started
+        self.last = started
+
+    def note(self, sent: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY:
+            self.last = now
+            log.info("%s: %d events sent (%.0f events/s)", self.where, sent, sent / (now - self.started))
+
+
+class BatchSender:
+    """
+    Sends a partition's SDK batches one after the other, counting them, with the lease check before each.
+
+    :param client: the producer client.
+    :param stop_check: called before each SDK batch; raises to stop (the driver's lease check).
+    :param fenced: the sends go on an idempotent-producer link: a refusal is mapped to
+        :class:`~airflow_provider_eh.errors.ProducerDisconnectedError`.
+    """
+
+    def __init__(self, client: Any, *, send_timeout: float, stop_check: Callable[[], None] | None, fenced: bool):
+        self.client = client
+        self.send_timeout = send_timeout
+        self.stop_check = stop_check
+        self.fenced = fenced
+        self.sent = 0
+        self.batches = 0
+
+    def send(self, batch: Any, events_in_batch: int) -> None:
+        if self.stop_check is not None:
+            self.stop_check()
+        reached("before_send", self.batches + 1)
+        try:
+            self.client.send_batch(batch, timeout=self.send_timeout)
+        except Exception as exc:
+            refused = fenced_error(exc) if self.fenced else None
+            if refused is not None:
+                raise refused from exc
+            raise
+        self.batches += 1
+        self.sent += events_in_batch
+        reached("mid_send", self.batches)
+
+
+class BatchFiller:
+    """
+    Fills SDK batches of one partition with made messages, handing each full one to a :class:`BatchSender`.
+
+    :param client: the producer client (``create_batch``).
+    :param plan: the partition's plan (for its stamps and the error text).
+    :param sender: sends the full batches.
+    :param progress: told after each full batch.
+    :param fence: the idempotent-producer link, if any (its annotations go on every message).
+    """
+
+    def __init__(self, client: Any, plan: PartitionPlan, sender: BatchSender, progress: Progress,
+                 fence: FencedLink | None):
+        self.client = client
+        self.plan = plan
+        self.sender = sender
+        self.progress = progress
+        self.batch = client.create_batch(partition_id=plan.partition_id)
+        self.make, self.add = _message_path(plan.group, plan.batch_stamp, plan.owner_level,
+                                            fast_path_available(self.batch), fence)
+        self.in_batch = 0
+
+    def put(self, index: int, body: bytes, props: Any, seq: int) -> None:
+        """Add one event, sending the batch first when it is full."""
+        message = self.make(body, props, seq)
+        try:
+            self.add(self.batch, message)
+        except ValueError:
+            if self.in_batch == 0:
+                raise EventTooLargeError(
+                    f"partition {self.plan.partition_id} batch {self.plan.batch_stamp}: event {index} does not fit in "
+                    f"one message ({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
+                    "and retry with a new generation."
+                ) from None
+            self.sender.send(self.batch, self.in_batch)
+            self.batch = self.client.create_batch(partition_id=self.plan.partition_id)
+            self.add(self.batch, message)
+            self.in_batch = 0
+            self.progress.note(self.sender.sent)
+        self.in_batch += 1
+
+    def finish(self) -> None:
+        """Send the last, partly filled batch."""
+        if self.in_batch:
+            self.sender.send(self.batch, self.in_batch)
+            self.in_batch = 0
+
+
+def attach(client: Any, plan: PartitionPlan, send_timeout: float) -> FencedLink | None:
+    """Attach the partition's sender link as the plan's ``hub_fencing`` says; the fenced link, if any."""
+    fence: FencedLink | None = None
+    if plan.hub_fencing is not False:
+        fence = open_fenced(client, plan.partition_id, group=plan.group, owner_level=plan.owner_level,
+                            send_timeout=send_timeout, mode=plan.hub_fencing)
+        if fence is not None:
+            fence.reserve(plan.send_count)
+    else:
+        unfence(client, plan.partition_id)
+    log.info("group %s partition %s batch %s: %s", plan.group, plan.partition_id, plan.batch_stamp,
+             f"fenced at the hub (owner level {plan.owner_level}, producer group id {fence.producer_id})"
+             if fence is not None else "fenced by the claim's deadline alone (no idempotent-producer link)")
+    return fence
+
+
 def send_partition(
     endpoint: EventHubsEndpoint,
     plan: PartitionPlan,
@@ -115,7 +253,7 @@ def send_partition(
         in-memory events (the driver-side ``publish``); executors leave it None so the report proves
         what they iterated.
 
-    Unless ``plan.hub_fencing`` is off, the partition's link is attached as an idempotent producer
+    Unless ``plan.hub_fencing`` is ``False``, the partition's link is attached as an idempotent producer
     (:mod:`~airflow_provider_eh.client.fencing`) with the plan's owner level, where the hub offers it:
     once a publisher with a higher owner level attaches, the hub refuses this one's sends.
 
@@ -126,86 +264,23 @@ def send_partition(
     if plan.action != "send":
         raise ValueError(f"partition {plan.partition_id} batch {plan.batch_stamp}: plan says {plan.action!r}, nothing to send")
     started = time.monotonic()
-    own = producer is None
     client = endpoint.producer(retry_total=0) if producer is None else producer
-    partition, group, stamp, owner = plan.partition_id, plan.group, plan.batch_stamp, plan.owner_level
-    wanted = None if plan.indexes is None else set(from_ranges(plan.indexes))
-    fp = Fingerprint() if fingerprint is None else None
-    seq = plan.first_seq
-    count = 0
-    sent = batches = 0
-    last_progress = started
-
-    def flush(batch: Any, events_in_batch: int) -> None:
-        nonlocal sent, batches
-        if stop_check is not None:
-            stop_check()
-        reached("before_send", batches + 1)
-        try:
-            client.send_batch(batch, timeout=send_timeout)
-        except Exception as exc:
-            fenced = fenced_error(exc) if fence is not None else None
-            if fenced is not None:
-                raise fenced from exc
-            raise
-        batches += 1
-        sent += events_in_batch
-        reached("mid_send", batches)
-
-    fence: FencedLink | None = None
+    walk = EventWalk(None if plan.indexes is None else set(from_ranges(plan.indexes)), fingerprint is None)
+    where = f"group {plan.group} partition {plan.partition_id} batch {plan.batch_stamp}"
     try:
-        if plan.hub_fencing is not False:
-            fence = open_fenced(client, partition, group=group, owner_level=owner, send_timeout=send_timeout,
-                                mode=plan.hub_fencing)
-            if fence is not None:
-                fence.reserve(plan.send_count)
-        else:
-            unfence(client, partition)
-        log.info("group %s partition %s batch %s: %s", group, partition, stamp,
-                 f"fenced at the hub (owner level {owner}, producer group id {fence.producer_id})" if fence is not None
-                 else "fenced by the claim's deadline alone (no idempotent-producer link)")
-        batch = client.create_batch(partition_id=partition)
-        make, add = _message_path(group, stamp, owner, fast_path_available(batch), fence)
-        pending_in_batch = 0
-        for index, (body, props) in enumerate(_pairs(events)):
-            count += 1
-            if fp is not None:
-                fp.update(body, props)
-            if wanted is not None and index not in wanted:
-                continue
-            event = make(body, props, seq)
-            try:
-                add(batch, event)
-            except ValueError:
-                if pending_in_batch == 0:
-                    raise EventTooLargeError(
-                        f"partition {partition} batch {stamp}: event {index} does not fit in one message "
-                        f"({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
-                        "and retry with a new generation."
-                    ) from None
-                flush(batch, pending_in_batch)
-                batch = client.create_batch(partition_id=partition)
-                add(batch, event)
-                pending_in_batch = 0
-                now = time.monotonic()
-                if now - last_progress >= PROGRESS_EVERY:
-                    last_progress = now
-                    log.info(
-                        "group %s partition %s batch %s: %d events sent (%.0f events/s)",
-                        group, partition, stamp, sent, sent / (now - started),
-                    )
-            pending_in_batch += 1
-            seq += 1
-        if pending_in_batch:
-            flush(batch, pending_in_batch)
-        end = partition_end(client, partition)
+        fence = attach(client, plan, send_timeout)
+        sender = BatchSender(client, send_timeout=send_timeout, stop_check=stop_check, fenced=fence is not None)
+        filler = BatchFiller(client, plan, sender, Progress(where, started), fence)
+        for seq, (index, body, props) in enumerate(walk.planned(events), start=plan.first_seq):
+            filler.put(index, body, props, seq)
+        filler.finish()
+        end = partition_end(client, plan.partition_id)
     finally:
-        if own:
+        if producer is None:
             client.close()
     seconds = time.monotonic() - started
-    log.info(
-        "group %s partition %s batch %s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
-        group, partition, stamp, sent, batches, seconds, sent / seconds if seconds else 0.0,
-    )
-    return SendReport(partition, plan.batch_id, count, fp.hexdigest() if fp is not None else str(fingerprint), sent, end,
-                      seconds, HUB if fence is not None else LEASE)
+    log.info("%s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
+             where, sender.sent, sender.batches, seconds, sender.sent / seconds if seconds else 0.0)
+    fp = walk.fingerprint.hexdigest() if walk.fingerprint is not None else str(fingerprint)
+    return SendReport(plan.partition_id, plan.batch_id, walk.count, fp, sender.sent, end, seconds,
+                      HUB if fence is not None else LEASE)
