@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.fencing import REQUIRED, HubFencing, fencing_mode, open_fenced
+from airflow_provider_eh.client.fencing import REQUIRED, HubFencing, fencing_mode
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
@@ -35,14 +35,14 @@ from airflow_provider_eh.errors import (
 )
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.landed import landed_stamps, partition_end
+from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
+from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
 from airflow_provider_eh.publishing.state import (
     CommittedBatch,
-    PartialBatch,
     PendingIntent,
     ProducerState,
     ProducerStateStore,
@@ -55,18 +55,6 @@ from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.steps import reached
 
 log = logging.getLogger(__name__)
-
-
-def _content_changed(
-    key: StateKey, batch_id: str, recorded: str | None, fingerprint: str, count: int, recorded_count: int
-) -> None:
-    if recorded is not None and (recorded != fingerprint or recorded_count != count):
-        raise BatchContentChangedError(
-            f"{key}: batch {batch_stamp(batch_id)} was first published with {recorded_count} events of fingerprint "
-            f"{recorded[:16]}, this attempt has {count} events of fingerprint {fingerprint[:16]}. Nothing was sent. "
-            "The content of a batch must be the same on every retry; to publish the new content on purpose, "
-            "bump `generation`."
-        )
 
 
 class IdempotentPublisher:
@@ -125,6 +113,8 @@ class IdempotentPublisher:
         self.send_attempts = max(1, send_attempts)
         self.send_timeout = send_timeout
         self.origin = dict(origin) if origin else None
+        self._in_doubt = InDoubt(endpoint, store, hub_fencing=self.hub_fencing, send_timeout=send_timeout,
+                                 producer=self._producer)
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -208,32 +198,6 @@ class IdempotentPublisher:
             raise
         return PartitionSession(key, claim, plan)
 
-    def _fence(self, key: StateKey, owner_level: int) -> None:
-        """Raise the hub's owner level of the group on the partition before reading back an in-doubt batch.
-
-        A publisher that stalled with an SDK batch in flight must not land it after the read-back
-        decided what to resend: from this attach on, the hub refuses its sends (where it offers
-        idempotent producers; otherwise the stalled one's claim deadline is the only fence).
-        """
-        if self.hub_fencing is False:
-            return
-        with self._producer(retry_total=0) as client:
-            fence = open_fenced(client, key.partition, group=key.group, owner_level=owner_level,
-                                send_timeout=self.send_timeout, mode=self.hub_fencing)
-        log.info("group %s partition %s: %s", key.group, key.partition,
-                 f"owner level {owner_level} raised at the hub" if fence is not None else "no hub fencing (not offered)")
-
-    def _readback(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> set[int]:
-        """Indexes of ``pending``'s attempt that landed, by reading the partition back."""
-        found = landed_stamps(
-            self.endpoint, key.partition, after_sequence_number=int(pending.start_sequence_number),
-            group=key.group, batch_stamp=batch_stamp(pending.batch_id),
-        )
-        claim.check()
-        attempt = pending.attempt_indexes
-        first = int(pending.first_seq)
-        return {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}
-
     def _plan(
         self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any
     ) -> PartitionPlan:
@@ -242,30 +206,19 @@ class IdempotentPublisher:
         base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
                                     event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
         pending = state.pending
-        if pending is not None and self._complete_commit(key, claim, pending):
+        in_doubt = self._in_doubt
+        if pending is not None and in_doubt.complete_commit(key, claim, pending):
             pending = None
         if pending is not None:
-            self._fence(key, state.owner_level)
+            in_doubt.fence(key, state.owner_level)
         if pending is not None and pending.batch_id != batch_id:
-            theirs = self._readback(key, claim, pending) | set(from_ranges(pending.landed))
-            state.partial[pending.batch_id] = PartialBatch(
-                events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(theirs),
-                batch_first_seq=pending.first_of_batch, origin=pending.origin,
-            )
-            state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
-            state.pending = None
-            self.store.write(claim, state)
-            log.info(
-                "group %s partition %s batch %s: resolved in-doubt batch %s of another run as partial: "
-                "%d of %d events landed; its retry will send the rest",
-                group, pid, stamp, batch_stamp(pending.batch_id), len(theirs), pending.events,
-            )
+            in_doubt.set_aside(key, claim, pending, batch_id)
             pending = None
 
         last = state.ledger.last
         done = last if last is not None and last.batch_id == batch_id else self.store.find_committed(key, batch_id)
         if done is not None:
-            _content_changed(key, batch_id, done.fingerprint, fingerprint, count, done.events)
+            check_same_content(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
                                      done.service_last_sequence_number, "already_committed", fencing=done.fencing or "")
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
@@ -273,19 +226,19 @@ class IdempotentPublisher:
             return PartitionPlan(**base, action="done", result=result)
 
         if pending is None and self.hub_fencing == REQUIRED:  # the hub and the SDK can fence, before the intent
-            self._fence(key, state.owner_level)
+            in_doubt.fence(key, state.owner_level)
         recovered_from: str | None = None
         landed: set[int] = set()
         batch_first_seq: int | None = None
         if pending is not None:  # our own batch is in doubt
-            _content_changed(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
-            landed = set(from_ranges(pending.landed)) | self._readback(key, claim, pending)
+            check_same_content(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
+            landed = set(from_ranges(pending.landed)) | in_doubt.landed(key, claim, pending)
             state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
             batch_first_seq = pending.first_of_batch
             recovered_from = "pending"
         elif batch_id in state.partial:
             part = state.partial[batch_id]
-            _content_changed(key, batch_id, part.fingerprint, fingerprint, count, part.events)
+            check_same_content(key, batch_id, part.fingerprint, fingerprint, count, part.events)
             landed = set(from_ranges(part.landed))
             batch_first_seq = part.batch_first_seq
             recovered_from = "partial"
@@ -394,19 +347,6 @@ class IdempotentPublisher:
         if pruned:
             log.info("group %s partition %s: pruned %d old committed batches from the ledger (%d kept)",
                      claim.key.group, claim.key.partition, pruned, state.ledger.count)
-
-    def _complete_commit(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> bool:
-        """A pending intent whose batch has its committed records: a commit that crashed between writing them
-        and writing the state. Count it (the state written now); whether it was one."""
-        record = self.store.find_committed(key, pending.batch_id)
-        state = claim.state
-        if record is None or record.ordinal is None or record.ordinal < state.ledger.next:
-            return False
-        state.count_committed(record, pending.assigned_end)
-        self.store.write(claim, state)
-        log.info("group %s partition %s batch %s: its commit had written the ledger record, not the state; completed",
-                 key.group, key.partition, batch_stamp(pending.batch_id))
-        return True
 
     def abort(self, session: PartitionSession) -> None:
         """Release the claim without committing; a pending intent stays for recovery."""

@@ -12,12 +12,20 @@ import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import BatchContentChangedError, InvalidEventError, InvalidProducerStateError
-from airflow_provider_eh.publishing import Fingerprint, IdempotentPublisher, derive_batch_id, fingerprint_of, normalise, partition_for_key
-from airflow_provider_eh.publishing import publisher as publisher_module
-from airflow_provider_eh.publishing.sender import SendReport
+from airflow_provider_eh.publishing import (
+    Fingerprint,
+    IdempotentPublisher,
+    derive_batch_id,
+    fingerprint_of,
+    normalise,
+    partition_for_key,
+)
+from airflow_provider_eh.publishing import in_doubt as in_doubt_module
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.in_doubt import InDoubt
 from airflow_provider_eh.publishing.records import from_ranges, to_ranges
+from airflow_provider_eh.publishing.sender import SendReport
 from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.steps import observe, reached
 from airflow_provider_eh.testing.crash import crash_at
@@ -134,8 +142,8 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> tuple[IdempotentPublisher, dict[s
         return dict(log["landed"])
 
     monkeypatch.setattr(IdempotentPublisher, "_partition_end", lambda self, pid, producer=None: log["end"])
-    monkeypatch.setattr(IdempotentPublisher, "_fence", lambda self, key, level: log["steps"].append(f"fence {level}"))
-    monkeypatch.setattr(publisher_module, "landed_stamps", read_back)
+    monkeypatch.setattr(InDoubt, "fence", lambda self, key, level: log["steps"].append(f"fence {level}"))
+    monkeypatch.setattr(in_doubt_module, "landed_stamps", read_back)
     endpoint = EventHubsEndpoint("ns.example", "hub", connection_string="Endpoint=sb://x/")
     return IdempotentPublisher(endpoint, MemoryStore(), producer_group="g"), log
 

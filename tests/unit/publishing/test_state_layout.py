@@ -15,15 +15,16 @@ import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import InvalidProducerStateError
+from airflow_provider_eh.publishing import IdempotentPublisher
+from airflow_provider_eh.publishing import document as document_module
+from airflow_provider_eh.publishing import in_doubt as in_doubt_module
+from airflow_provider_eh.publishing import records as records_module
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.in_doubt import InDoubt
+from airflow_provider_eh.publishing.records import CommittedBatch, Ledger, PartialBatch, PendingIntent
+from airflow_provider_eh.publishing.sender import SendReport
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 from tests.support.variables import DictVariables
-from airflow_provider_eh.publishing import IdempotentPublisher
-from airflow_provider_eh.publishing import publisher as publisher_module
-from airflow_provider_eh.publishing import document as document_module
-from airflow_provider_eh.publishing import records as records_module
-from airflow_provider_eh.publishing.sender import SendReport
-from airflow_provider_eh.publishing.document import ProducerState, StateKey
-from airflow_provider_eh.publishing.records import CommittedBatch, Ledger, PartialBatch, PendingIntent
 
 FIXTURE = Path(__file__).with_name("state_v1_fixture.json")  # written by the dict-based ledger
 KEY = StateKey("ns.example", "hub", "g", "0")
@@ -107,8 +108,8 @@ def test_the_variables_store_goes_on_from_a_document_of_the_dict_based_ledger(mo
     assert store.read(KEY).committed_count == 2
     landed: dict[int, Any] = {}
     monkeypatch.setattr(IdempotentPublisher, "_partition_end", lambda self, pid, producer=None: 5000)
-    monkeypatch.setattr(publisher_module, "landed_stamps", lambda *a, **k: dict(landed))
-    monkeypatch.setattr(IdempotentPublisher, "_fence", lambda self, key, level: None)  # no hub here
+    monkeypatch.setattr(in_doubt_module, "landed_stamps", lambda *a, **k: dict(landed))
+    monkeypatch.setattr(InDoubt, "fence", lambda self, key, level: None)  # no hub here
     publisher = IdempotentPublisher(EventHubsEndpoint("ns.example", "hub", connection_string="Endpoint=sb://x/"),
                                     store, producer_group="g")
     landed.update({1021 + i: 0 for i in range(400)})  # the in-doubt batch c: its first 400 events landed
