@@ -4,7 +4,7 @@ On the Spark path the driver holds each partition's claim (a blob lease renewed 
 or a Variables claim token) while executors, in other processes and often on other machines, send.
 A driver that stalls (a frozen VM, a long GC pause, SIGSTOP) stops renewing; its lease runs out and
 another run may take the partition over, while its executors go on sending. The claim's deadline
-(:class:`~airflow_provider_eh.publishing.state.StateClaim`) lives in the driver's process, so the
+(:class:`~airflow_provider_eh.publishing.claim.StateClaim`) lives in the driver's process, so the
 executors must ask for it:
 
 * :class:`HoldRelay` (driver): a small TCP server on the address the executors already reach the
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from airflow_provider_eh.errors import ProducerDisconnectedError
 
 if TYPE_CHECKING:
-    from airflow_provider_eh.publishing.state import StateClaim
+    from airflow_provider_eh.publishing.claim import StateClaim
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_eh.client.fencing import HubFencing
-from airflow_provider_eh.publishing.state import ranges_len
+from airflow_provider_eh.publishing.records import ranges_len
 from airflow_provider_eh.stamps import batch_stamp
 
 

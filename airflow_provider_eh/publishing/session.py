@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.plan import PartitionPlan
-from airflow_provider_eh.publishing.state import StateClaim, StateKey
 
 
 class PartitionSession:
