@@ -1,6 +1,7 @@
-"""The Event Hubs SDK's private names are touched in one module, ``client/sdk_internals.py``.
+"""The Event Hubs SDK's private names are touched in one adapter, the package ``client/sdk_internals/``.
 
-Every module of the package but that one is parsed, and any of these is a finding:
+Every module of the package but the adapter's (each module under ``client/sdk_internals/``) is parsed,
+and any of these is a finding:
 
 - an import of a private module or name of ``azure`` (``azure.eventhub._pyamqp``, ``from azure.eventhub
   import _x``);
@@ -9,6 +10,8 @@ Every module of the package but that one is parsed, and any of these is a findin
   ``hasattr``, ``setattr``, ``delattr`` or looked up in ``vars(...)``; a class of the same module
   (``_Sink._fields``) and namedtuple's documented ``_replace``/``_asdict``/``_fields``/``_make`` are
   the package's own;
+- an import of one of the adapter's modules (``airflow_provider_eh.client.sdk_internals.batches``):
+  the rest of the package calls the names the adapter's ``__init__`` exports;
 - in a class that derives from an SDK class (a base imported from ``azure`` or from the adapter), a
   ``def _x`` (an override of the SDK's private method) or a ``self._x`` that is not one of the class's
   own attributes listed in :data:`OWN_ON_SDK_CLASSES`.
@@ -25,7 +28,7 @@ from pathlib import Path
 import airflow_provider_eh
 
 ROOT = Path(airflow_provider_eh.__file__).parent
-ADAPTER = ROOT / "client" / "sdk_internals.py"
+ADAPTER = ROOT / "client" / "sdk_internals"  # the adapter: every module under it, and nothing else
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
 NAMING_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
 
@@ -52,6 +55,17 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+def _adapter_module(module: str) -> bool:
+    """Whether ``module`` is the adapter (``...client.sdk_internals``) or one of its modules."""
+    return module.endswith("client.sdk_internals") or ".client.sdk_internals." in f".{module}"
+
+
+def _inside_adapter(module: str) -> bool:
+    """Whether ``module`` is one of the adapter's modules (not the adapter itself), absolute or relative."""
+    parts = module.split(".")
+    return "sdk_internals" in parts[:-1]
+
+
 def _private_azure_module(module: str) -> bool:
     parts = module.split(".")
     return parts[0] == "azure" and any(_private(p) for p in parts)
@@ -70,7 +84,7 @@ class _Finder(ast.NodeVisitor):
         names: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and (
-                    node.module.split(".")[0] == "azure" or node.module.endswith("client.sdk_internals")):
+                    node.module.split(".")[0] == "azure" or _adapter_module(node.module)):
                 names.update(alias.asname or alias.name for alias in node.names)
         return names
 
@@ -83,12 +97,12 @@ class _Finder(ast.NodeVisitor):
     # imports
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if _private_azure_module(alias.name):
+            if _private_azure_module(alias.name) or _inside_adapter(alias.name):
                 self._find(node, f"import {alias.name}")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        if _private_azure_module(module):
+        if _private_azure_module(module) or _inside_adapter(module):
             self._find(node, f"from {module} import ...")
         elif module.split(".")[0] == "azure":
             for alias in node.names:
@@ -152,8 +166,12 @@ def findings_of(source: str, relative: str = "<snippet>.py") -> list[str]:
     return finder.findings
 
 
+def _adapter_modules() -> list[Path]:
+    return sorted(ADAPTER.rglob("*.py"))
+
+
 def _package_modules() -> list[Path]:
-    return sorted(p for p in ROOT.rglob("*.py") if p != ADAPTER)
+    return sorted(p for p in ROOT.rglob("*.py") if not p.is_relative_to(ADAPTER))
 
 
 def test_no_module_but_the_adapter_touches_private_names_of_the_sdk() -> None:
@@ -161,7 +179,7 @@ def test_no_module_but_the_adapter_touches_private_names_of_the_sdk() -> None:
     for path in _package_modules():
         findings += findings_of(path.read_text(), path.relative_to(ROOT).as_posix())
     assert findings == [], (
-        "private names of the Event Hubs SDK (or another library's) outside client/sdk_internals.py; move them "
+        "private names of the Event Hubs SDK (or another library's) outside client/sdk_internals/; move them "
         "there behind a named function with the reason, or, for another library's, add them to ALLOWED:\n"
         + "\n".join(findings)
     )
@@ -218,4 +236,32 @@ def touch(producer, client, link):
 
 
 def test_the_adapter_itself_is_where_the_private_names_are() -> None:
-    assert findings_of(ADAPTER.read_text(), "client/sdk_internals.py")  # the rule is not blind to them there
+    assert (ADAPTER / "__init__.py").is_file() and not ADAPTER.with_suffix(".py").exists()  # one adapter, a package
+    modules = _adapter_modules()
+    assert len(modules) > 1 and set(_package_modules()).isdisjoint(modules)
+    for path in modules:  # the rule is not blind to them there: each module of the adapter holds some
+        relative = path.relative_to(ROOT).as_posix()
+        assert findings_of(path.read_text(), relative), relative
+
+
+def test_a_class_deriving_from_the_adapters_is_held_to_the_rule() -> None:
+    for module in ("airflow_provider_eh.client.sdk_internals", "airflow_provider_eh.client.sdk_internals.hooked_clients"):
+        snippet = f"""
+from {module} import HookedProducerClient
+
+class Lean(HookedProducerClient):
+    def _open(self):
+        return self._handler
+"""
+        found = findings_of(snippet)
+        assert any("Lean._open overrides" in f for f in found) and any("self._handler in Lean" in f for f in found), found
+        assert any(module in f for f in found) == module.endswith(".hooked_clients"), found  # the adapter's own module
+
+
+def test_the_adapters_modules_are_reached_through_the_adapter() -> None:
+    assert findings_of("from airflow_provider_eh.client import sdk_internals\n"
+                       "from airflow_provider_eh.client.sdk_internals import typed\n") == []
+    found = findings_of("import airflow_provider_eh.client.sdk_internals.batches\n"
+                        "from airflow_provider_eh.client.sdk_internals.amqp_values import typed\n"
+                        "from .sdk_internals.receiving import message_of\n")
+    assert len(found) == 3, found
