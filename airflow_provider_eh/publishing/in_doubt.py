@@ -17,16 +17,11 @@ from typing import Any
 
 from airflow_provider_eh.client.fencing import HubFencing, open_fenced
 from airflow_provider_eh.errors import BatchContentChangedError
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.landed import landed_stamps
-from airflow_provider_eh.publishing.state import (
-    PartialBatch,
-    PendingIntent,
-    ProducerStateStore,
-    StateClaim,
-    StateKey,
-    from_ranges,
-    to_ranges,
-)
+from airflow_provider_eh.publishing.records import PartialBatch, PendingIntent, from_ranges, to_ranges
+from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.stamps import batch_stamp
 
 log = logging.getLogger(__name__)

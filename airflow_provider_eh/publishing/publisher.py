@@ -33,24 +33,18 @@ from airflow_provider_eh.errors import (
     EventHubsProviderError,
     UnknownEventHubError,
 )
+from airflow_provider_eh.publishing.claim import StateClaim
+from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
 from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
+from airflow_provider_eh.publishing.records import CommittedBatch, PendingIntent, from_ranges, to_ranges
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
-from airflow_provider_eh.publishing.state import (
-    CommittedBatch,
-    PendingIntent,
-    ProducerState,
-    ProducerStateStore,
-    StateClaim,
-    StateKey,
-    from_ranges,
-    to_ranges,
-)
+from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.steps import reached
 

@@ -23,8 +23,8 @@ from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.landed import partition_end
+from airflow_provider_eh.publishing.records import from_ranges
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent
-from airflow_provider_eh.publishing.state import from_ranges
 from airflow_provider_eh.publishing.wire import StampedMessageEncoder, StampEncoder, set_stamps
 from airflow_provider_eh.steps import reached
 

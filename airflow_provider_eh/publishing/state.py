@@ -25,22 +25,14 @@ from typing import Any, Generic, TypeVar
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
-
-# PartialBatch, PendingIntent, from_ranges, ranges_len and to_ranges are not used here: publisher.py,
-# plan.py and sender.py still import them from here, and they go once those import records.py
-from airflow_provider_eh.publishing.records import (  # noqa: F401
+from airflow_provider_eh.publishing.records import (
     BATCH,
     HISTORY,
     CommittedBatch,
     HistoryPage,
-    PartialBatch,
-    PendingIntent,
-    from_ranges,
     history_name,
     parse_time,
-    ranges_len,
     record_name,
-    to_ranges,
 )
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.receive import LastEnqueued
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
 from airflow_provider_eh.triggers.partition_stream import PartitionStream
@@ -43,7 +44,7 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
         for k, v in (event.properties or {}).items()
     }
     enqueued = getattr(event, "enqueued_time", None)
-    last = LastEnqueued.of(getattr(event, "_message", None))  # the SDK keeps the AMQP message there
+    last = LastEnqueued.of(sdk_internals.message_of(event))
     return {
         "partition": partition_id,
         "sequence_number": int(event.sequence_number),

@@ -40,8 +40,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ingest/mirror.py", "self._run._mirror"): "the mirror writer is its IngestRun's helper",
     ("ingest/mirror.py", "self._run._stage"): "the mirror writer is its IngestRun's helper",
     ("ingest/store.py", "self._store._read_checkpoint"): "a session of its own SqlCheckpointStore",
-    # the SDK's, still to move (the module is edited elsewhere): sdk_internals.message_of(event) says the same
-    ("triggers/payload.py", "getattr(event, '_message')"): "TO MOVE: the AMQP message of an EventData",
 }
 
 # class (by name) deriving from an SDK class -> the private attributes that are its own

@@ -21,7 +21,7 @@ from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.fencing import PRODUCER_SEQUENCE
 from airflow_provider_eh.errors import HubFencingUnavailableError
 from airflow_provider_eh.operators.common import airflow_error
-from airflow_provider_eh.publishing.state import StateKey
+from airflow_provider_eh.publishing.document import StateKey
 from eventhubs_local import EmulatorProcess
 from tests.conftest import unique_name
 from tests.integration.publishing.test_hub_fencing import _annotations
