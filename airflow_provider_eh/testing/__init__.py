@@ -3,7 +3,8 @@
 - :func:`~airflow_provider_eh.testing.crash.crash_at`, :func:`~airflow_provider_eh.testing.crash.pause_at`
   and :func:`~airflow_provider_eh.testing.crash.crash_at_from_env`: SIGKILL or pause a process at one
   step of the publish or ingest protocol, to prove that a retry publishes each event once;
-- :func:`~airflow_provider_eh.testing.dag_test.when` and the other helpers of
+- :func:`~airflow_provider_eh.testing.dag_test.run_dag` (``dag.test()`` for a DAG whose file is outside
+  the configured DAGs folder), :func:`~airflow_provider_eh.testing.dag_test.when` and the other helpers of
   :mod:`~airflow_provider_eh.testing.dag_test`: act beside a running ``dag.test()``, report a failed run;
 - :func:`~airflow_provider_eh.client.readback.read_hub` and
   :func:`~airflow_provider_eh.client.readback.duplicates`: read a hub back and count what landed;
@@ -18,12 +19,12 @@ from typing import Any
 
 from airflow_provider_eh.client.readback import duplicates, read_hub
 from airflow_provider_eh.testing.crash import crash_at, crash_at_from_env, pause_at
-from airflow_provider_eh.testing.dag_test import failure_report, when
+from airflow_provider_eh.testing.dag_test import failure_report, run_dag, when
 
 _LOCAL_ENDPOINT = {"EmulatorProcess": "eventhubs_local", "AzuriteProcess": "eventhubs_local.azurite"}
 
 __all__ = ["AzuriteProcess", "EmulatorProcess", "crash_at", "crash_at_from_env", "duplicates", "failure_report",
-           "pause_at", "read_hub", "when"]
+           "pause_at", "read_hub", "run_dag", "when"]
 
 
 def __getattr__(name: str) -> Any:
