@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.testing import read_hub
-from airflow_provider_eh.testing.dag_test import run_dag
+from airflow_provider_eh.testing import read_hub, run_dag
 
 DAGS = Path(__file__).parent  # the folder of the DAG under test
 
