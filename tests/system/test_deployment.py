@@ -300,7 +300,7 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
                                "--to-date", days[-1], "--dag-run-conf", conf, "--max-active-runs", "1",
                                "--reprocess-behavior", "completed")
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
-    wait_for_backfills(deployment, 2, timeout=120 + 90 * PIPELINE_DAYS, dag_ids=("eh_daily_orders",))
+    wait_for_backfills(deployment, 2, timeout=180 + 120 * PIPELINE_DAYS, dag_ids=("eh_daily_orders",))
     assert order_event_keys(read_hub_of(deployment, hub)) == generated  # the reprocessing sent nothing
     assert loaded_into_sqlite(deployment) == generated
 
