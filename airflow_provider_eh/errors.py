@@ -9,9 +9,13 @@ from __future__ import annotations
 
 
 class EventHubsProviderError(Exception):
-    """Base of every error raised by this package."""
+    """Base of every error raised by this package.
+
+    ``conn_id`` names the Airflow connection at fault when one is (``None`` otherwise).
+    """
 
     retryable: bool = False
+    conn_id: str | None = None
 
 
 class ConnectionConfigError(EventHubsProviderError):
@@ -24,6 +28,20 @@ class ConnectionConfigError(EventHubsProviderError):
 
 class ConnectionUnreachableError(ConnectionConfigError):
     """The service behind a connection did not answer; a retry may help."""
+
+    retryable = True
+
+
+class ProxyRefusedError(ConnectionConfigError):
+    """The connection's HTTP proxy refused the tunnel: its credentials (401, 407) or the address (403)."""
+
+
+class CredentialRefusedError(ConnectionConfigError):
+    """The service refused the connection's credential: a wrong key, an expired token, an identity without the role."""
+
+
+class ServiceBusyError(EventHubsProviderError):
+    """The service kept throttling (ServerBusy, 429, 503) after the client's own retries; a later retry may pass."""
 
     retryable = True
 
@@ -111,6 +129,10 @@ class DeadLetterNotFoundError(EventHubsProviderError):
 
 class UnknownEventHubError(EventHubsProviderError):
     """The hub does not exist on the namespace, or the credential cannot see it."""
+
+
+class UnknownConsumerGroupError(EventHubsProviderError):
+    """The consumer group does not exist on the hub."""
 
 
 class TriggerReportedError(EventHubsProviderError):

@@ -1,0 +1,458 @@
+"""The one map from the SDKs' raw errors to the package's: which connection, which address, which field, what happened.
+
+The Azure SDKs report a refused proxy, a certificate nobody trusts, a name that does not resolve
+and a hub that does not exist as ``EventHubError``, ``ConnectError``, ``ServiceRequestError`` or
+``HttpResponseError`` with a text of their own, sometimes twice over, and without the connection
+they were made for. :func:`provider_error` reads such an error, its whole chain (``__cause__``,
+``__context__``, the AMQP error inside an ``EventHubError``, the socket error inside an aiohttp or
+urllib3 one), and returns the package's error for it, built from a :class:`FailureSite` that says
+where the failure happened:
+
+=========================================================  ==================================  =========
+what the chain holds                                       error                               retried
+=========================================================  ==================================  =========
+the proxy answered CONNECT with 401 or 407                 ``ProxyRefusedError``               no
+the proxy answered CONNECT with 403                        ``ProxyRefusedError``               no
+the proxy answered CONNECT with another status (502, ...)  ``ConnectionUnreachableError``      yes
+a name that does not resolve (``socket.gaierror``)         ``ConnectionConfigError``           no
+a certificate that does not verify, another TLS failure    ``ConnectionConfigError``           no
+the hub, consumer group or container does not exist        ``UnknownEventHubError``,           no
+                                                           ``UnknownConsumerGroupError``,
+                                                           the store's error
+the service refused the credential (401, 403, expired)     ``CredentialRefusedError``          no
+the service is busy (ServerBusy, 429, 503)                 ``ServiceBusyError``                yes
+refused, reset or lost connections, timeouts, 5xx, any     ``ConnectionUnreachableError``      yes
+other ``EventHubError`` or Azure Core error
+=========================================================  ==================================  =========
+
+Every message names the connection id, the service and its address (and the proxy's), the
+connection field to check, and what already happened (``FailureSite.done``). No text of the
+SDK's error is repeated, only its class, status and condition, so no secret it echoes (a SAS
+signature, a proxy password inside a URL) can reach a message; the site holds no credential.
+
+No Airflow import: the engines, Spark's driver and the triggers map with it too.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlparse
+
+from airflow_provider_eh.errors import (
+    CheckpointStoreError,
+    ConnectionConfigError,
+    ConnectionUnreachableError,
+    CredentialRefusedError,
+    EventHubsProviderError,
+    ProducerStateStoreError,
+    ProxyRefusedError,
+    ServiceBusyError,
+    UnknownConsumerGroupError,
+    UnknownEventHubError,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+
+Service = Literal["Event Hubs", "blob storage"]
+EVENT_HUBS: Service = "Event Hubs"
+BLOB_STORAGE: Service = "blob storage"
+#: what the blob container of a site holds: the error a missing container raises follows from it
+StoreRole = Literal["producer state", "checkpoints", ""]
+
+#: what the sentence of :attr:`FailureSite.done` says when a caller knows that nothing reached the hub
+NOTHING_SENT = "Nothing was sent."
+
+
+@dataclass(frozen=True)
+class FailureSite:
+    """
+    Where a failure happened, in the words of the connection that led there; never a credential.
+
+    :param conn_id: the Airflow connection id.
+    :param service: ``"Event Hubs"`` or ``"blob storage"``.
+    :param address: the ``host:port`` the client connects to (the custom endpoint address when one is set).
+    :param proxy: the HTTP proxy's ``host:port``, or ``None``.
+    :param hub: the Event Hub, for an Event Hubs site.
+    :param consumer_group: the consumer group read, if any.
+    :param container: the blob container, for a storage site.
+    :param done: a sentence of what already happened (``"Nothing was sent."``, ``"Partition 2 committed, 3
+        pending: a retry resumes."``); empty when the caller cannot tell.
+    :param address_field: the connection field that sets :attr:`address` (``custom_endpoint_address``,
+        ``host``, the ``Endpoint`` of ``connection_string``).
+    :param hub_field: where the hub's name comes from.
+    :param credential_fields: the fields that make up the credential, and the role it needs.
+    :param container_field: the argument or field naming the container.
+    :param ca_bundle: the connection's ``ca_bundle`` path, or ``None`` (the system's CAs).
+    :param role: what the container holds (``"producer state"``, ``"checkpoints"``), for the error of a missing one.
+    """
+
+    conn_id: str
+    service: Service = EVENT_HUBS
+    address: str = ""
+    proxy: str | None = None
+    hub: str | None = None
+    consumer_group: str | None = None
+    container: str | None = None
+    done: str = ""
+    address_field: str = "host"
+    hub_field: str = "eventhub_name"
+    credential_fields: str = "the credential fields"
+    container_field: str = "the container"
+    ca_bundle: str | None = None
+    role: StoreRole = ""
+
+    @classmethod
+    def of_endpoint(cls, conn_id: str, endpoint: EventHubsEndpoint, *, done: str = "",
+                    consumer_group: str | None = None, hub_field: str | None = None) -> FailureSite:
+        """The site of ``endpoint``'s hub reached through connection ``conn_id`` (no credential is kept).
+
+        :param hub_field: where the hub's name came from, when the caller knows (an operator's argument).
+        """
+        network = endpoint.network
+        websocket = network.transport == "websocket"
+        if network.custom_endpoint_address:
+            address = _host_port(network.custom_endpoint_address, 443 if websocket else 5671)
+            address_field = "custom_endpoint_address"
+        else:
+            address = _host_port(endpoint.fully_qualified_namespace, 443 if websocket else 5671)
+            address_field = "the Endpoint of connection_string" if endpoint.connection_string else "host"
+        if endpoint.connection_string:
+            in_string = "SharedAccessSignature" in endpoint.connection_string
+            credential = ("the SharedAccessSignature of connection_string" if in_string else
+                          "the SharedAccessKeyName and SharedAccessKey of connection_string")
+            default_hub_field = "the eventhub_name argument, the EntityPath of connection_string or the eventhub_name field"
+        else:
+            credential = ("login (client id), password (client secret) and tenant_id"
+                          if endpoint.credential_kind == "client_secret" else "the identity DefaultAzureCredential finds")
+            credential += (" and its role on the hub (Azure Event Hubs Data Sender to publish, Data Receiver to read)")
+            default_hub_field = "the eventhub_name argument or the eventhub_name field"
+        proxy = f"{network.proxy_host}:{network.proxy_port}" if network.proxy_host else None
+        return cls(conn_id=conn_id, service=EVENT_HUBS, address=address, proxy=proxy, hub=endpoint.eventhub_name,
+                   consumer_group=consumer_group, done=done, address_field=address_field,
+                   hub_field=hub_field or default_hub_field, credential_fields=credential,
+                   ca_bundle=network.ca_bundle)
+
+    @classmethod
+    def of_blob(cls, conn_id: str, account_url: str | None, *, container: str | None = None,
+                container_field: str = "the container", proxy: str | None = None, ca_bundle: str | None = None,
+                credential_fields: str = "the connection's key, SAS token or identity (and its Storage Blob Data role)",
+                role: StoreRole = "", done: str = "") -> FailureSite:
+        """The site of a blob account (``account_url``: the client's URL; a SAS in its query is dropped)."""
+        address = _host_port(account_url or "", 443) if account_url else ""
+        return cls(conn_id=conn_id, service=BLOB_STORAGE, address=address, proxy=proxy, container=container,
+                   container_field=container_field, address_field="host (the account URL) or connection_string",
+                   credential_fields=credential_fields, ca_bundle=ca_bundle, role=role, done=done)
+
+    def having_done(self, done: str) -> FailureSite:
+        """The same site with another sentence of what already happened."""
+        return replace(self, done=done)
+
+    def describe(self) -> str:
+        """``Event Hub 'orders' at ns.servicebus.windows.net:443 through HTTP proxy 10.0.0.1:3128``, or
+        ``blob storage at acct.blob.core.windows.net:443, container 'eh-state'``."""
+        if self.service == EVENT_HUBS:
+            what = f"Event Hub {self.hub!r}" if self.hub else "Event Hubs"
+            if self.consumer_group:
+                what += f" (consumer group {self.consumer_group!r})"
+        else:
+            what = "blob storage"
+        if self.address:
+            what += f" at {self.address}"
+        if self.service == BLOB_STORAGE and self.container:
+            what += f", container {self.container!r}"
+        if self.proxy:
+            what += f" through HTTP proxy {self.proxy}"
+        return what
+
+
+def _host_port(address: str, default_port: int) -> str:
+    """``host:port`` of an address or URL, with nothing else of it (no user, path or query)."""
+    text = address.strip()
+    parsed = urlparse(text if "://" in text else f"sb://{text}")
+    host = parsed.hostname or text.split("/", 1)[0]
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    if port is None and parsed.scheme == "http":
+        port = 80
+    return f"{host}:{port or default_port}"
+
+
+# --- reading an error -------------------------------------------------------------------------------------------
+
+_PROXY_STATUS = re.compile(r"(?:CONNECT via proxy status:|Tunnel connection failed:|proxy status:?)\s*(\d{3})", re.I)
+_STATUS_CODE = re.compile(r"Status code:?\s*(\d{3})", re.I)
+_CHAIN_ATTRIBUTES = ("__cause__", "__context__", "inner_error", "inner_exception", "os_error", "certificate_error",
+                     "reason", "error")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it carries, outermost first, each once."""
+    seen: dict[int, BaseException] = {}
+    todo = [exc]
+    while todo:
+        item = todo.pop(0)
+        if id(item) in seen:
+            continue
+        seen[id(item)] = item
+        for name in _CHAIN_ATTRIBUTES:
+            inner = getattr(item, name, None)
+            if isinstance(inner, BaseException):
+                todo.append(inner)
+        todo.extend(arg for arg in getattr(item, "args", ()) if isinstance(arg, BaseException))
+    return list(seen.values())
+
+
+def _names(chain: list[BaseException]) -> set[str]:
+    return {cls.__name__ for item in chain for cls in type(item).__mro__}
+
+
+def _condition(item: BaseException) -> str:
+    """An AMQP error's condition as the wire spells it (``amqp:not-found``), or ``""``."""
+    condition = getattr(item, "condition", None)
+    if condition is None:
+        return ""
+    value = getattr(condition, "value", condition)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _status(item: BaseException) -> int | None:
+    for name in ("status_code", "status"):
+        value = getattr(item, name, None)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What an error's chain says, in the few facts the map needs."""
+
+    proxy_status: int | None
+    dns: BaseException | None
+    tls: BaseException | None
+    refused: bool
+    conditions: frozenset[str]
+    status: int | None
+    text: str
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, exc: BaseException) -> _Reading:
+        chain = _chain(exc)
+        text = "\n".join(str(item) for item in chain)
+        proxy_status = None
+        for item in chain:
+            match = _PROXY_STATUS.search(str(item))
+            if type(item).__name__ == "ClientHttpProxyError" and _status(item):  # aiohttp: the proxy's answer
+                proxy_status = _status(item)
+            elif match:
+                proxy_status = int(match.group(1))
+            if proxy_status:
+                break
+        dns: BaseException | None = next((i for i in chain if isinstance(i, socket.gaierror)), None)
+        tls: BaseException | None = next((i for i in chain if isinstance(i, ssl.SSLError)), None)
+        if tls is None and ("CERTIFICATE_VERIFY_FAILED" in text or "WRONG_VERSION_NUMBER" in text):
+            tls = next(i for i in chain if "CERTIFICATE_VERIFY_FAILED" in str(i) or "WRONG_VERSION_NUMBER" in str(i))
+        if dns is None and re.search(r"Name or service not known|nodename nor servname|No address associated", text):
+            dns = next(i for i in chain if re.search(r"Name or service not known|nodename nor servname|No address", str(i)))
+        refused = any(isinstance(i, ConnectionRefusedError) for i in chain) or "Connection refused" in text
+        statuses = [s for s in (_status(i) for i in chain) if s]
+        match = _STATUS_CODE.search(text)
+        status = statuses[0] if statuses else (int(match.group(1)) if match else None)
+        conditions = frozenset(c for c in (_condition(i) for i in chain) if c)
+        return cls(proxy_status, dns, tls, refused, conditions, status, text, frozenset(_names(chain)))
+
+    def condition(self, *spellings: str) -> bool:
+        """True when an AMQP condition, or the text, says one of ``spellings`` (``not-found``, ``NotFound``, ...)."""
+        found = " ".join(self.conditions) + "\n" + self.text
+        return any(s.lower() in found.lower() for s in spellings)
+
+    def any_of(self, *names: str) -> bool:
+        return bool(self.names.intersection(names))
+
+
+_FAMILIES = ("EventHubError", "AMQPException", "AzureError", "WebSocketException", "ClientError", "HTTPError",
+             "RequestException", "ProxyError", "OperationTimeoutError")
+
+
+def _is_service_failure(exc: BaseException) -> bool:
+    """True for what the map reads: the SDKs' errors and the network's, not a bug or bad input of ours."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False  # a local file (a CA bundle that is not there), not the network
+    if isinstance(exc, (OSError, TimeoutError)):
+        return True
+    return bool({cls.__name__ for cls in type(exc).__mro__}.intersection(_FAMILIES))
+
+
+# --- the map ----------------------------------------------------------------------------------------------------
+
+
+def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderError | None:
+    """The package's error for ``exc`` raised at ``site`` (see the module's table); ``None`` when ``exc`` is no
+    service or network failure (bad input, a bug) or already the package's own. Raise it ``from exc``."""
+    if isinstance(exc, EventHubsProviderError) or not _is_service_failure(exc):
+        return None
+    if exc.__class__.__name__ in ("ClientClosedError", "EventDataError", "EventDataSendError"):
+        return None  # the client's own state or the event at fault, not the connection
+    reading = _Reading.of(exc)
+    return _classify(reading, site, type(exc).__name__)
+
+
+def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:  # noqa: C901 - one table
+    proxy_fields = "proxy_host and proxy_port"
+    if r.proxy_status in (401, 407):
+        return ProxyRefusedError(site.conn_id, _message(
+            site, f"the HTTP proxy refused the connection's proxy credentials (CONNECT answered {r.proxy_status})",
+            "proxy_username and proxy_password"))
+    if r.proxy_status == 403:
+        port = site.address.rpartition(":")[2] or "443"
+        return ProxyRefusedError(site.conn_id, _message(
+            site, f"the HTTP proxy does not allow CONNECT to {site.address or 'the service'} (CONNECT answered 403)",
+            f"{proxy_fields} (a proxy that tunnels to port {port}), and the proxy's rules for that host"))
+    if r.proxy_status is not None:
+        return ConnectionUnreachableError(site.conn_id, _message(
+            site, f"the HTTP proxy could not open a tunnel to {site.address or 'the service'} "
+                  f"(CONNECT answered {r.proxy_status})", f"{proxy_fields}, and {site.address_field}"))
+    if r.dns is not None:
+        detail = getattr(r.dns, "strerror", None) or "the name does not resolve"
+        temporary = getattr(r.dns, "errno", None) == socket.EAI_AGAIN
+        field = proxy_fields if site.proxy else site.address_field
+        text = _message(site, f"the address does not resolve ({detail})", field)
+        if temporary:  # the resolver did not answer: the name may well be right
+            return ConnectionUnreachableError(site.conn_id, text)
+        return ConnectionConfigError(site.conn_id, text)
+    if r.tls is not None:
+        verify = isinstance(r.tls, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(r.tls)
+        if verify:
+            reason = getattr(r.tls, "verify_message", None) or "certificate verify failed"
+            trust = (f"ca_bundle ({site.ca_bundle}: does it hold the CA that signed the server's certificate?)"
+                     if site.ca_bundle else "ca_bundle (the server's certificate is signed by a CA this machine does "
+                                             "not trust: name a PEM file of it)")
+            if "hostname" in str(reason).lower() or "Hostname mismatch" in str(r.tls):
+                trust = f"{site.address_field} (the certificate is for another name), and ca_bundle"
+            return ConnectionConfigError(site.conn_id, _message(
+                site, f"the server's TLS certificate is not trusted ({reason})", trust))
+        reason = getattr(r.tls, "reason", None) or type(r.tls).__name__
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the TLS handshake failed ({reason}): is TLS spoken at this address and port?",
+            f"{site.address_field} and transport"))
+    if site.service == BLOB_STORAGE:
+        return _classify_storage(r, site, raised)
+    if r.condition("ConsumerGroups/", "consumer group") and r.condition("not-found", "NotFound", "could not be found"):
+        return _with_conn(UnknownConsumerGroupError, site, _message(
+            site, f"consumer group {site.consumer_group!r} does not exist on the hub" if site.consumer_group
+            else "the consumer group does not exist on the hub", "the consumer_group argument (or create the group)"))
+    if r.condition("amqp:not-found", "NotFound", "could not be found") or r.status == 404:
+        return _with_conn(UnknownEventHubError, site, _message(
+            site, "the Event Hub does not exist on this namespace (the service answered not-found)", site.hub_field))
+    if r.any_of("TokenExpired") or r.condition("ExpiredToken", "token is expired", "token has expired"):
+        if r.any_of("AuthenticationError", "AuthenticationException", "ClientAuthenticationError", "TokenExpired"):
+            return CredentialRefusedError(site.conn_id, _message(
+                site, "the service refused an expired token", site.credential_fields))
+    if (r.any_of("AuthenticationError", "AuthenticationException", "TokenAuthFailure", "ClientAuthenticationError")
+            or r.condition("unauthorized-access", "UnauthorizedAccess", "Unauthorized")
+            or r.status in (401, 403)):
+        status = f", status {r.status}" if r.status in (401, 403) else ""
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the service refused the connection's credential ({raised}{status})", site.credential_fields))
+    return _transient(r, site, raised)
+
+
+def _classify_storage(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
+    if r.any_of("ResourceNotFoundError") or r.status == 404:
+        if site.container:
+            what = f"the container {site.container!r} does not exist in the account (404)"
+            fix = f"{site.container_field} (or create the container)"
+        else:
+            what, fix = "the storage account answered 404", site.address_field
+        error_class = {"producer state": ProducerStateStoreError, "checkpoints": CheckpointStoreError}.get(site.role)
+        if error_class is None:
+            return ConnectionConfigError(site.conn_id, _message(site, what, fix))
+        return _with_conn(error_class, site, _message(site, what, fix))
+    if r.any_of("ClientAuthenticationError") or r.status in (401, 403):
+        status = f", status {r.status}" if r.status in (401, 403) else ""
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the storage account refused the connection's credential ({raised}{status})",
+            site.credential_fields))
+    return _transient(r, site, raised)
+
+
+def _transient(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
+    if r.condition("server-busy", "ServerBusy", "quota-exceeded", "ServerBusyException") or r.status in (429, 503):
+        return _with_conn(ServiceBusyError, site, _message(
+            site, f"the service is throttling this connection and the client's own retries ran out ({raised})",
+            "the namespace's throughput units or processing units", retry=True))
+    if r.refused:
+        if site.proxy:
+            return ConnectionUnreachableError(site.conn_id, _message(
+                site, f"the HTTP proxy {site.proxy} refused the connection (is it running?)",
+                "proxy_host and proxy_port", retry=True))
+        return ConnectionUnreachableError(site.conn_id, _message(
+            site, "the address refused the connection (nothing listens there, or it is down)",
+            site.address_field, retry=True))
+    if r.status is not None and r.status >= 500:
+        what = f"the service answered {r.status}"
+    elif r.status is not None and 400 <= r.status < 500:
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the service refused the request ({raised}, status {r.status})",
+            f"{site.address_field} and {site.credential_fields}"))
+    elif r.any_of("OperationTimeoutError", "TimeoutError", "timeout", "ServiceResponseTimeoutError",
+                  "ServerTimeoutError", "WebSocketTimeoutException"):
+        what = f"the service did not answer in time ({raised})"
+    elif r.any_of("ConnectionLostError", "ConnectionResetError", "BrokenPipeError", "ServiceResponseError",
+                  "WebSocketConnectionClosedException", "ServerDisconnectedError"):
+        what = f"the connection was lost ({raised})"
+    else:
+        what = f"the service could not be reached ({raised})"
+    path = f"{site.address_field}, proxy_host and proxy_port" if site.proxy else site.address_field
+    fields = f"{path}, and that {site.address or 'the address'} is reachable from here if it persists"
+    return ConnectionUnreachableError(site.conn_id, _message(site, what, fields, retry=True))
+
+
+def _with_conn(error_class: type[EventHubsProviderError], site: FailureSite, message: str) -> EventHubsProviderError:
+    """An error of a class without a connection id, its message led by the connection's as ``ConnectionConfigError``'s."""
+    error = error_class(f"Connection {site.conn_id!r}: {message}")
+    error.conn_id = site.conn_id
+    return error
+
+
+def _message(site: FailureSite, what: str, fields: str, *, retry: bool = False) -> str:
+    done = f" {site.done}" if site.done else ""
+    then = " A retry may succeed." if retry else ""
+    text = f"{site.describe()}: {what}.{done}{then} Check {fields}."
+    return _scrub(text)
+
+
+_SECRET_SHAPES = (
+    re.compile(r"(SharedAccessKey|SharedAccessSignature|AccountKey|sig|password|token)=[^;&\s]+", re.I),
+    re.compile(r"(://[^:/@\s]+):[^@\s]+@"),
+)
+
+
+def _scrub(text: str) -> str:
+    """``text`` without anything shaped like a secret (a key in a connection string, a password in a URL)."""
+    for shape in _SECRET_SHAPES:
+        text = shape.sub(lambda m: m.group(0).split("=", 1)[0] + "=***" if "=" in m.group(0) else m.group(1) + ":***@",
+                         text)
+    return text
+
+
+@contextmanager
+def provider_errors(site: FailureSite) -> Iterator[None]:
+    """Raise :func:`provider_error`'s error in place of a service failure, ``from`` it; anything else unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = provider_error(exc, site)
+        if mapped is None:
+            raise
+        raise mapped from exc
