@@ -40,6 +40,7 @@ import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
@@ -91,6 +92,7 @@ class FailureSite:
     :param container_field: the argument or field naming the container.
     :param ca_bundle: the connection's ``ca_bundle`` path, or ``None`` (the system's CAs).
     :param role: what the container holds (``"producer state"``, ``"checkpoints"``), for the error of a missing one.
+    :param doing: what was being done, to lead the message (``"reading the hub's properties"``); may be empty.
     """
 
     conn_id: str
@@ -107,6 +109,7 @@ class FailureSite:
     container_field: str = "the container"
     ca_bundle: str | None = None
     role: StoreRole = ""
+    doing: str = ""
 
     @classmethod
     def of_endpoint(cls, conn_id: str, endpoint: EventHubsEndpoint, *, done: str = "",
@@ -125,8 +128,8 @@ class FailureSite:
             address_field = "the Endpoint of connection_string" if endpoint.connection_string else "host"
         if endpoint.connection_string:
             in_string = "SharedAccessSignature" in endpoint.connection_string
-            credential = ("the SharedAccessSignature of connection_string" if in_string else
-                          "the SharedAccessKeyName and SharedAccessKey of connection_string")
+            credential = ("the SAS token (SharedAccessSignature of connection_string)" if in_string else
+                          "the SAS key name and key (SharedAccessKeyName and SharedAccessKey of connection_string)")
             default_hub_field = "the eventhub_name argument, the EntityPath of connection_string or the eventhub_name field"
         else:
             credential = ("login (client id), password (client secret) and tenant_id"
@@ -153,6 +156,10 @@ class FailureSite:
     def having_done(self, done: str) -> FailureSite:
         """The same site with another sentence of what already happened."""
         return replace(self, done=done)
+
+    def during(self, doing: str) -> FailureSite:
+        """The same site, the message led by ``doing`` (``"reading the hub's properties"``)."""
+        return replace(self, doing=doing)
 
     def describe(self) -> str:
         """``Event Hub 'orders' at ns.servicebus.windows.net:443 through HTTP proxy 10.0.0.1:3128``, or
@@ -232,13 +239,27 @@ def _status(item: BaseException) -> int | None:
     return None
 
 
+_DNS_TEXT = re.compile(r"Name or service not known|nodename nor servname|No address associated|"
+                       r"Temporary failure in name resolution|getaddrinfo failed")
+_TLS_TEXT = re.compile(r"CERTIFICATE_VERIFY_FAILED|WRONG_VERSION_NUMBER|certificate verify failed|SSLError|"
+                       r"record layer failure|UNEXPECTED_EOF_WHILE_READING|TLSV1_ALERT")
+_VERIFY_MESSAGE = re.compile(r"certificate verify failed: ([^(\n]+?)\s*(?:\(_ssl|$|\n)", re.M)
+
+
 @dataclass(frozen=True)
 class _Reading:
-    """What an error's chain says, in the few facts the map needs."""
+    """What an error's chain (or a reported error's type and text) says, in the few facts the map needs.
+
+    :param dns: why a name did not resolve (``None``: no resolution failure); ``dns_temporary``: the resolver
+        did not answer (``EAI_AGAIN``), the name may be right.
+    :param tls: why TLS failed (``None``: no TLS failure); ``tls_verify``: the certificate did not verify.
+    """
 
     proxy_status: int | None
-    dns: BaseException | None
-    tls: BaseException | None
+    dns: str | None
+    dns_temporary: bool
+    tls: str | None
+    tls_verify: bool
     refused: bool
     conditions: frozenset[str]
     status: int | None
@@ -248,28 +269,46 @@ class _Reading:
     @classmethod
     def of(cls, exc: BaseException) -> _Reading:
         chain = _chain(exc)
-        text = "\n".join(str(item) for item in chain)
-        proxy_status = None
-        for item in chain:
-            match = _PROXY_STATUS.search(str(item))
-            if type(item).__name__ == "ClientHttpProxyError" and _status(item):  # aiohttp: the proxy's answer
-                proxy_status = _status(item)
-            elif match:
-                proxy_status = int(match.group(1))
-            if proxy_status:
-                break
-        dns: BaseException | None = next((i for i in chain if isinstance(i, socket.gaierror)), None)
-        tls: BaseException | None = next((i for i in chain if isinstance(i, ssl.SSLError)), None)
-        if tls is None and ("CERTIFICATE_VERIFY_FAILED" in text or "WRONG_VERSION_NUMBER" in text):
-            tls = next(i for i in chain if "CERTIFICATE_VERIFY_FAILED" in str(i) or "WRONG_VERSION_NUMBER" in str(i))
-        if dns is None and re.search(r"Name or service not known|nodename nor servname|No address associated", text):
-            dns = next(i for i in chain if re.search(r"Name or service not known|nodename nor servname|No address", str(i)))
-        refused = any(isinstance(i, ConnectionRefusedError) for i in chain) or "Connection refused" in text
+        proxy_status = next((_status(i) for i in chain if type(i).__name__ == "ClientHttpProxyError"), None)
         statuses = [s for s in (_status(i) for i in chain) if s]
-        match = _STATUS_CODE.search(text)
-        status = statuses[0] if statuses else (int(match.group(1)) if match else None)
-        conditions = frozenset(c for c in (_condition(i) for i in chain) if c)
-        return cls(proxy_status, dns, tls, refused, conditions, status, text, frozenset(_names(chain)))
+        gai = next((i for i in chain if isinstance(i, socket.gaierror)), None)
+        tls = next((i for i in chain if isinstance(i, ssl.SSLError)), None)
+        reading = cls.of_text(
+            "\n".join(str(item) for item in chain), _names(chain), status=statuses[0] if statuses else None,
+            conditions=frozenset(c for c in (_condition(i) for i in chain) if c), proxy_status=proxy_status,
+        )
+        facts: dict[str, object] = {}
+        if gai is not None:
+            facts.update(dns=gai.strerror or "the name does not resolve", dns_temporary=gai.errno == socket.EAI_AGAIN)
+        if tls is not None:
+            verify = isinstance(tls, ssl.SSLCertVerificationError)
+            facts.update(tls_verify=verify or reading.tls_verify,
+                         tls=(getattr(tls, "verify_message", None) if verify else getattr(tls, "reason", None))
+                         or reading.tls or type(tls).__name__)
+        if any(isinstance(i, ConnectionRefusedError) for i in chain):
+            facts["refused"] = True
+        return replace(reading, **facts)  # type: ignore[arg-type]
+
+    @classmethod
+    def of_text(cls, text: str, names: set[str], *, status: int | None = None,
+                conditions: frozenset[str] = frozenset(), proxy_status: int | None = None) -> _Reading:
+        """The facts a text says (an executor's report carries the error's type name and first line only)."""
+        match = _PROXY_STATUS.search(text)
+        if proxy_status is None and match:
+            proxy_status = int(match.group(1))
+        dns_match = _DNS_TEXT.search(text)
+        dns = dns_match.group(0) if dns_match else ("the name does not resolve" if "gaierror" in names else None)
+        tls_match = _TLS_TEXT.search(text)
+        verify = "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text
+        reason = _VERIFY_MESSAGE.search(text)
+        tls = (reason.group(1).strip() if reason else tls_match.group(0)) if tls_match else None
+        code = _STATUS_CODE.search(text)
+        return cls(
+            proxy_status=proxy_status, dns=dns, dns_temporary=bool(dns and "Temporary failure" in dns),
+            tls=tls, tls_verify=verify, refused="Connection refused" in text or "ConnectionRefusedError" in names,
+            conditions=conditions, status=status or (int(code.group(1)) if code else None), text=text,
+            names=frozenset(names),
+        )
 
     def condition(self, *spellings: str) -> bool:
         """True when an AMQP condition, or the text, says one of ``spellings`` (``not-found``, ``NotFound``, ...)."""
@@ -307,6 +346,25 @@ def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderEr
     return _classify(reading, site, type(exc).__name__)
 
 
+#: the names of the errors an executor may report (:class:`~airflow_provider_eh.publishing.driver.SendOutcome`)
+#: that the map reads: the SDKs' and the network's
+_REPORTED = frozenset({
+    "EventHubError", "ConnectError", "AuthenticationError", "ConnectionLostError", "OperationTimeoutError",
+    "AzureError", "ServiceRequestError", "ServiceResponseError", "HttpResponseError", "ClientAuthenticationError",
+    "ResourceNotFoundError", "OSError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+    "BrokenPipeError", "TimeoutError", "gaierror", "SSLError", "SSLCertVerificationError", "WebSocketProxyException",
+    "WebSocketAddressException", "WebSocketTimeoutException", "WebSocketConnectionClosedException",
+})
+
+
+def provider_error_of_report(error_type: str | None, message: str, site: FailureSite) -> EventHubsProviderError | None:
+    """:func:`provider_error` for an error known only by its type's name and text, as an executor reports it
+    across processes; ``None`` for a type the map does not read."""
+    if error_type not in _REPORTED:
+        return None
+    return _classify(_Reading.of_text(message, {error_type}), site, error_type)
+
+
 def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:  # noqa: C901 - one table
     proxy_fields = "proxy_host and proxy_port"
     if r.proxy_status in (401, 407):
@@ -323,27 +381,22 @@ def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderE
             site, f"the HTTP proxy could not open a tunnel to {site.address or 'the service'} "
                   f"(CONNECT answered {r.proxy_status})", f"{proxy_fields}, and {site.address_field}"))
     if r.dns is not None:
-        detail = getattr(r.dns, "strerror", None) or "the name does not resolve"
-        temporary = getattr(r.dns, "errno", None) == socket.EAI_AGAIN
         field = proxy_fields if site.proxy else site.address_field
-        text = _message(site, f"the address does not resolve ({detail})", field)
-        if temporary:  # the resolver did not answer: the name may well be right
+        text = _message(site, f"the address does not resolve ({r.dns})", field)
+        if r.dns_temporary:  # the resolver did not answer: the name may well be right
             return ConnectionUnreachableError(site.conn_id, text)
         return ConnectionConfigError(site.conn_id, text)
     if r.tls is not None:
-        verify = isinstance(r.tls, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(r.tls)
-        if verify:
-            reason = getattr(r.tls, "verify_message", None) or "certificate verify failed"
+        if r.tls_verify:
             trust = (f"ca_bundle ({site.ca_bundle}: does it hold the CA that signed the server's certificate?)"
                      if site.ca_bundle else "ca_bundle (the server's certificate is signed by a CA this machine does "
                                              "not trust: name a PEM file of it)")
-            if "hostname" in str(reason).lower() or "Hostname mismatch" in str(r.tls):
+            if "hostname" in r.tls.lower():
                 trust = f"{site.address_field} (the certificate is for another name), and ca_bundle"
             return ConnectionConfigError(site.conn_id, _message(
-                site, f"the server's TLS certificate is not trusted ({reason})", trust))
-        reason = getattr(r.tls, "reason", None) or type(r.tls).__name__
+                site, f"the server's TLS certificate is not trusted (CERTIFICATE_VERIFY_FAILED: {r.tls})", trust))
         return ConnectionConfigError(site.conn_id, _message(
-            site, f"the TLS handshake failed ({reason}): is TLS spoken at this address and port?",
+            site, f"the TLS handshake failed ({r.tls}): is TLS spoken at this address and port?",
             f"{site.address_field} and transport"))
     if site.service == BLOB_STORAGE:
         return _classify_storage(r, site, raised)
@@ -389,7 +442,7 @@ def _classify_storage(r: _Reading, site: FailureSite, raised: str) -> EventHubsP
 def _transient(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
     if r.condition("server-busy", "ServerBusy", "quota-exceeded", "ServerBusyException") or r.status in (429, 503):
         return _with_conn(ServiceBusyError, site, _message(
-            site, f"the service is throttling this connection and the client's own retries ran out ({raised})",
+            site, f"the service is busy (ServerBusy: it kept throttling after the client's own retries, {raised})",
             "the namespace's throughput units or processing units", retry=True))
     if r.refused:
         if site.proxy:
@@ -428,7 +481,8 @@ def _with_conn(error_class: type[EventHubsProviderError], site: FailureSite, mes
 def _message(site: FailureSite, what: str, fields: str, *, retry: bool = False) -> str:
     done = f" {site.done}" if site.done else ""
     then = " A retry may succeed." if retry else ""
-    text = f"{site.describe()}: {what}.{done}{then} Check {fields}."
+    lead = f"{site.doing} failed: " if site.doing else ""
+    text = f"{lead}{site.describe()}: {what}.{done}{then} Check {fields}."
     return _scrub(text)
 
 
@@ -456,3 +510,45 @@ def provider_errors(site: FailureSite) -> Iterator[None]:
         if mapped is None:
             raise
         raise mapped from exc
+
+
+# --- the sites of the work in progress --------------------------------------------------------------------------
+
+_SITES: ContextVar[list[FailureSite] | None] = ContextVar("airflow_provider_eh_failure_sites", default=None)
+
+
+@contextmanager
+def failure_scope(*sites: FailureSite) -> Iterator[list[FailureSite]]:
+    """A scope whose failures happen at ``sites`` and at the sites :func:`note_site` adds while it is open.
+
+    An Airflow task opens one around its work (``operators/common.py``); the layers below it that know
+    an endpoint but not the connection it came from (Spark's driver) find the connection with
+    :func:`site_of`. Nested scopes see the sites of the scopes around them.
+    """
+    known = [*(_SITES.get() or ()), *sites]
+    token = _SITES.set(known)
+    try:
+        yield known
+    finally:
+        _SITES.reset(token)
+
+
+def note_site(site: FailureSite) -> None:
+    """Add ``site`` to the open :func:`failure_scope` (nothing when none is open)."""
+    sites = _SITES.get()
+    if sites is not None and site not in sites:
+        sites.append(site)
+
+
+#: the connection id of a site no scope names (a Spark executor's): the driver puts the real one in
+UNKNOWN_CONNECTION = "?"
+
+
+def site_of(endpoint: EventHubsEndpoint, *, done: str = "") -> FailureSite:
+    """The open scope's site of ``endpoint``'s hub; without one, a site whose connection id is
+    :data:`UNKNOWN_CONNECTION`."""
+    address = FailureSite.of_endpoint(UNKNOWN_CONNECTION, endpoint).address
+    for site in reversed(_SITES.get() or []):
+        if site.service == EVENT_HUBS and site.hub == endpoint.eventhub_name and site.address == address:
+            return site.having_done(done) if done else site
+    return FailureSite.of_endpoint(UNKNOWN_CONNECTION, endpoint, done=done)

@@ -4,6 +4,9 @@ Used by publishing's recovery (which of an in-doubt batch's events landed:
 :func:`airflow_provider_eh.publishing.landed.landed_stamps`) and by tests and scripts that count what
 landed in a whole hub (:func:`read_hub`, :func:`duplicates`). The read is bounded by the partition's
 last enqueued sequence number at the time of the call, so it ends although producers keep sending.
+
+The SDK's errors are raised as the error map's (:mod:`airflow_provider_eh.client.failures`), at the
+site of the task's connection when a task opened a scope (:func:`~airflow_provider_eh.client.failures.site_of`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.failures import provider_errors, site_of
 from airflow_provider_eh.client.receive import PartitionReader
 from airflow_provider_eh.errors import ReadBackStalledError  # raised here, importable from here as before
 
@@ -35,8 +39,9 @@ class PartitionSpan:
 
 def partition_span(endpoint: EventHubsEndpoint, partition_id: str) -> PartitionSpan:
     """One partition-properties request."""
-    with endpoint.producer() as client:
-        props = client.get_partition_properties(partition_id)
+    with provider_errors(site_of(endpoint).during(f"reading partition {partition_id}'s properties")):
+        with endpoint.producer() as client:
+            props = client.get_partition_properties(partition_id)
     return PartitionSpan(
         partition_id=str(partition_id),
         beginning_sequence_number=int(props["beginning_sequence_number"]),
@@ -64,25 +69,27 @@ def events_after(
     """
     if end <= after_sequence_number:
         return
-    reader = PartitionReader(
-        endpoint, consumer_group, partition_id, after_sequence_number,
-        max_batch_size=1000, max_wait_time=0.2, prefetch=4000, shared=shared,
-    )
-    idle_since = time.monotonic()
-    last = after_sequence_number
-    try:
-        for events in reader.batches():
-            if not events:
-                if idle_timeout is not None and time.monotonic() - idle_since > idle_timeout:
-                    raise ReadBackStalledError(str(partition_id), last, end, idle_timeout)
-                continue
-            idle_since = time.monotonic()
-            yield from events
-            last = events[-1].sequence_number
-            if last >= end:
-                return
-    finally:
-        reader.close()
+    site = site_of(endpoint).during(f"reading partition {partition_id} back")
+    with provider_errors(replace(site, consumer_group=consumer_group)):
+        reader = PartitionReader(
+            endpoint, consumer_group, partition_id, after_sequence_number,
+            max_batch_size=1000, max_wait_time=0.2, prefetch=4000, shared=shared,
+        )
+        idle_since = time.monotonic()
+        last = after_sequence_number
+        try:
+            for events in reader.batches():
+                if not events:
+                    if idle_timeout is not None and time.monotonic() - idle_since > idle_timeout:
+                        raise ReadBackStalledError(str(partition_id), last, end, idle_timeout)
+                    continue
+                idle_since = time.monotonic()
+                yield from events
+                last = events[-1].sequence_number
+                if last >= end:
+                    return
+        finally:
+            reader.close()
 
 
 @dataclass(frozen=True)
@@ -123,8 +130,9 @@ def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default", *, s
     log order; ``shared``: all on the process's one connection to the hub, else a connection per
     partition (the SDK's way, the benchmarks' plain read)."""
     with held(endpoint) if shared else nullcontext():
-        with endpoint.producer() as client:
-            partition_ids = client.get_partition_ids()
+        with provider_errors(site_of(endpoint).during("reading the hub's partition ids")):
+            with endpoint.producer() as client:
+                partition_ids = client.get_partition_ids()
         with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
             parts = list(pool.map(lambda p: read_partition(endpoint, p, consumer_group, shared=shared), partition_ids))
     return [e for part in parts for e in part]

@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_eh.client.failures import FailureSite, StoreRole, provider_error
 from airflow_provider_eh.client.network import NetworkOptions
-from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
+from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError, EventHubsProviderError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
 if TYPE_CHECKING:
@@ -58,6 +59,18 @@ if TYPE_CHECKING:
     from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 
 CONN_TYPE = "wasb"
+
+#: the fields to check when the account refuses a credential, by the credential used (``_service_kwargs``'s ``how``)
+CREDENTIAL_FIELDS = {
+    "connection_string": "the AccountKey or SharedAccessSignature of connection_string",
+    "client_secret": "login (client id), password (client secret) and tenant_id, and the principal's Storage Blob "
+                     "Data Contributor role on the account",
+    "account_key": "the account key (shared_access_key, password or account_key)",
+    "sas_token": "sas_token (its permissions and expiry)",
+    "sas_url": "sas_token (its permissions and expiry)",
+    "default_azure_credential": "the identity DefaultAzureCredential finds, and its Storage Blob Data Contributor "
+                                "role on the account",
+}
 
 
 def account_url_of(host: str | None, login: str | None) -> str:
@@ -191,6 +204,25 @@ class _BlobConnection:
             identity.update(workload_identity_tenant_id=workload_tenant, additionally_allowed_tenants=[workload_tenant])
         return with_account("default_azure_credential", credential=DefaultAzureCredential(**identity))
 
+    def _failure_site(self, conn: Any, how: str, account_url: str, *, container: str | None, container_field: str,
+                      role: StoreRole, done: str) -> FailureSite:
+        extras = conn.extra_dejson or {}
+        host, port = extra_field(extras, CONN_TYPE, "proxy_host"), extra_field(extras, CONN_TYPE, "proxy_port")
+        proxies = extra_field(extras, CONN_TYPE, "proxies")
+        proxy = None
+        if host and port:
+            proxy = f"{str(host).split('://', 1)[-1]}:{port}"
+        elif isinstance(proxies, dict) and proxies:
+            from urllib.parse import urlparse
+
+            url = urlparse(str(proxies.get("https") or next(iter(proxies.values()))))
+            proxy = f"{url.hostname}:{url.port or 80}" if url.hostname else None  # no user or password
+        return FailureSite.of_blob(
+            self.wasb_conn_id, account_url, container=container, container_field=container_field, proxy=proxy,
+            ca_bundle=extra_field(extras, CONN_TYPE, "ca_bundle") or None,
+            credential_fields=CREDENTIAL_FIELDS.get(how, "the connection's credential"), role=role, done=done,
+        )
+
     def _unreachable(self, exc: BaseException, what: str) -> ConnectionUnreachableError:
         return ConnectionUnreachableError(
             self.wasb_conn_id, f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -207,14 +239,20 @@ class BlobStorageHook(_BlobConnection, BaseHook):
     def __init__(self, wasb_conn_id: str = _BlobConnection.default_conn_name):
         super().__init__()
         self.wasb_conn_id = wasb_conn_id
+        self._how = ""
+
+    @cached_property
+    def _conn(self) -> Any:
+        return self.get_connection(self.wasb_conn_id)
 
     @cached_property
     def service_client(self) -> BlobServiceClient:
         """The account's BlobServiceClient, built once per hook."""
         from azure.storage.blob import BlobServiceClient
 
-        conn = self.get_connection(self.wasb_conn_id)
+        conn = self._conn
         how, kwargs = self._service_kwargs(conn, aio=False)
+        self._how = how
         network = self._network_kwargs(conn)
         self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how,
                       " through a proxy" if "proxies" in network else "")
@@ -224,6 +262,28 @@ class BlobStorageHook(_BlobConnection, BaseHook):
 
     def get_container_client(self, container: str) -> ContainerClient:
         return self.service_client.get_container_client(container)
+
+    def failure_site(self, container: str | None = None, *, container_field: str = "the container",
+                     role: StoreRole = "", done: str = "") -> FailureSite:
+        """Where a failure on this account (and ``container``) happens, for the error map
+        (:mod:`airflow_provider_eh.client.failures`): the account's address, the proxy, the credential's
+        fields; no credential in it.
+
+        :param container_field: the argument or field that names the container (``state_container``).
+        :param role: what the container holds, for the error of a missing one.
+        """
+        client = self.service_client
+        return self._failure_site(self._conn, self._how, f"{client.scheme}://{client.primary_hostname}",
+                                  container=container, container_field=container_field, role=role, done=done)
+
+    def failure(self, exc: BaseException, doing: str, container: str | None = None) -> EventHubsProviderError:
+        """The package's error for ``exc``, raised while ``doing``: the error map's, else unreachable."""
+        try:
+            site = self.failure_site(container)
+        except Exception:  # the client itself cannot be built: nothing to map at
+            return self._unreachable(exc, doing)
+        mapped = provider_error(exc, site.during(doing))
+        return mapped if mapped is not None else self._unreachable(exc, doing)
 
     def ensure_container(self, container: str) -> ContainerClient:
         """The container's client, creating the container when it does not exist yet."""
@@ -235,15 +295,18 @@ class BlobStorageHook(_BlobConnection, BaseHook):
         except ResourceExistsError:
             pass
         except Exception as exc:
-            raise self._unreachable(exc, f"creating container {container!r}") from exc
+            raise self.failure(exc, f"creating container {container!r}", container) from exc
         return client
 
     def test_connection(self) -> tuple[bool, str]:
-        """One cheap real call: read the account's service properties."""
+        """One cheap real call: read the account's service properties. A failure's message is the error
+        map's: the connection, the account's address or proxy, and the field to check."""
         try:
             self.service_client.get_service_properties()
+        except ConnectionConfigError as exc:  # a field that does not parse: already names it
+            return False, str(exc)
         except Exception as exc:
-            return False, str(self._unreachable(exc, "reading the account's service properties"))
+            return False, str(self.failure(exc, "reading the account's service properties"))
         return True, f"Blob account {self.service_client.account_name!r} reachable"
 
 

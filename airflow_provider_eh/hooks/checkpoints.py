@@ -18,7 +18,7 @@ from typing import Any
 from airflow_provider_eh.checkpoints.blob_layout import AsyncCheckpointReader, CheckpointReader, ConsumerGroupCheckpoints
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress, measure_progress
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownPartitionError
+from airflow_provider_eh.errors import EventHubsProviderError, UnknownPartitionError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 
@@ -48,12 +48,9 @@ class _CheckpointHookBase:
         self.blob_hook = self._blob_hook_class(wasb_conn_id)
         self._partition_ids: list[str] | None = None
 
-    def _unreachable(self, endpoint: Any, exc: Exception) -> ConnectionUnreachableError:
-        return ConnectionUnreachableError(
-            self.event_hubs_hook.event_hubs_conn_id,
-            f"cannot read the partitions of Event Hub {endpoint.eventhub_name!r} on "
-            f"{endpoint.fully_qualified_namespace}: {type(exc).__name__}: {exc}",
-        )
+    def _unreachable(self, endpoint: Any, exc: Exception) -> EventHubsProviderError:
+        """The error map's error for ``exc`` (:mod:`airflow_provider_eh.client.failures`), at the hub."""
+        return self.event_hubs_hook.failure(endpoint, exc, "reading the partitions' properties")
 
 
 class CheckpointHook(_CheckpointHookBase):

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, parse_connection_string
+from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.client.network import FIELDS as NETWORK_FIELDS
 from airflow_provider_eh.client.network import NetworkOptions
-from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError
+from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError, EventHubsProviderError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
 if TYPE_CHECKING:
@@ -112,6 +113,22 @@ class _EventHubsConnection:
         )
         return endpoint
 
+    def failure_site(self, endpoint: EventHubsEndpoint, *, consumer_group: str | None = None,
+                     done: str = "") -> FailureSite:
+        """Where a failure on ``endpoint`` through this connection happens, for the error map
+        (:mod:`airflow_provider_eh.client.failures`); no credential in it."""
+        return FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, consumer_group=consumer_group, done=done)
+
+    def failure(self, endpoint: EventHubsEndpoint, exc: BaseException, doing: str) -> EventHubsProviderError:
+        """The package's error for ``exc``, raised while ``doing``: the error map's, a bad network field
+        (``ca_bundle`` not a file) as a configuration error, anything else as unreachable."""
+        mapped = provider_error(exc, self.failure_site(endpoint).during(doing))
+        if mapped is not None:
+            return mapped
+        if isinstance(exc, ValueError):
+            return ConnectionConfigError(self.event_hubs_conn_id, str(exc))
+        return self._unreachable(endpoint, exc)
+
     def _unreachable(self, endpoint: EventHubsEndpoint, exc: BaseException) -> ConnectionUnreachableError:
         network = endpoint.network
         path = "" if network.is_default else f" ({network.describe()})"
@@ -171,7 +188,7 @@ class EventHubsHook(_EventHubsConnection, BaseHook):
             with endpoint.producer(retry_total=1) as client:
                 return client.get_eventhub_properties()
         except Exception as exc:
-            raise self._unreachable(endpoint, exc) from exc
+            raise self.failure(endpoint, exc, "reading the hub's properties") from exc
 
     def get_partition_ids(self, eventhub_name: str | None = None) -> list[str]:
         """The hub's partition ids, in the service's order."""
@@ -184,10 +201,11 @@ class EventHubsHook(_EventHubsConnection, BaseHook):
             with endpoint.producer(retry_total=1) as client:
                 return client.get_partition_properties(str(partition_id))
         except Exception as exc:
-            raise self._unreachable(endpoint, exc) from exc
+            raise self.failure(endpoint, exc, f"reading partition {partition_id}'s properties") from exc
 
     def test_connection(self) -> tuple[bool, str]:
-        """One cheap real call: read the hub's properties."""
+        """One cheap real call: read the hub's properties. A failure's message is the error map's: the
+        connection, the address or proxy, and the field to check."""
         try:
             props = self.get_eventhub_properties()
         except Exception as exc:
@@ -228,7 +246,7 @@ class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
             async with endpoint.async_producer(retry_total=1) as client:
                 return await client.get_eventhub_properties()
         except Exception as exc:
-            raise self._unreachable(endpoint, exc) from exc
+            raise self.failure(endpoint, exc, "reading the hub's properties") from exc
 
     async def get_partition_ids(self, eventhub_name: str | None = None) -> list[str]:
         return list((await self.get_eventhub_properties(eventhub_name))["partition_ids"])
@@ -239,4 +257,4 @@ class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
             async with endpoint.async_producer(retry_total=1) as client:
                 return await client.get_partition_properties(str(partition_id))
         except Exception as exc:
-            raise self._unreachable(endpoint, exc) from exc
+            raise self.failure(endpoint, exc, f"reading partition {partition_id}'s properties") from exc

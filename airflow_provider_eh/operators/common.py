@@ -6,6 +6,9 @@ One rule maps an error raised while a task runs (:func:`airflow_error`, applied 
 raised                                                 the task
 =====================================================  ===============================================
 an Airflow exception (fail, skip, sensor timeout, ...)  unchanged: the task already said what it means
+an SDK, AMQP, socket, TLS, proxy or storage error       first mapped to the package's error by the one
+                                                       map (:mod:`airflow_provider_eh.client.failures`),
+                                                       then as that error, below
 ``EventHubsProviderError`` with ``retryable``           unchanged: fails, and Airflow retries it
 ``EventHubsProviderError`` without ``retryable``        ``AirflowFailException``: fails without retries
 ``ValueError`` (an argument, a setting or a target      ``AirflowFailException``: the same input fails
@@ -20,6 +23,11 @@ A mapped message starts with ``Task '<task id>':`` and keeps the error's own tex
 setting, partition or row at fault. Retryable errors keep their type, so a caller (or a test) can
 tell a fenced producer from an unreachable service.
 
+The SDK's errors do not say which connection they were made for: :func:`airflow_errors` opens a
+:func:`~airflow_provider_eh.client.failures.failure_scope` with the sites it is given, and
+:meth:`HubLineage.remember_hub` adds the task's hub (its connection, address, proxy) to it, so an SDK
+error raised anywhere in the task is mapped naming them.
+
 :class:`HubLineage` is the operators' one OpenLineage method: the hub (known once the task resolved
 its connection) is an output of the publishing operators and an input of the ingest operator.
 """
@@ -32,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
+from airflow_provider_eh.client.failures import FailureSite, failure_scope, note_site, provider_error
 from airflow_provider_eh.errors import EventHubsProviderError, TriggerReportedError
 from airflow_provider_eh.lineage import eventhub_dataset
 
@@ -64,16 +73,40 @@ def trigger_error(task_id: str, doing: str, event: Mapping[str, Any]) -> BaseExc
     return AirflowException(f"Task {task_id!r}: {reported}") if mapped is reported else mapped
 
 
+def sdk_failure(exc: BaseException, sites: Iterable[FailureSite]) -> BaseException:
+    """The package's error for an SDK or network error raised at one of ``sites`` (``exc`` itself when the
+    map does not read it, or no site of its service is known).
+
+    Storage errors (azure-core's, not raised through the Event Hubs SDK) go to the blob site, every other
+    one to the Event Hubs site; the last site added of the service wins.
+    """
+    storage = _is_storage_error(exc)
+    for site in reversed(list(sites)):
+        if (site.service == "blob storage") == storage:
+            return provider_error(exc, site) or exc
+    return exc
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "AzureError" in names and "EventHubError" not in names
+
+
 @contextmanager
-def airflow_errors(task_id: str) -> Iterator[None]:
-    """Raise what :func:`airflow_error` maps an error to, chained to the original."""
-    try:
-        yield
-    except Exception as exc:
-        mapped = airflow_error(exc, task_id)
-        if mapped is exc:
-            raise
-        raise mapped from exc
+def airflow_errors(task_id: str, *sites: FailureSite) -> Iterator[None]:
+    """Raise what :func:`airflow_error` maps an error to, chained to the original; an SDK error is first
+    mapped by :func:`sdk_failure` at ``sites`` and those :meth:`HubLineage.remember_hub` notes meanwhile."""
+    with failure_scope(*sites) as known:
+        try:
+            yield
+        except Exception as exc:
+            provider = sdk_failure(exc, known)
+            mapped = airflow_error(provider, task_id)
+            if mapped is exc:
+                raise
+            if provider is not exc:  # the chain reads: Airflow's error, from the package's, from the SDK's
+                provider.__cause__ = exc
+            raise mapped from provider
 
 
 def operator_lineage(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[str, str]]) -> Any:
@@ -98,10 +131,21 @@ class HubLineage:
 
     hub_role: ClassVar[Literal["input", "output"]]
     _lineage_hub: tuple[str, str] | None
+    event_hubs_conn_id: str
+
+    #: what already happened when a task of the role fails on the hub, for the error's message
+    FAILED_SO_FAR: ClassVar[dict[str, str]] = {
+        "output": "What this try committed stays recorded in the producer state: a later try (a retry, or the task "
+                  "cleared once the setting is fixed) resumes and sends each event once.",
+        "input": "Batches this try committed stay committed with their SQL checkpoints: a later try resumes after "
+                 "them.",
+    }
 
     def remember_hub(self, endpoint: EventHubsEndpoint) -> None:
-        """Report ``endpoint``'s hub in this task's lineage."""
+        """Report ``endpoint``'s hub in this task's lineage, and as where its SDK errors happen
+        (:func:`airflow_errors`)."""
         self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
+        note_site(FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, done=self.FAILED_SO_FAR[self.hub_role]))
 
     def lineage_inputs(self) -> list[tuple[str, str]]:
         """``(namespace, name)`` of what the task reads besides the hub; none by default."""

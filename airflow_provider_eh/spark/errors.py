@@ -4,6 +4,11 @@ An error raised in a Python worker reaches the driver as Spark's ``PythonExcepti
 ``Py4JJavaError``) whose text holds the worker's traceback. :func:`raise_from_spark` finds the
 provider error in that text and raises it again as its own class with its own message, so the
 operator can tell a bad row (not retryable) from a lost executor (retryable).
+
+A send that failed on an executor comes back as data (a ``SendOutcome``: the error's type name and
+first line); :func:`executor_failure` maps an SDK or network error so reported with the one error map
+(:mod:`airflow_provider_eh.client.failures`), at the driver's site of the hub, which knows the
+connection id the executor does not.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from airflow_provider_eh import errors
+from airflow_provider_eh.client.failures import UNKNOWN_CONNECTION, FailureSite, provider_error_of_report
 from airflow_provider_eh.errors import EventHubsProviderError
 
 
@@ -53,3 +59,27 @@ def raise_from_spark() -> Iterator[None]:
         if rebuilt is None:
             raise
         raise rebuilt from None
+
+
+def executor_failure(error_type: str | None, message: str, site: FailureSite) -> EventHubsProviderError | None:
+    """The error map's error for a send an executor reported failed with ``error_type: message``, at ``site``
+    (the hub, with what already happened); ``None`` when the map does not read that type.
+
+    An executor's error already mapped there (by the read-back) is rebuilt as its class, with the
+    connection id the executor could not know.
+    """
+    mapped = provider_error_of_report(error_type, message, site)
+    if mapped is not None:
+        return mapped
+    cls = getattr(errors, error_type or "", None)
+    unknown = f"Connection {UNKNOWN_CONNECTION!r}: "
+    if not (isinstance(cls, type) and issubclass(cls, EventHubsProviderError) and message.startswith(unknown)):
+        return None
+    text = message[len(unknown):] + (f" {site.done}" if site.done else "")
+    if issubclass(cls, errors.ConnectionConfigError):
+        return cls(site.conn_id, text)
+    if cls.__init__ is not Exception.__init__:
+        return None
+    rebuilt = cls(f"Connection {site.conn_id!r}: {text}")
+    rebuilt.conn_id = site.conn_id
+    return rebuilt

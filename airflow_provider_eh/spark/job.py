@@ -31,11 +31,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.client.connection import held
+from airflow_provider_eh.client.failures import site_of
 from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
 from airflow_provider_eh.publishing.driver import SendOutcome, drive
 from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
 from airflow_provider_eh.spark import executor
-from airflow_provider_eh.spark.errors import error_condition, raise_from_spark
+from airflow_provider_eh.spark.errors import error_condition, executor_failure, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
 from airflow_provider_eh.stamps import batch_stamp
 
@@ -308,7 +309,17 @@ class SparkPublishJob:
             with raise_from_spark():
                 return self.send(prepared, sessions)
 
+        site = site_of(self.publisher.endpoint)  # the task's connection, known here on the driver
+
         def failure(pid: str, outcome: SendOutcome, committed: int) -> BaseException:
+            done = (f"{committed} partitions committed; the failed ones keep their intent and the next run "
+                    "recovers them by read-back.")
+            mapped = executor_failure(outcome.error_type, outcome.message, site.having_done(done))
+            if mapped is not None:  # an SDK or network error: the map's words and class (as the cause)
+                error = SparkPublishError(f"group {group} batch {stamp}: partition {pid} failed to send: {mapped}",
+                                          retryable=mapped.retryable)
+                error.conn_id, error.__cause__ = mapped.conn_id, mapped
+                return error
             return SparkPublishError(
                 f"group {group} batch {stamp}: partition {pid} failed to send ({outcome.error_type}: {outcome.message}). "
                 f"{committed} partitions committed; the failed ones keep their intent and the next run "

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from airflow_provider_eh.errors import ConnectionUnreachableError
+from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownEventHubError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 
@@ -38,7 +38,8 @@ def test_async_event_hubs_hook_reads_the_same_properties(connections: dict[str, 
 
 def test_unknown_hub_is_a_clear_error_naming_connection_and_hub(connections: dict[str, str]) -> None:
     hook = EventHubsHook(connections["event_hubs"], eventhub_name="no-such-hub")
-    with pytest.raises(ConnectionUnreachableError, match=r"Connection 'azure_event_hubs_default': cannot read Event Hub 'no-such-hub'"):
+    with pytest.raises(UnknownEventHubError, match=r"Connection 'azure_event_hubs_default': reading the hub's properties "
+                                                   r"failed: Event Hub 'no-such-hub' at .*: the Event Hub does not exist"):
         hook.get_partition_ids()
     ok, message = hook.test_connection()
     assert not ok and "no-such-hub" in message
@@ -49,7 +50,8 @@ def test_unreachable_endpoint_names_the_connection(monkeypatch: pytest.MonkeyPat
 
     conn_str = f"Endpoint=sb://127.0.0.1:{free_port()};SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;EntityPath=h"
     monkeypatch.setenv("AIRFLOW_CONN_EH_NOWHERE", json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": conn_str}}))
-    with pytest.raises(ConnectionUnreachableError, match="Connection 'eh_nowhere': cannot read Event Hub 'h'"):
+    with pytest.raises(ConnectionUnreachableError, match="Connection 'eh_nowhere': reading the hub's properties failed: "
+                                                         "Event Hub 'h' at 127.0.0.1:[0-9]+: the address refused the connection"):
         EventHubsHook("eh_nowhere").get_partition_ids()
 
 

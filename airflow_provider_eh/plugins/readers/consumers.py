@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag_events, lag_seconds
-from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key
-from airflow_provider_eh.plugins.redaction import failure
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 
 CHECKPOINT = "checkpoint"
 OWNERSHIP = "ownership"
@@ -79,7 +78,8 @@ def consumer_groups(
             if name.lower() not in reads:
                 reads[name.lower()] = reader.read(name)
     except Exception as exc:
-        raise failure(what, exc, CONTAINER_HINT) from None
+        raise read_failure(what, exc, reading.blob_site(source.checkpoint_container, "checkpoint_container"),
+                           CONTAINER_HINT) from None
     positions = set()
     for read in reads.values():
         for pid, prop in props.items():

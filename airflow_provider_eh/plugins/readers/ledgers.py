@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
-from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 from airflow_provider_eh.plugins.redaction import failure
 from airflow_provider_eh.publishing.records import parse_time
 
@@ -102,9 +102,9 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
     try:
         blobs = producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
     except Exception as exc:
-        raise failure(
+        raise read_failure(
             f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
-            CONTAINER_HINT,
+            reading.blob_site(source.state_container, "state_container"), CONTAINER_HINT,
         ) from None
 
     def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
@@ -141,8 +141,8 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
     except EventHubsProviderError as exc:  # the package's own words: which record, what is wrong with it
         raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
     except Exception as exc:
-        raise failure(f"reading the ledger history of {key}", exc,
-                      CONTAINER_HINT) from None
+        raise read_failure(f"reading the ledger history of {key}", exc,
+                           reading.blob_site(source.state_container, "state_container"), CONTAINER_HINT) from None
     return {
         "group": group, "partition": partition, "total": page.total, "before": page.before,
         "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],

@@ -10,8 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
-from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key
-from airflow_provider_eh.plugins.redaction import failure
+from airflow_provider_eh.plugins.readers.reading import Reading, iso, partition_sort_key, read_failure
 
 PROPERTY_CLIENTS = 8
 PROPERTIES_TTL = 2.0
@@ -47,7 +46,8 @@ def partition_properties(reading: Reading) -> dict[str, dict[str, Any]]:
                 for part in pool.map(share, shares):
                     props.update(part)
         except Exception as exc:
-            raise failure(what, exc, "Check the namespace, the hub name and the connection's credentials.") from None
+            raise read_failure(what, exc, reading.hub_site(),
+                               "Check the namespace, the hub name and the connection's credentials.") from None
         return {
             pid: {
                 "beginning_sequence_number": int(props[pid].get("beginning_sequence_number", 0)),
@@ -61,5 +61,7 @@ def partition_properties(reading: Reading) -> dict[str, dict[str, Any]]:
 
 
 def _partition_ids(endpoint: Any) -> list[str]:
-    with endpoint.producer(retry_total=1) as client:
+    """The hub's partition ids, asked once: no retry, so a hub that is not there is said at once (a refresh
+    asks again)."""
+    with endpoint.producer(retry_total=0) as client:
         return [str(p) for p in client.get_eventhub_properties()["partition_ids"]]

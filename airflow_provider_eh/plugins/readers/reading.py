@@ -1,8 +1,10 @@
 """What every read of the Event Hubs view starts from: the :class:`Source` a view shows and one request's :class:`Reading`.
 
 A request reads through one :class:`Reading`: each connection it names is read once and each client
-built once. The helpers at the end (:func:`iso`, :func:`partition_sort_key`) are how every reader
-writes times and orders partitions.
+built once. A read that fails is reported by :func:`read_failure`: the error map's words
+(:mod:`airflow_provider_eh.client.failures`: the connection, the address or proxy, the field to check),
+never the SDK's text. The helpers at the end (:func:`iso`, :func:`partition_sort_key`) are how every
+reader writes times and orders partitions.
 """
 
 from __future__ import annotations
@@ -13,8 +15,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
-from airflow_provider_eh.plugins.redaction import connection_secrets
+from airflow_provider_eh.client.failures import FailureSite, provider_error
+from airflow_provider_eh.errors import (
+    CheckpointStoreError,
+    ConnectionConfigError,
+    ConnectionUnreachableError,
+    CredentialRefusedError,
+    EventHubsProviderError,
+    ProducerStateStoreError,
+    ProxyRefusedError,
+    ServiceBusyError,
+    UnknownConsumerGroupError,
+    UnknownEventHubError,
+    ViewReadError,
+)
+from airflow_provider_eh.plugins.redaction import connection_secrets, failure, log_failure
 
 #: what to check when a container of the view's source cannot be listed or read
 CONTAINER_HINT = "Check that the container exists and that the connection may read it."
@@ -114,6 +129,47 @@ class Reading:
             return self.blob_hook.get_container_client(name)
         except ConnectionConfigError as exc:
             raise ViewReadError(str(exc), 400) from None
+
+    def hub_site(self) -> FailureSite:
+        """Where a read of the hub fails, for the error map."""
+        return FailureSite.of_endpoint(self.source.event_hubs_conn_id, self.endpoint)
+
+    def blob_site(self, container: str, container_field: str) -> FailureSite | None:
+        """Where a read of ``container`` fails, for the error map (``None`` when the client cannot be built)."""
+        try:
+            return self.blob_hook.failure_site(container, container_field=f"the view's {container_field}")
+        except Exception:  # the connection's client cannot be built: the read's own failure says so
+            return None
+
+
+#: what a failed read's error says, in the view's first words (the error map's message follows them)
+_REASONS: tuple[tuple[type[EventHubsProviderError], str], ...] = (
+    (UnknownEventHubError, "the Event Hub does not exist"),
+    (UnknownConsumerGroupError, "the consumer group does not exist"),
+    (ProducerStateStoreError, "not found"),
+    (CheckpointStoreError, "not found"),
+    (ProxyRefusedError, "the HTTP proxy refused the tunnel"),
+    (CredentialRefusedError, "the credentials were refused"),
+    (ServiceBusyError, "the service is busy"),
+    (ConnectionUnreachableError, "the service did not answer"),
+    (ConnectionConfigError, "the service cannot be reached as the connection is configured"),
+)
+
+
+def read_failure(what: str, exc: BaseException, site: FailureSite | None, hint: str) -> ViewReadError:
+    """A :class:`ViewReadError` for ``exc`` raised while doing ``what`` at ``site``: the error map's message
+    when it reads the error (a missing hub or consumer group answers 404), else the class-only words of
+    :func:`~airflow_provider_eh.plugins.redaction.failure` and ``hint``. The raw text goes to the log only."""
+    mapped = provider_error(exc, site) if site is not None else None
+    if mapped is None:
+        return failure(what, exc, hint)
+    log_failure(what, exc)
+    reason = next((words for cls, words in _REASONS if isinstance(mapped, cls)), "the read failed")
+    if reason.endswith("not found") and "does not exist" not in str(mapped):
+        reason = "the read failed"
+    status = 404 if isinstance(mapped, (UnknownEventHubError, UnknownConsumerGroupError)) else 502
+    return ViewReadError(f"{what}: {reason} ({type(exc).__name__}). {mapped} The API server's log has the details.",
+                         status)
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -28,7 +28,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.client.readback import read_hub
 from eventhubs_local import EmulatorProcess
-from airflow_provider_eh.errors import ConnectionUnreachableError
+from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
 from tests.support.proxy import HttpProxy
@@ -158,8 +158,9 @@ def test_a_gateway_with_a_private_ca_is_reached_with_the_connections_ca_bundle(
         assert gateway.admin.stats()["websocket_connections_total"] >= 3
         assert gateway.admin.stats()["connections_total"] == gateway.admin.stats()["websocket_connections_total"]
 
-        with pytest.raises(ConnectionUnreachableError):
+        with pytest.raises(ConnectionConfigError) as untrusted:  # a setting to fix: not retried
             EventHubsHook("eh_untrusted").get_partition_ids()
+        assert not untrusted.value.retryable and "ca_bundle" in str(untrusted.value)
 
 
 def test_spark_executors_publish_through_the_proxy_with_the_endpoint_they_are_sent(
