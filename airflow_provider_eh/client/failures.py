@@ -8,27 +8,27 @@ they were made for. :func:`provider_error` reads such an error, its whole chain 
 urllib3 one), and returns the package's error for it, built from a :class:`FailureSite` that says
 where the failure happened:
 
-=========================================================  ==================================  =========
-what the chain holds                                       error                               retried
-=========================================================  ==================================  =========
-the proxy answered CONNECT with 401 or 407                 ``ProxyRefusedError``               no
-the proxy answered CONNECT with 403                        ``ProxyRefusedError``               no
-the proxy answered CONNECT with another status (502, ...)  ``ConnectionUnreachableError``      yes
-a name that does not resolve (``socket.gaierror``)         ``ConnectionConfigError``           no
-a certificate that does not verify, another TLS failure    ``ConnectionConfigError``           no
-the hub, consumer group or container does not exist        ``UnknownEventHubError``,           no
-                                                           ``UnknownConsumerGroupError``,
-                                                           the store's error
-the service refused the credential (401, 403, expired)     ``CredentialRefusedError``          no
-the service is busy (ServerBusy, 429, 503)                 ``ServiceBusyError``                yes
-refused, reset or lost connections, timeouts, 5xx, any     ``ConnectionUnreachableError``      yes
-other ``EventHubError`` or Azure Core error
-=========================================================  ==================================  =========
+| what the chain holds | error | retried |
+| --- | --- | --- |
+| the proxy answered CONNECT with 401 or 407 | ``ProxyRefusedError`` | no |
+| the proxy answered CONNECT with 403 | ``ProxyRefusedError`` | no |
+| the proxy answered CONNECT with another status (502, ...) | ``ConnectionUnreachableError`` | yes |
+| a name that does not resolve (``socket.gaierror``; ``EAI_AGAIN``: retried) | ``ConnectionConfigError`` | no |
+| a certificate that does not verify, another TLS failure | ``ConnectionConfigError`` | no |
+| the hub, consumer group or container does not exist | ``UnknownEventHubError``, ``UnknownConsumerGroupError``, the store's error | no |
+| the service refused the credential (401, 403, an expired token) | ``CredentialRefusedError`` | no |
+| the service is busy (ServerBusy, 429, 503) | ``ServiceBusyError`` | yes |
+| refused, reset or lost connections, time-outs, 5xx, any other SDK or Azure Core error | ``ConnectionUnreachableError`` | yes |
 
 Every message names the connection id, the service and its address (and the proxy's), the
 connection field to check, and what already happened (``FailureSite.done``). No text of the
-SDK's error is repeated, only its class, status and condition, so no secret it echoes (a SAS
-signature, a proxy password inside a URL) can reach a message; the site holds no credential.
+SDK's error is repeated, only its class, status and condition and the resolver's or TLS's reason,
+so no secret it echoes (a SAS signature, a proxy password inside a URL) can reach a message; the
+site holds no credential.
+
+Layers that know an endpoint but not the connection it came from (read-back, Spark's driver) find
+the connection in the task's :func:`failure_scope` (:func:`site_of`); an Airflow task opens one
+around its work and notes its sites in it (:func:`note_site`).
 
 No Airflow import: the engines, Spark's driver and the triggers map with it too.
 """

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_eh.client.failures import note_site
 from airflow_provider_eh.errors import ProducerStateStoreError
 from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
@@ -152,5 +153,8 @@ class ProducerStateHook(BaseHook):
         from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 
         assert self.container is not None
-        client = BlobStorageHook(self.wasb_conn_id).ensure_container(self.container)
+        hook = BlobStorageHook(self.wasb_conn_id)
+        client = hook.ensure_container(self.container)
+        # a storage error the engine does not map itself is mapped naming this connection and container
+        note_site(hook.failure_site(self.container, container_field="state_container", role="producer state"))
         return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout)
