@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorTimeout
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_eh.client.partitions import check_partition_ids
@@ -20,6 +20,7 @@ from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger
 from airflow_provider_eh.triggers.filters import load_filter
 from airflow_provider_eh.triggers.partition_stream import not_found
+from airflow_provider_eh.triggers.reported import task_error
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -206,10 +207,8 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
             return event["result"]
         if status == "timeout":
             raise AirflowSensorTimeout(f"Task {self.task_id!r} timed out: {event.get('message')}")
-        failed = (
-            f"Task {self.task_id!r}: waiting for an event in Event Hub {self.eventhub_name!r} "
-            f"(consumer group {self.consumer_group!r}) failed: {event.get('message')}"
+        # the rule of operators.common: no retries for what cannot change; the error's class is kept
+        raise task_error(
+            self.task_id, f"waiting for an event in Event Hub {self.eventhub_name!r} (consumer group {self.consumer_group!r})",
+            event,
         )
-        if event.get("retryable") is False:  # the rule of operators.common: no retries for what cannot change
-            raise AirflowFailException(failed)
-        raise AirflowException(failed)

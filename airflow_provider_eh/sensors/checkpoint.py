@@ -23,8 +23,9 @@ from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.operators.common import airflow_errors, trigger_error
+from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
+from airflow_provider_eh.triggers.reported import task_error
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -237,4 +238,4 @@ class EventHubCheckpointSensor(BaseSensorOperator):
             return progress.checkpoints()
         if status == "timeout":
             raise AirflowSensorTimeout(f"Sensor has timed out after {self.timeout} seconds. {message}")
-        raise trigger_error(self.task_id, "waiting on checkpoints", event)
+        raise task_error(self.task_id, "waiting on checkpoints", event)

@@ -9,10 +9,13 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_eh.errors import EventHubsProviderError
+from airflow_provider_eh.client.failures import FailureSite
+from airflow_provider_eh.errors import CheckpointStoreError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.triggers.producer import storage_failure
+from airflow_provider_eh.triggers.reported import error_event
 
 
 class EventHubCheckpointTrigger(BaseTrigger):
@@ -23,8 +26,11 @@ class EventHubCheckpointTrigger(BaseTrigger):
     the target partitions' last enqueued sequence numbers for the lag. It yields one event:
     ``{"status": "success" | "timeout" | "error", "message": ..., "progress": ...}`` where
     ``progress`` is :meth:`CheckpointProgress.to_dict` of the last poll (absent on error); an error
-    event also says whether a retry can help (``retryable``: false for the package's non-retryable
-    errors), so the sensor maps it as it maps the same error in a poke.
+    event (:func:`~airflow_provider_eh.triggers.reported.error_event`) also says whether a retry can
+    help (``retryable``: false for the package's non-retryable errors) and the error's class, so the
+    sensor raises it as it raises the same error in a poke. A failure of the checkpoint container is
+    the error map's (:mod:`airflow_provider_eh.client.failures`), naming the connection, the account's
+    address and the container.
     Reading has no side effects, so the trigger may run twice.
 
     :param targets: ``{partition id: sequence number}`` to reach.
@@ -92,10 +98,7 @@ class EventHubCheckpointTrigger(BaseTrigger):
                     progress = await self._hook.progress(self.targets, self.consumer_groups)
                 except Exception as exc:
                     self.log.exception("Reading checkpoints of consumer groups %s failed", self.consumer_groups)
-                    retryable = exc.retryable if isinstance(exc, EventHubsProviderError) else True
-                    return TriggerEvent(
-                        {"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable}
-                    )
+                    return TriggerEvent(error_event(await self._mapped(exc)))
                 self.log.info(
                     "Checkpoints of hub %r in container %r: %s",
                     progress.eventhub_name, self.container, progress.summary(),
@@ -117,6 +120,18 @@ class EventHubCheckpointTrigger(BaseTrigger):
                 await asyncio.sleep(max(pause, 0.0))
         finally:
             await self.cleanup()
+
+    async def _mapped(self, exc: Exception) -> BaseException:
+        """The package's error for a failure of the checkpoint container (the hook maps the hub's itself)."""
+        if (isinstance(exc, EventHubsProviderError) and not isinstance(exc, CheckpointStoreError)) or self._hook is None:
+            return exc
+        try:
+            account_url = (await self._hook.blob_hook.get_service_client()).url
+        except Exception:  # the client cannot even be built: the error says why
+            return exc
+        site = FailureSite.of_blob(self.wasb_conn_id, account_url, container=self.container, container_field="container",
+                                   role="checkpoints", done="Nothing was written: the sensor only reads checkpoints.")
+        return storage_failure(exc, site)
 
     async def cleanup(self) -> None:
         """Close the blob client (the Event Hubs client is closed after every poll)."""

@@ -48,13 +48,14 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_provider_eh.errors import EventHubsProviderError, EventTriggerConfigError
+from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.filters import load_filter
 from airflow_provider_eh.triggers.payload import batch_payload
 from airflow_provider_eh.triggers.producer import START_POSITIONS, EventHubBatchProducer
+from airflow_provider_eh.triggers.reported import error_event
 
 
 class EventHubEventTrigger(BaseEventTrigger):
@@ -210,8 +211,9 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
     ``start_after`` entry or a checkpoint is read from the events enqueued after it).
 
     The event is ``{"status": "found", "event", "result"}``, ``{"status": "timeout", "message",
-    "read_to"}`` or ``{"status": "error", "message", "retryable"}`` (``retryable`` false for the
-    package's non-retryable errors, such as a consumer group the hub does not have).
+    "read_to"}`` or an error event (:func:`~airflow_provider_eh.triggers.reported.error_event`: the
+    message, ``retryable``, false for the package's non-retryable errors such as a consumer group the
+    hub does not have, and the error's class, which the sensor raises again).
     """
 
     _container_optional = True
@@ -245,6 +247,5 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
         except Exception as exc:
             self.log.exception("Waiting for an event in hub %s (consumer group %s) failed", self.eventhub_name,
                                self.consumer_group)
-            retryable = exc.retryable if isinstance(exc, EventHubsProviderError) else True
-            result = {"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable}
+            result = error_event(exc)
         yield TriggerEvent(result)

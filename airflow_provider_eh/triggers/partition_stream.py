@@ -4,8 +4,10 @@
 sequence number or enqueued time, and hands ``(partition, events)`` to one reader through
 :meth:`PartitionStream.get`. The event trigger's producer reads its batches from it, and
 :func:`~airflow_provider_eh.triggers.payload.read_events` reads a payload's events back with it.
-A receiver's error comes out of ``get`` as what it means (:func:`receive_error`): an unknown consumer
-group is an argument error, not a connection to retry for ever.
+A receiver's error comes out of ``get`` as what it means: the package's error for it from the one
+error map (:mod:`airflow_provider_eh.client.failures`) at the stream's ``site`` (the connection, the
+address, the consumer group), else :func:`receive_error`: an unknown consumer group is an argument
+error, not a connection to retry for ever.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.errors import EventTriggerConfigError
 
 
@@ -44,13 +47,20 @@ def receive_error(exc: BaseException, eventhub_name: str, consumer_group: str, p
 
 
 class PartitionStream:
-    """Receive several partitions after given sequence numbers (or enqueued times) into one queue (one client per partition)."""
+    """
+    Receive several partitions after given sequence numbers (or enqueued times) into one queue (one client per partition).
+
+    :param site: where a receiver's failure happens (its connection id, address and consumer group), for the
+        error map; ``None``: errors as :func:`receive_error` words them.
+    """
 
     def __init__(
         self, endpoint: Any, consumer_group: str, after: Mapping[str, int | datetime], *, max_batch_size: int = 300,
+        site: FailureSite | None = None,
     ):
         self.endpoint, self.consumer_group, self.after = endpoint, consumer_group, dict(after)
         self.max_batch_size = max_batch_size
+        self.site = site
         self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=8)
         self._clients: list[Any] = []
         self._tasks: list[asyncio.Task] = []
@@ -84,6 +94,10 @@ class PartitionStream:
             await self.queue.put((pid, self._error(exc, pid)))
 
     def _error(self, exc: BaseException, pid: str) -> BaseException:
+        if self.site is not None:
+            mapped = provider_error(exc, self.site)
+            if mapped is not None:
+                return mapped
         return receive_error(exc, self.endpoint.eventhub_name, self.consumer_group, pid)
 
     async def get(self, timeout: float) -> tuple[str, list[Any]] | None:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.client import sdk_internals
+from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.client.receive import LastEnqueued
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
 from airflow_provider_eh.triggers.partition_stream import PartitionStream
@@ -124,7 +125,9 @@ def read_events(
         endpoint = await hook.get_endpoint()
         out: list[dict[str, Any]] = []
         for pid, (first, last, only) in sorted(wanted.items()):
-            reader = PartitionStream(endpoint, payload["consumer_group"], {pid: first - 1}, max_batch_size=300)
+            site = FailureSite.of_endpoint(event_hubs_conn_id, endpoint, consumer_group=payload["consumer_group"],
+                                           done="Nothing was written: reading a payload's events back changes nothing.")
+            reader = PartitionStream(endpoint, payload["consumer_group"], {pid: first - 1}, max_batch_size=300, site=site)
             got: list[dict[str, Any]] = []
             async with reader:
                 deadline = time.monotonic() + timeout

@@ -9,6 +9,11 @@ blobs (``<namespace>/<hub>/<group>/checkpoint/<partition>``, metadata ``sequence
 ``offset``) of what was handed over. In the triggerer's acknowledged shared-stream mode it is the
 ``SharedStreamProducer`` and checkpoints in :meth:`EventHubBatchProducer.advance`; the triggers'
 ``run()`` and :func:`~airflow_provider_eh.triggers.await_match.await_match` drive it directly.
+
+Every failure of the hub or of the checkpoint container is raised as the package's error from the one
+error map (:mod:`airflow_provider_eh.client.failures`): it names the connection, the address (and
+proxy), the consumer group or container, the field to check and what already happened, and says
+whether a retry can help.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
+from airflow_provider_eh.client.failures import FailureSite, provider_error, provider_errors
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
+from airflow_provider_eh.errors import CheckpointStoreError, ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -33,6 +39,11 @@ except ImportError:  # pragma: no cover - older Airflow: run() only
     SharedStreamProducer = object  # type: ignore[assignment,misc]
 
 START_POSITIONS = ("earliest", "latest")
+
+#: what already happened, for the error map's messages
+NOTHING_READ = "Nothing was read and no checkpoint was written."
+READING = "No checkpoint was written past the events already handed over: reading resumes after them."
+CHECKPOINTING = "The events were handed over but their checkpoint was not written: they are read again when reading resumes."
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,9 @@ class EventHubBatchProducer(SharedStreamProducer):
                     last[pid] = -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
                 return last
         except Exception as exc:
+            mapped = provider_error(exc, self.hub_site(NOTHING_READ))
+            if mapped is not None:
+                raise mapped from exc
             message = (
                 f"Event Hub {spec.eventhub_name!r} on {endpoint.fully_qualified_namespace!r} cannot be read "
                 f"({type(exc).__name__}: {exc}); check that the hub exists and connection {spec.event_hubs_conn_id!r}"
@@ -108,18 +122,36 @@ class EventHubBatchProducer(SharedStreamProducer):
                 raise EventTriggerConfigError(message) from exc
             raise ConnectionUnreachableError(spec.event_hubs_conn_id, message) from exc
 
+    def hub_site(self, done: str) -> FailureSite:
+        """Where a failure on the hub happens, for the error map (no credential in it)."""
+        spec = self.reading
+        return FailureSite.of_endpoint(spec.event_hubs_conn_id, self.endpoint, consumer_group=spec.consumer_group,
+                                       done=done)
+
+    def blob_site(self, done: str) -> FailureSite:
+        """Where a failure on the checkpoint container happens, for the error map (no credential in it)."""
+        spec = self.reading
+        return FailureSite.of_blob(spec.wasb_conn_id, getattr(self._container, "url", None),
+                                   container=spec.checkpoint_container, container_field="checkpoint_container",
+                                   role="checkpoints", done=done)
+
     async def _checkpoints(self, wanted: Sequence[str]) -> dict[str, int | None]:
         """The consumer group's checkpointed sequence numbers of ``wanted`` (none without a checkpoint container)."""
         spec = self.reading
         if not spec.checkpoint_container:
             return {}
-        await self._ensure_container()
+        await self._ensure_container(NOTHING_READ)
         hook = CheckpointAsyncHook(
             container=spec.checkpoint_container, event_hubs_conn_id=spec.event_hubs_conn_id,
             wasb_conn_id=spec.wasb_conn_id, eventhub_name=spec.eventhub_name,
         )
         try:
             group = (await hook.read([spec.consumer_group]))[0]
+        except Exception as exc:
+            failure = storage_failure(exc, self.blob_site(NOTHING_READ))
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             await hook.close()
         return {pid: group.sequence_number(pid) for pid in wanted}
@@ -162,7 +194,8 @@ class EventHubBatchProducer(SharedStreamProducer):
         after = await self.prepare()
         spec = self.reading
         size, window = int(spec.batch_size), float(spec.batch_window)
-        async with PartitionStream(self.endpoint, spec.consumer_group, after, max_batch_size=min(size, 300)) as stream:
+        async with PartitionStream(self.endpoint, spec.consumer_group, after, max_batch_size=min(size, 300),
+                                   site=self.hub_site(READING)) as stream:
             async for batch in gather_batches(stream.get, self.read_to, size, window):
                 yield {"namespace": self.endpoint.namespace, "events": batch}, positions_of(batch)
 
@@ -192,31 +225,50 @@ class EventHubBatchProducer(SharedStreamProducer):
         spec = self.reading
         if not spec.checkpoint_container:
             raise EventTriggerConfigError("checkpointing needs a checkpoint_container")
-        await self._ensure_container()
-        for pid, (seq, offset) in sorted(positions.items()):
-            name = partition_blob(self.endpoint.fully_qualified_namespace, spec.eventhub_name,
-                                  spec.consumer_group, CHECKPOINT, pid)
-            await self._container.upload_blob(
-                name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
-            )
+        await self._ensure_container(CHECKPOINTING)
+        with provider_errors(self.blob_site(CHECKPOINTING)):
+            for pid, (seq, offset) in sorted(positions.items()):
+                name = partition_blob(self.endpoint.fully_qualified_namespace, spec.eventhub_name,
+                                      spec.consumer_group, CHECKPOINT, pid)
+                await self._container.upload_blob(
+                    name, b"", overwrite=True, metadata={"sequencenumber": str(seq), "offset": str(offset or "")},
+                )
 
-    async def _ensure_container(self) -> None:
+    async def _ensure_container(self, done: str) -> None:
         """The checkpoint container's client; the container is created when missing."""
         if self._container is not None:
             return
         from azure.core.exceptions import ResourceExistsError
 
         self._blob = BlobStorageAsyncHook(self.reading.wasb_conn_id)
-        self._container = await self._blob.get_container_client(str(self.reading.checkpoint_container))
+        container = await self._blob.get_container_client(str(self.reading.checkpoint_container))
+        self._container = container
         try:
-            await self._container.create_container()
-        except ResourceExistsError:
-            pass
+            with provider_errors(self.blob_site(done)):
+                try:
+                    await container.create_container()
+                except ResourceExistsError:
+                    pass
+        except Exception:
+            self._container = None  # created on the next call, once the cause is fixed
+            raise
 
     async def aclose(self) -> None:
         if self._blob is not None:
             blob, self._blob, self._container = self._blob, None, None
             await blob.close()
+
+
+def storage_failure(exc: BaseException, site: FailureSite) -> BaseException:
+    """
+    The error map's error for a failure of a checkpoint container at ``site``; ``exc`` when it maps to nothing.
+
+    The checkpoint reader words a storage error as a ``CheckpointStoreError`` of its own, without the
+    connection or the account's address: the storage error it was raised from is mapped instead.
+    """
+    cause = exc.__cause__ if isinstance(exc, CheckpointStoreError) else exc
+    mapped = provider_error(cause, site) if cause is not None else None
+    return exc if mapped is None else mapped
 
 
 def read_summary(start: Mapping[str, int | datetime], read_to: Mapping[str, int]) -> str:
