@@ -138,6 +138,11 @@ class IngestRun:
         self._deadline: float | None = None
         self._stopped = threading.Event()
 
+    @property
+    def committed_events(self) -> int:
+        """Events this run committed so far (each batch with its SQL checkpoint)."""
+        return self._events
+
     def stop(self) -> None:
         """Ask the run to end after the batch being committed (safe from another thread)."""
         self._stopped.set()
@@ -148,7 +153,9 @@ class IngestRun:
         """Each partition's last enqueued sequence number now (``-1`` when empty): the run's bound."""
         # management requests only (a Listen right is enough): the package's client asks all of them over one
         # kept management link, where the SDK's clients set up a connection for each (~0.4 s)
-        with self.endpoint.producer() as client:
+        # one retry of the SDK's own, as the hooks' reads: a setting at fault fails in seconds, a passing fault
+        # is the task's retry to wait out
+        with self.endpoint.producer(retry_total=1) as client:
             targets = self._read_targets(client)
         if self.limits.upto is None:
             return targets

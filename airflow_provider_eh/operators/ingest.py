@@ -1,17 +1,22 @@
 """Ingest from Event Hubs into a SQL table, one transaction per batch; replay dead letters.
 
 Thin shells over :mod:`airflow_provider_eh.ingest`: the operators turn connections into an
-endpoint, a DB-API connection and a blob container, and hand them to the engine.
+endpoint, a DB-API connection and a blob container, and hand them to the engine. An SDK or network
+error of the run is raised as the error map's (:mod:`airflow_provider_eh.client.failures`): it names
+the connection, the address, the consumer group or the checkpoint container, the field to check and
+how many events the run committed before it, and says whether a retry can help.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook, BaseOperator
 
+from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
@@ -49,6 +54,26 @@ def _sql_connection(sql_conn_id: str) -> Any:
             "or mysql connection (install its Airflow provider)."
         )
     return hook.get_conn()
+
+
+def _is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came from blob storage (an Azure Core error) rather than from the hub (the Event Hubs SDK's)."""
+    from azure.core.exceptions import AzureError
+
+    return isinstance(exc, AzureError)
+
+
+@contextmanager
+def sdk_failures(site_of: Callable[[BaseException], FailureSite]) -> Iterator[None]:
+    """Raise the error map's error (:mod:`airflow_provider_eh.client.failures`) in place of an SDK or network
+    error, at the site ``site_of`` gives for it; the package's own errors and anything else unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = provider_error(exc, site_of(exc))
+        if mapped is None:
+            raise
+        raise mapped from exc
 
 
 class _SqlSinkOperator(BaseOperator):
@@ -270,9 +295,26 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                     endpoint, self.consumer_group, store, processor,
                     owner_id=owner_id, container_client=container, limits=limits,
                 )
-                return self._run.run()
+                with sdk_failures(self._failure_sites(endpoint, container)):
+                    return self._run.run()
             finally:
                 store.close()
+
+    def _failure_sites(self, endpoint: Any, container: Any) -> Callable[[BaseException], FailureSite]:
+        """Where a failure of the run happens, for the error map: the hub as the consumer group, or the
+        checkpoint container for a storage error; with what the run committed before it."""
+        def site(exc: BaseException) -> FailureSite:
+            run = self._run
+            done = (f"{run.committed_events} events were committed with their SQL checkpoints before the failure: "
+                    "the next try resumes after them." if run is not None and run.committed_events else
+                    "Nothing was loaded: the SQL checkpoints are unchanged.")
+            if container is not None and _is_storage_error(exc):
+                return FailureSite.of_blob(self.wasb_conn_id, container.url, container=self.checkpoint_container,
+                                           container_field="checkpoint_container", role="checkpoints", done=done)
+            return FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, consumer_group=self.consumer_group,
+                                           done=done)
+
+        return site
 
     def lineage_outputs(self) -> list[tuple[str, str]]:
         """The table written (OpenLineage; the hub read is the input)."""

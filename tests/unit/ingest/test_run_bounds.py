@@ -23,7 +23,7 @@ class _Hub:
         return {"is_empty": last is None, "last_enqueued_sequence_number": -1 if last is None else last}
 
     @contextmanager
-    def producer(self):  # a run reads its bounds with management requests, through a producer client
+    def producer(self, **_kwargs):  # a run reads its bounds with management requests, through a producer client
         yield self
 
 
