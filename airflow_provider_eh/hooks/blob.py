@@ -321,13 +321,16 @@ class BlobStorageAsyncHook(_BlobConnection, BaseHook):
         super().__init__()
         self.wasb_conn_id = wasb_conn_id
         self._service: AsyncBlobServiceClient | None = None
+        self._conn: Any = None
+        self._how = ""
 
     async def get_service_client(self) -> AsyncBlobServiceClient:
         if self._service is None:
             from azure.storage.blob.aio import BlobServiceClient
 
-            conn = await self.aget_connection(self.wasb_conn_id)
+            conn = self._conn = await self.aget_connection(self.wasb_conn_id)
             how, kwargs = self._service_kwargs(conn, aio=True)
+            self._how = how
             network = self._network_kwargs(conn)
             self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how,
                           " through a proxy" if "proxies" in network else "")
@@ -339,6 +342,13 @@ class BlobStorageAsyncHook(_BlobConnection, BaseHook):
 
     async def get_container_client(self, container: str) -> AsyncContainerClient:
         return (await self.get_service_client()).get_container_client(container)
+
+    async def failure_site(self, container: str | None = None, *, container_field: str = "the container",
+                           role: StoreRole = "", done: str = "") -> FailureSite:
+        """:meth:`BlobStorageHook.failure_site`, for the async clients."""
+        client = await self.get_service_client()
+        return self._failure_site(self._conn, self._how, f"{client.scheme}://{client.primary_hostname}",
+                                  container=container, container_field=container_field, role=role, done=done)
 
     async def close(self) -> None:
         if self._service is not None:

@@ -1,0 +1,55 @@
+"""The hooks' failure sites: what the error map is told about a connection, and never its credentials."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from azure.core.exceptions import ClientAuthenticationError, ResourceNotFoundError
+
+from airflow_provider_eh.errors import CredentialRefusedError, ProducerStateStoreError
+from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+
+ACCOUNT_KEY = "QWNjb3VudEtleS1ub3QtdG8tYmUtc2hvd24tYW55d2hlcmU="
+PROXY_PASSWORD = "pr0xy-pass-not-to-show"
+
+
+def connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
+
+
+def test_a_blob_site_names_account_proxy_container_and_credential_fields_but_no_secret(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    connection(monkeypatch, "wasb_site", conn_type="wasb", extra={
+        "connection_string": f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={ACCOUNT_KEY};"
+                             "EndpointSuffix=core.windows.net",
+        "proxies": {"https": f"http://svc:{PROXY_PASSWORD}@10.1.2.3:3128"}, "ca_bundle": "/etc/ssl/corp.pem"})
+    hook = BlobStorageHook("wasb_site")
+    site = hook.failure_site("eh-state", container_field="state_container", role="producer state")
+    assert (site.conn_id, site.address, site.proxy, site.ca_bundle) == (
+        "wasb_site", "acct.blob.core.windows.net:443", "10.1.2.3:3128", "/etc/ssl/corp.pem")
+    assert PROXY_PASSWORD not in repr(site) and ACCOUNT_KEY not in repr(site)
+    missing = hook.failure(ResourceNotFoundError(message="The specified container does not exist."), "reading", "eh-state")
+    assert "container 'eh-state'" in str(missing) and "does not exist" in str(missing)
+    refused = hook.failure(ClientAuthenticationError(message=f"signature did not match {ACCOUNT_KEY}"), "reading")
+    assert isinstance(refused, CredentialRefusedError) and "AccountKey or SharedAccessSignature of connection_string" in str(refused)
+    assert ACCOUNT_KEY not in str(refused) and PROXY_PASSWORD not in str(refused)
+    state = hook.failure_site("eh-state", container_field="state_container", role="producer state")
+    from airflow_provider_eh.client.failures import provider_error
+
+    assert isinstance(provider_error(ResourceNotFoundError(message="gone"), state), ProducerStateStoreError)
+
+
+def test_an_event_hubs_site_names_the_custom_address_and_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    connection(monkeypatch, "eh_site", conn_type="azure_event_hubs", extra={
+        "connection_string": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=k3y-k3y-k3y",
+        "eventhub_name": "orders", "proxy_host": "proxy.corp", "proxy_port": "3128", "proxy_username": "svc",
+        "proxy_password": PROXY_PASSWORD, "custom_endpoint_address": "sb://gw.corp:8443"})
+    hook = EventHubsHook("eh_site")
+    site = hook.failure_site(hook.get_endpoint(), consumer_group="analytics")
+    assert (site.address, site.proxy, site.address_field, site.hub) == ("gw.corp:8443", "proxy.corp:3128",
+                                                                        "custom_endpoint_address", "orders")
+    assert site.describe() == ("Event Hub 'orders' (consumer group 'analytics') at gw.corp:8443 "
+                               "through HTTP proxy proxy.corp:3128")
+    assert PROXY_PASSWORD not in repr(site) and "k3y-k3y-k3y" not in repr(site)
