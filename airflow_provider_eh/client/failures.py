@@ -15,7 +15,7 @@ where the failure happened:
 | the proxy answered CONNECT with another status (502, ...) | ``ConnectionUnreachableError`` | yes |
 | a name that does not resolve (``socket.gaierror``; ``EAI_AGAIN``: retried) | ``ConnectionConfigError`` | no |
 | a certificate that does not verify, another TLS failure | ``ConnectionConfigError`` | no |
-| the hub, consumer group or container does not exist | ``UnknownEventHubError``, ``UnknownConsumerGroupError``, the store's error | no |
+| a missing hub, consumer group or container | ``UnknownEventHubError``, ``UnknownConsumerGroupError``, the store's | no |
 | the service refused the credential (401, 403, an expired token) | ``CredentialRefusedError`` | no |
 | the service is busy (ServerBusy, 429, 503) | ``ServiceBusyError`` | yes |
 | refused, reset or lost connections, time-outs, 5xx, any other SDK or Azure Core error | ``ConnectionUnreachableError`` | yes |
@@ -354,6 +354,7 @@ _REPORTED = frozenset({
     "ResourceNotFoundError", "OSError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
     "BrokenPipeError", "TimeoutError", "gaierror", "SSLError", "SSLCertVerificationError", "WebSocketProxyException",
     "WebSocketAddressException", "WebSocketTimeoutException", "WebSocketConnectionClosedException",
+    "WebSocketBadStatusException",
 })
 
 
@@ -400,6 +401,11 @@ def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderE
             f"{site.address_field} and transport"))
     if site.service == BLOB_STORAGE:
         return _classify_storage(r, site, raised)
+    if r.any_of("WebSocketBadStatusException", "WSServerHandshakeError") or "Handshake status" in r.text:
+        status = f" {r.status}" if r.status else ""
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the address answered the WebSocket upgrade with HTTP{status}: it is not an Event Hubs endpoint, "
+                  "or not at this path", f"{site.address_field} and transport"))
     if r.condition("ConsumerGroups/", "consumer group") and r.condition("not-found", "NotFound", "could not be found"):
         return _with_conn(UnknownConsumerGroupError, site, _message(
             site, f"consumer group {site.consumer_group!r} does not exist on the hub" if site.consumer_group

@@ -186,6 +186,16 @@ def test_tls_spoken_to_a_plain_port_names_address_and_transport() -> None:
     assert type(error) is ConnectionConfigError and "transport" in str(error)
 
 
+def test_an_address_that_is_no_event_hubs_endpoint_is_not_taken_for_a_missing_hub() -> None:
+    """A web server at the custom endpoint address answers the WebSocket upgrade with 404."""
+    from websocket import WebSocketBadStatusException
+
+    upgrade = WebSocketBadStatusException("Handshake status %d %s -+-+- %s -+-+- %s", 404, "Not Found", {}, b"")
+    site = FailureSite.of_endpoint("eh_orders", endpoint(transport="websocket", custom_endpoint_address="sb://web.corp"))
+    error = mapped(chained(ConnectError(f"Websocket failed to establish connection: {upgrade!r}"), upgrade), site)
+    assert type(error) is ConnectionConfigError and "custom_endpoint_address" in str(error) and "404" in str(error)
+
+
 def test_a_missing_hub_says_the_hub_is_not_there() -> None:
     amqp = AMQPConnectionError(ErrorCondition.NotFound, description=(
         'Management connection failed. Status code: 404, Description: "The messaging entity \'orders\' could not be found."'))
