@@ -20,8 +20,9 @@ a trigger's error event (:func:`trigger_error`)        by its ``retryable`` flag
 =====================================================  ===============================================
 
 A mapped message starts with ``Task '<task id>':`` and keeps the error's own text, which names the
-setting, partition or row at fault. Retryable errors keep their type, so a caller (or a test) can
-tell a fenced producer from an unreachable service.
+setting, partition or row at fault; an error about a hub or a container that does not name its
+connection (the engine's) is led by the connection the task noted for that service. Retryable
+errors keep their type, so a caller (or a test) can tell a fenced producer from an unreachable service.
 
 The SDK's errors do not say which connection they were made for: :func:`airflow_errors` opens a
 :func:`~airflow_provider_eh.client.failures.failure_scope` with the sites it is given, and
@@ -41,7 +42,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_provider_eh.client.failures import FailureSite, failure_scope, note_site, provider_error
-from airflow_provider_eh.errors import EventHubsProviderError, TriggerReportedError
+from airflow_provider_eh.errors import (
+    CheckpointStoreError,
+    EventHubsProviderError,
+    HubFencingUnavailableError,
+    ProducerStateStoreError,
+    TriggerReportedError,
+    UnknownEventHubError,
+    UnknownPartitionError,
+)
 from airflow_provider_eh.lineage import eventhub_dataset
 
 if TYPE_CHECKING:
@@ -53,7 +62,11 @@ def airflow_error(exc: BaseException, task_id: str) -> BaseException:
     if isinstance(exc, AirflowException):
         return exc
     if isinstance(exc, EventHubsProviderError):
-        return exc if exc.retryable else AirflowFailException(f"Task {task_id!r}: {exc}")
+        if exc.retryable:
+            return exc
+        named = f"Connection {exc.conn_id!r}: "
+        lead = named if exc.conn_id and named not in str(exc) else ""
+        return AirflowFailException(f"Task {task_id!r}: {lead}{exc}")
     if isinstance(exc, ValueError):
         return AirflowFailException(f"Task {task_id!r}: {exc}")
     return exc
@@ -92,6 +105,27 @@ def _is_storage_error(exc: BaseException) -> bool:
     return "AzureError" in names and "EventHubError" not in names
 
 
+#: the package's errors raised below the task without its connection id (the engine knows an endpoint or a
+#: container, not the Airflow connection), and the service whose site names it
+_ABOUT_A_SERVICE: tuple[tuple[type[EventHubsProviderError], str], ...] = (
+    (UnknownEventHubError, "Event Hubs"),
+    (UnknownPartitionError, "Event Hubs"),
+    (HubFencingUnavailableError, "Event Hubs"),
+    (ProducerStateStoreError, "blob storage"),
+    (CheckpointStoreError, "blob storage"),
+)
+
+
+def _name_connection(exc: BaseException, sites: Iterable[FailureSite]) -> None:
+    """Give ``exc`` the connection id of its service's site when it names none (its message then leads with it)."""
+    if not isinstance(exc, EventHubsProviderError) or exc.conn_id:
+        return
+    service = next((svc for cls, svc in _ABOUT_A_SERVICE if isinstance(exc, cls)), None)
+    site = next((s for s in reversed(list(sites)) if s.service == service), None)
+    if site is not None:
+        exc.conn_id = site.conn_id
+
+
 @contextmanager
 def airflow_errors(task_id: str, *sites: FailureSite) -> Iterator[None]:
     """Raise what :func:`airflow_error` maps an error to, chained to the original; an SDK error is first
@@ -101,6 +135,7 @@ def airflow_errors(task_id: str, *sites: FailureSite) -> Iterator[None]:
             yield
         except Exception as exc:
             provider = sdk_failure(exc, known)
+            _name_connection(provider, known)
             mapped = airflow_error(provider, task_id)
             if mapped is exc:
                 raise

@@ -152,6 +152,19 @@ def test_a_ca_bundle_that_does_not_match_the_gateway_names_ca_bundle(
     assert read_hub(EventHubsEndpoint.from_connection_string(conn_str, hub, network=trusted)) == []
 
 
+def test_a_hub_that_does_not_exist_fails_the_publish_task_naming_connection_and_hub(
+        event_hubs: Any, state: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    missing = unique_name("nohub")
+    monkeypatch.setenv(*connection_env("eh_publish_missing", "azure_event_hubs",
+                                       extra={"connection_string": event_hubs.connection_string(missing)}))
+    error, _ = fails(lambda: publish("eh_publish_missing", state), AirflowFailException, within=15)
+    text = str(error)
+    assert text.startswith("Task 'publish': Connection 'eh_publish_missing': "), text
+    assert repr(missing) in text and "Nothing was sent." in text, text
+
+
 def view_partitions(conn_id: str) -> Any:
     from airflow_provider_eh.plugins.readers.partitions import partition_properties
     from airflow_provider_eh.plugins.readers.reading import Reading, Source

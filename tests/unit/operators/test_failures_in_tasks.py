@@ -126,3 +126,12 @@ def test_the_view_answers_a_missing_hub_with_404_and_the_maps_words() -> None:
     assert error.status_code == 404 and not error.retryable
     assert "the Event Hub does not exist" in error.message and "did not answer" not in error.message
     assert isinstance(provider_error(missing, FailureSite.of_endpoint("eh_orders", ENDPOINT)), UnknownEventHubError)
+
+
+def test_the_engines_error_about_the_hub_is_led_by_the_tasks_connection() -> None:
+    """The engine knows the endpoint, not the Airflow connection: the task names it."""
+    error = run_task(UnknownEventHubError("Event Hub 'orders' on orders-ns.servicebus.windows.net: not found. Nothing was sent."))
+    assert isinstance(error, AirflowFailException)
+    assert str(error).startswith("Task 'publish': Connection 'eh_orders': Event Hub 'orders' on "), str(error)
+    twice = run_task(provider_error(proxy_refusal(), FailureSite.of_endpoint("eh_orders", ENDPOINT)) or ValueError())
+    assert str(twice).count("Connection 'eh_orders'") == 1
