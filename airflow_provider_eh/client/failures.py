@@ -446,7 +446,8 @@ def _classify_storage(r: _Reading, site: FailureSite, raised: str) -> EventHubsP
 
 
 def _transient(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
-    if r.condition("server-busy", "ServerBusy", "quota-exceeded", "ServerBusyException") or r.status in (429, 503):
+    busy = ("server-busy", "ServerBusy", "quota-exceeded", "being throttled")  # the last: the service's description
+    if r.condition(*busy) or r.status in (429, 503):
         return _with_conn(ServiceBusyError, site, _message(
             site, f"the service is busy (ServerBusy: it kept throttling after the client's own retries, {raised})",
             "the namespace's throughput units or processing units", retry=True))

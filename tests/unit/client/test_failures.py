@@ -232,7 +232,11 @@ def test_an_identity_without_the_role_names_the_role() -> None:
 def test_throttling_that_outlasts_the_sdk_is_retried() -> None:
     amqp = AMQPLinkError(b"com.microsoft:server-busy", description="The request was terminated because the namespace is busy")
     error = mapped(sdk_error(amqp))
-    assert isinstance(error, ServiceBusyError) and error.retryable
+    assert isinstance(error, ServiceBusyError) and error.retryable and "busy" in str(error)
+    reported = "The request was terminated because the entity is being throttled. Error code : 50002."
+    from airflow_provider_eh.client.failures import provider_error_of_report
+
+    assert isinstance(provider_error_of_report("ConnectError", reported, SITE), ServiceBusyError)  # an executor's report
 
 
 @pytest.mark.parametrize("raised", [
