@@ -12,7 +12,8 @@ the batch commits and never again (until pruning deletes it)::
 
     Ledger:         {"next", "first", "last"}
     CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
-                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?, "batch_id"?, "ordinal"?}
+                     "owner_level"?, "committed_at"?, "origin"?, "fencing"?, "batch_id"?, "ordinal"?,
+                     "lease_only_batch_bytes"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
                      "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
     PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}

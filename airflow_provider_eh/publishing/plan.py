@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_eh.client.fencing import HubFencing
+from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES
 from airflow_provider_eh.publishing.records import ranges_len
 from airflow_provider_eh.stamps import batch_stamp
 
@@ -38,6 +39,7 @@ class PartitionResult:
     landed_count: int = 0  # recovery: events of the batch found already landed
     resent: int = 0
     fencing: str = ""  # how the batch's (last) send was fenced: "hub" (idempotent-producer link) or "lease"; "" none
+    lease_only_batch_bytes: int | None = None  # under "lease": the bytes of one SDK batch at most; None otherwise
 
     def sequence_range(self) -> dict[str, int]:
         return {
@@ -62,7 +64,9 @@ class PartitionPlan:
     ``first_seq + 1``, ... ``landed_count`` is how many events recovery found already landed (0 on a
     fresh batch; the ledger's ``landed`` is the index ranges themselves). ``hub_fencing``: the publisher's
     (``"auto"``: the sender attaches as an idempotent producer where the hub and the SDK offer it;
-    ``"required"``: it must; ``False``: an ordinary sender).
+    ``"required"``: it must; ``False``: an ordinary sender). ``lease_only_batch_bytes``: the publisher's
+    bound on each SDK batch where the send turns out fenced by the lease alone
+    (:mod:`~airflow_provider_eh.publishing.in_flight`).
     """
 
     group: str
@@ -78,6 +82,7 @@ class PartitionPlan:
     landed_count: int = 0
     result: PartitionResult | None = None
     hub_fencing: HubFencing = "auto"
+    lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES
 
     @property
     def batch_stamp(self) -> str:

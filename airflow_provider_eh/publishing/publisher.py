@@ -38,6 +38,7 @@ from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
+from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
 from airflow_provider_eh.publishing.records import CommittedBatch, PendingIntent, from_ranges, to_ranges
@@ -75,6 +76,11 @@ class IdempotentPublisher:
         stalled publisher's late sends once another one claimed the partition; ``"required"``: raise
         :class:`~airflow_provider_eh.errors.HubFencingUnavailableError` before the intent where they do
         not; ``False``: the claim's deadline alone fences.
+    :param lease_only_batch_bytes: where a send is fenced by the claim's deadline alone (``hub_fencing=False``,
+        or ``"auto"`` where the hub or the SDK cannot fence), each SDK batch holds at most this many bytes
+        (1 KiB to 1 MiB; default 256 KiB): what a publisher that stalls mid-send can land twice per
+        partition after another one took over. An event larger than it is sent alone. Under the hub's
+        fencing it does not apply (:mod:`~airflow_provider_eh.publishing.in_flight`).
     """
 
     def __init__(
@@ -91,9 +97,11 @@ class IdempotentPublisher:
         send_timeout: float = 60.0,
         origin: Mapping[str, Any] | None = None,
         hub_fencing: HubFencing = "auto",
+        lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES,
     ):
         self.endpoint = endpoint
         self.hub_fencing = fencing_mode(hub_fencing)
+        self.lease_only_batch_bytes = check_lease_only_batch_bytes(lease_only_batch_bytes)
         self.store = store
         self.producer_group = producer_group
         self.partition_options = {str(k): v for k, v in (partition_options or {}).items()}
@@ -198,7 +206,8 @@ class IdempotentPublisher:
         state = claim.state
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
         base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
-                                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing)
+                                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing,
+                                    lease_only_batch_bytes=self.lease_only_batch_bytes)
         pending = state.pending
         in_doubt = self._in_doubt
         if pending is not None and in_doubt.complete_commit(key, claim, pending):
@@ -214,7 +223,8 @@ class IdempotentPublisher:
         if done is not None:
             check_same_content(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
-                                     done.service_last_sequence_number, "already_committed", fencing=done.fencing or "")
+                                     done.service_last_sequence_number, "already_committed", fencing=done.fencing or "",
+                                     lease_only_batch_bytes=done.lease_only_batch_bytes)
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
                      group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
@@ -295,12 +305,13 @@ class IdempotentPublisher:
                 last_seq = max(state.last_published_seq, plan.first_seq - 1)
             first_seq = plan.first_seq if state.pending is None else state.pending.first_of_batch
             fencing = report.fencing if report is not None and plan.send_count else ""
+            bound = report.lease_only_batch_bytes if report is not None and plan.send_count else None
             record = CommittedBatch(
                 events=plan.event_count, first_seq=first_seq, last_seq=last_seq,
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
                 owner_level=plan.owner_level, committed_at=datetime.now(UTC).isoformat(),
                 origin=self.origin if state.pending is None else state.pending.origin, fencing=fencing or None,
-                batch_id=plan.batch_id, ordinal=state.ledger.next,
+                batch_id=plan.batch_id, ordinal=state.ledger.next, lease_only_batch_bytes=bound,
             )
             self.store.record_committed(claim, record)
             reached("after_commit_records")
@@ -316,7 +327,7 @@ class IdempotentPublisher:
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
                                    landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0,
-                                   fencing=fencing)
+                                   fencing=fencing, lease_only_batch_bytes=bound)
         finally:
             self.store.release(claim)
 

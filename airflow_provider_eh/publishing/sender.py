@@ -3,7 +3,9 @@
 ``send_partition`` needs only the endpoint and the picklable plan, never the state store. It walks
 the batch's events once, in index order: every event feeds the fingerprint, and the events the plan
 lists are stamped with consecutive producer sequence numbers and sent in SDK batches no larger than
-the link's maximum message size. It returns a :class:`SendReport` that the driver commits.
+the link's maximum message size, or than the plan's ``lease_only_batch_bytes`` where the send is
+fenced by the claim's lease alone (:mod:`~airflow_provider_eh.publishing.in_flight`). It returns a
+:class:`SendReport` that the driver commits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from airflow_provider_eh.client.fencing import HUB, LEASE, FencedLink, fenced_er
 from airflow_provider_eh.errors import EventTooLargeError
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available, tracing_enabled
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
+from airflow_provider_eh.publishing.in_flight import batch_cap, bound_in_force
 from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.records import from_ranges
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent
@@ -50,6 +53,7 @@ class SendReport:
     service_last_sequence_number: int
     seconds: float
     fencing: str = LEASE  # "hub": sent on an idempotent-producer link; "lease": the claim's deadline alone
+    lease_only_batch_bytes: int | None = None  # under "lease": the most bytes of one SDK batch; None under "hub"
 
 
 def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
@@ -169,8 +173,13 @@ class BatchFiller:
     """
     Fills SDK batches of one partition with made messages, handing each full one to a :class:`BatchSender`.
 
+    Where the send is fenced by the lease alone, each SDK batch holds at most the plan's
+    ``lease_only_batch_bytes`` (:func:`~airflow_provider_eh.publishing.in_flight.batch_cap`): what a
+    stalled publisher can land twice. An event larger than that bound is sent alone, in an SDK batch
+    of the link's size, so the bound never refuses an event the hub takes.
+
     :param client: the producer client (``create_batch``).
-    :param plan: the partition's plan (for its stamps and the error text).
+    :param plan: the partition's plan (for its stamps, its bound and the error text).
     :param sender: sends the full batches.
     :param progress: told after each full batch.
     :param fence: the idempotent-producer link, if any (its annotations go on every message).
@@ -182,29 +191,61 @@ class BatchFiller:
         self.plan = plan
         self.sender = sender
         self.progress = progress
-        self.batch = client.create_batch(partition_id=plan.partition_id)
+        first = client.create_batch(partition_id=plan.partition_id)
+        self.link_max: int = first.max_size_in_bytes
+        self.cap = batch_cap(plan.lease_only_batch_bytes, self.link_max, fence is not None)
+        #: the bytes a stalled send can have in flight under the lease alone (None: the hub fences)
+        self.in_force = bound_in_force(plan.lease_only_batch_bytes, self.link_max, fence is not None)
+        self.batch = first if self.cap is None else self._new_batch()
         self.make, self.add = _message_path(plan.group, plan.batch_stamp, plan.owner_level,
                                             fast_path_available(self.batch), fence)
         self.in_batch = 0
+        self.alone = 0  # events over the bound, each sent in an SDK batch of its own
+
+    def _new_batch(self, capped: bool = True) -> Any:
+        if self.cap is None or not capped:
+            return self.client.create_batch(partition_id=self.plan.partition_id)
+        return self.client.create_batch(partition_id=self.plan.partition_id, max_size_in_bytes=self.cap)
+
+    def _fits(self, batch: Any, message: Any) -> bool:
+        try:
+            self.add(batch, message)
+        except ValueError:
+            return False
+        return True
 
     def put(self, index: int, body: bytes, props: Any, seq: int) -> None:
         """Add one event, sending the batch first when it is full."""
         message = self.make(body, props, seq)
-        try:
-            self.add(self.batch, message)
-        except ValueError:
-            if self.in_batch == 0:
-                raise EventTooLargeError(
-                    f"partition {self.plan.partition_id} batch {self.plan.batch_stamp}: event {index} does not fit in "
-                    f"one message ({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
-                    "and retry with a new generation."
-                ) from None
+        if self._fits(self.batch, message):
+            self.in_batch += 1
+            return
+        if self.in_batch:
             self.sender.send(self.batch, self.in_batch)
-            self.batch = self.client.create_batch(partition_id=self.plan.partition_id)
-            self.add(self.batch, message)
+            self.batch = self._new_batch()
             self.in_batch = 0
             self.progress.note(self.sender.sent)
-        self.in_batch += 1
+            if self._fits(self.batch, message):
+                self.in_batch = 1
+                return
+        self._send_alone(index, body, message)
+
+    def _send_alone(self, index: int, body: bytes, message: Any) -> None:
+        """An event that does not fit an empty batch: alone in a batch of the link's size, else too large."""
+        alone = self._new_batch(capped=False) if self.cap is not None else None
+        if alone is None or not self._fits(alone, message):
+            raise EventTooLargeError(
+                f"partition {self.plan.partition_id} batch {self.plan.batch_stamp}: event {index} does not fit in "
+                f"one message ({len(body)} body bytes); split it. The batch's intent stays pending; fix the input "
+                "and retry with a new generation."
+            )
+        if not self.alone:
+            log.info("partition %s batch %s: event %d (%d body bytes) is larger than lease_only_batch_bytes=%d; "
+                     "it goes out alone, in an SDK batch of its own (and so does every such event)",
+                     self.plan.partition_id, self.plan.batch_stamp, index, len(body), self.cap)
+        self.alone += 1
+        self.sender.send(alone, 1)
+        self.progress.note(self.sender.sent)
 
     def finish(self) -> None:
         """Send the last, partly filled batch."""
@@ -225,7 +266,8 @@ def attach(client: Any, plan: PartitionPlan, send_timeout: float) -> FencedLink 
         unfence(client, plan.partition_id)
     log.info("group %s partition %s batch %s: %s", plan.group, plan.partition_id, plan.batch_stamp,
              f"fenced at the hub (owner level {plan.owner_level}, producer group id {fence.producer_id})"
-             if fence is not None else "fenced by the claim's deadline alone (no idempotent-producer link)")
+             if fence is not None else "fenced by the claim's deadline alone (no idempotent-producer link); SDK "
+             f"batches of at most {plan.lease_only_batch_bytes} bytes (lease_only_batch_bytes)")
     return fence
 
 
@@ -255,7 +297,10 @@ def send_partition(
 
     Unless ``plan.hub_fencing`` is ``False``, the partition's link is attached as an idempotent producer
     (:mod:`~airflow_provider_eh.client.fencing`) with the plan's owner level, where the hub offers it:
-    once a publisher with a higher owner level attaches, the hub refuses this one's sends.
+    once a publisher with a higher owner level attaches, the hub refuses this one's sends. Otherwise
+    the claim's lease alone fences, and each SDK batch holds at most ``plan.lease_only_batch_bytes``.
+    One SDK batch at a time: each ``send_batch`` returns (acknowledged, or failed) before the next is
+    filled, so at most one batch per partition is ever in flight.
 
     The producer it builds has the SDK's own retries off: a retried SDK send after a lost
     acknowledgement would land the same stamps twice. Failures surface; the publisher recovers
@@ -279,8 +324,9 @@ def send_partition(
         if producer is None:
             client.close()
     seconds = time.monotonic() - started
-    log.info("%s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)",
-             where, sender.sent, sender.batches, seconds, sender.sent / seconds if seconds else 0.0)
+    log.info("%s: %d events sent in %d SDK batches, %.2fs (%.0f events/s)%s",
+             where, sender.sent, sender.batches, seconds, sender.sent / seconds if seconds else 0.0,
+             "" if filler.in_force is None else f"; fenced by the lease, SDK batches of at most {filler.in_force} bytes")
     fp = walk.fingerprint.hexdigest() if walk.fingerprint is not None else str(fingerprint)
     return SendReport(plan.partition_id, plan.batch_id, walk.count, fp, sender.sent, end, seconds,
-                      HUB if fence is not None else LEASE)
+                      HUB if fence is not None else LEASE, filler.in_force)
