@@ -19,6 +19,7 @@ from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
+from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -51,6 +52,14 @@ class BasePublishOperator(HubLineage, BaseOperator):
         took over, else fence by the claim's lease (a warning in the log when it is the SDK);
         ``"required"``: fail before anything is sent where the hub or the SDK cannot; ``False``: the lease
         alone. Each partition's result says which fence held its send: ``"hub"`` or ``"lease"``.
+    :param lease_only_batch_bytes: where a send is fenced by the lease alone (``hub_fencing=False``, or
+        ``"auto"`` on a hub or SDK without idempotent producers), each SDK batch holds at most this many
+        bytes: what a publisher that stalls mid-send can land twice per partition after a retry took over
+        (consumers drop it by ``eh.seq``). A whole number from 1024 to 1048576 (Event Hubs' 1 MiB batch
+        limit), default 262144 (256 KiB); smaller means fewer duplicates after a stall and more round
+        trips; an event larger than the bound is sent alone. Checked when the operator is built. Under the
+        hub's fencing it does not apply. Each partition's result gives the bound in force (``null`` under
+        the hub's fencing).
     """
 
     template_fields: Sequence[str] = (
@@ -82,9 +91,11 @@ class BasePublishOperator(HubLineage, BaseOperator):
         lease_seconds: int = 15,
         claim_timeout: float | None = None,
         hub_fencing: HubFencing = "auto",
+        lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        check_lease_only_batch_bytes(lease_only_batch_bytes)  # not templated: refused when the DAG is parsed
         self.eventhub_name = eventhub_name
         self.event_hubs_conn_id = event_hubs_conn_id
         self.state_backend = state_backend
@@ -99,6 +110,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
         self.hub_fencing = hub_fencing
+        self.lease_only_batch_bytes = lease_only_batch_bytes
         self._lineage_hub: tuple[str, str] | None = None
 
     @property
@@ -138,6 +150,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         whole("generation", self.generation, 0, why="; bump it by one to republish an interval on purpose")
         whole("send_attempts", self.send_attempts, 1)
         fencing_mode(self.hub_fencing)
+        check_lease_only_batch_bytes(self.lease_only_batch_bytes)
         if self.backend == "blob":
             whole("lease_seconds", self.lease_seconds, 15, 60, why=" (Azure Blob lease limits)")
         if self.keep_committed is not None:
@@ -187,7 +200,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
         return IdempotentPublisher(
             endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
             keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days,
-            send_attempts=self.send_attempts, hub_fencing=self.hub_fencing, **kwargs,
+            send_attempts=self.send_attempts, hub_fencing=self.hub_fencing,
+            lease_only_batch_bytes=self.lease_only_batch_bytes, **kwargs,
         )
 
     def provider_errors(self) -> AbstractContextManager[None]:
@@ -198,15 +212,21 @@ class BasePublishOperator(HubLineage, BaseOperator):
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, Any]]:
         """
         Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq,
-        service_last_sequence_number, fencing}`` (``fencing``: ``"hub"`` or ``"lease"`` when this try
-        sent events, ``""`` when it sent none).
+        service_last_sequence_number, fencing, lease_only_batch_bytes}`` (``fencing``: ``"hub"`` or
+        ``"lease"`` when the batch's send was fenced so, ``""`` when nothing was sent;
+        ``lease_only_batch_bytes``: under ``"lease"``, the most bytes of one SDK batch, what a stall could
+        land twice; else ``None``). A re-run of a committed batch returns what the ledger recorded.
         """
         for pid, result in sorted(results.items()):
             self.log.info(
-                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s%s",
+                "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s%s%s",
                 self.resolved_producer_group, batch_id[:16], pid, result.status, result.events, result.first_seq, result.last_seq,
                 result.service_last_sequence_number,
                 f" (recovery: {result.landed_count} landed, {result.resent} resent)" if result.status == "recovered" else "",
                 f"; fenced by the {result.fencing}" if result.fencing else "",
+                "" if result.lease_only_batch_bytes is None
+                else f" (SDK batches of at most {result.lease_only_batch_bytes} bytes)",
             )
-        return {pid: {**result.sequence_range(), "fencing": result.fencing} for pid, result in sorted(results.items())}
+        return {pid: {**result.sequence_range(), "fencing": result.fencing,
+                      "lease_only_batch_bytes": result.lease_only_batch_bytes}
+                for pid, result in sorted(results.items())}

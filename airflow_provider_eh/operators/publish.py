@@ -42,7 +42,9 @@ class EventHubPublishOperator(BasePublishOperator):
     Keys map to partitions by the provider's documented stable hash (see
     :func:`airflow_provider_eh.publishing.partition_for_key`), not the service's.
 
-    Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number}``.
+    Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number, fencing,
+    lease_only_batch_bytes}``: ``fencing`` is ``"hub"`` or ``"lease"``, the fence that held the send, and
+    ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"`` (``None`` under ``"hub"``).
 
     :param events: a list of events, a callable ``(context) -> iterable of events``, or an upstream
         task's output (``upstream.output``), which makes that task upstream of this one. (templated)
@@ -50,7 +52,8 @@ class EventHubPublishOperator(BasePublishOperator):
         renders); events from an upstream output or a callable, and bytes bodies, are sent as they are.
     :param partition_id: partition of bare-body events.
 
-    The hub, connections, state store, producer group, generation and lease arguments are
+    The hub, connections, state store, producer group, generation, lease and fencing arguments
+    (``hub_fencing``, ``lease_only_batch_bytes``) are
     :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
     """
 

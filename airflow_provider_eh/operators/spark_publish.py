@@ -85,7 +85,9 @@ class SparkToEventHubOperator(BasePublishOperator):
     :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`). Each partition's events
     are ordered by ``order_by``, ties broken by a hash of the event, so every retry sends the same batch.
 
-    Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number}``.
+    Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number, fencing,
+    lease_only_batch_bytes}``: ``fencing`` is ``"hub"`` or ``"lease"``, the fence that held the send, and
+    ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"`` (``None`` under ``"hub"``).
 
     :param path: the output's path (templated), e.g. ``"/data/orders/{{ ds }}"``.
     :param format: ``parquet`` (default), ``json``, ``csv``, ``orc``, or ``delta`` with ``delta-spark`` installed.
@@ -109,7 +111,8 @@ class SparkToEventHubOperator(BasePublishOperator):
         policy lets executors reach only known ports); ``False``: no check on the executors (the hub's
         fencing alone, where the namespace offers idempotent publishing).
 
-    The hub, connections, state store, producer group, generation and lease arguments are
+    The hub, connections, state store, producer group, generation, lease and fencing arguments
+    (``hub_fencing``, ``lease_only_batch_bytes``) are
     :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
     """
 

@@ -1,0 +1,33 @@
+"""The publish operators take ``lease_only_batch_bytes``, refuse it out of range when built, and return it."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+from airflow_provider_eh.publishing import PartitionResult
+from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: EventHubPublishOperator(task_id="publish", events=[], **kw),
+    lambda **kw: SparkToEventHubOperator(task_id="publish", path="/data", **kw),
+], ids=["publish", "spark"])
+def test_both_operators_refuse_a_bound_out_of_range_when_built_and_keep_a_good_one(make: object) -> None:
+    with pytest.raises(ValueError, match=r"lease_only_batch_bytes=512: must be a whole number of bytes between 1024 "
+                                         r"and 1048576 \(Event Hubs' 1 MiB batch limit\)"):
+        make(lease_only_batch_bytes=512)  # type: ignore[operator]
+    assert make().lease_only_batch_bytes == DEFAULT_LEASE_ONLY_BATCH_BYTES  # type: ignore[operator]
+    assert make(lease_only_batch_bytes=65536).lease_only_batch_bytes == 65536  # type: ignore[operator]
+
+
+def test_the_xcom_names_the_fence_and_the_bound_in_force_per_partition() -> None:
+    operator = EventHubPublishOperator(task_id="publish", events=[])
+    results = {
+        "0": PartitionResult("0", 10, 0, 9, 9, "published", fencing="lease", lease_only_batch_bytes=65536),
+        "1": PartitionResult("1", 10, 0, 9, 9, "already_committed", fencing="hub"),
+    }
+    xcom = operator.report("b" * 64, results)
+    assert (xcom["0"]["fencing"], xcom["0"]["lease_only_batch_bytes"]) == ("lease", 65536)
+    assert (xcom["1"]["fencing"], xcom["1"]["lease_only_batch_bytes"]) == ("hub", None)
