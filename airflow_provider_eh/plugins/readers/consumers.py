@@ -78,7 +78,7 @@ def consumer_groups(
             if name.lower() not in reads:
                 reads[name.lower()] = reader.read(name)
     except Exception as exc:
-        raise read_failure(what, exc, reading.blob_site(source.checkpoint_container, "checkpoint_container"),
+        raise read_failure(what, exc, reading.blob_site(source.checkpoint_container, "checkpoint_container", "checkpoints"),
                            CONTAINER_HINT) from None
     positions = set()
     for read in reads.values():

@@ -104,7 +104,7 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
     except Exception as exc:
         raise read_failure(
             f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
-            reading.blob_site(source.state_container, "state_container"), CONTAINER_HINT,
+            reading.blob_site(source.state_container, "state_container", "producer state"), CONTAINER_HINT,
         ) from None
 
     def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
@@ -142,7 +142,8 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
         raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
     except Exception as exc:
         raise read_failure(f"reading the ledger history of {key}", exc,
-                           reading.blob_site(source.state_container, "state_container"), CONTAINER_HINT) from None
+                           reading.blob_site(source.state_container, "state_container", "producer state"),
+                           CONTAINER_HINT) from None
     return {
         "group": group, "partition": partition, "total": page.total, "before": page.before,
         "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],

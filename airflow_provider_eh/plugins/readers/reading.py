@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_eh.client.failures import FailureSite, provider_error
+from airflow_provider_eh.client.failures import FailureSite, StoreRole, provider_error
 from airflow_provider_eh.errors import (
     CheckpointStoreError,
     ConnectionConfigError,
@@ -134,10 +134,13 @@ class Reading:
         """Where a read of the hub fails, for the error map."""
         return FailureSite.of_endpoint(self.source.event_hubs_conn_id, self.endpoint)
 
-    def blob_site(self, container: str, container_field: str) -> FailureSite | None:
-        """Where a read of ``container`` fails, for the error map (``None`` when the client cannot be built)."""
+    def blob_site(self, container: str, container_field: str, role: StoreRole) -> FailureSite | None:
+        """Where a read of ``container`` fails, for the error map (``None`` when the client cannot be built).
+
+        :param role: what the container holds: a missing one is the store's error (``"not found"``).
+        """
         try:
-            return self.blob_hook.failure_site(container, container_field=f"the view's {container_field}")
+            return self.blob_hook.failure_site(container, container_field=f"the view's {container_field}", role=role)
         except Exception:  # the connection's client cannot be built: the read's own failure says so
             return None
 
