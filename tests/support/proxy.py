@@ -159,9 +159,11 @@ class HttpProxy:
 
     _TUNNEL = re.compile(r" - CONNECT (\S+:\d+) - ")  # a refused request is logged as CONNECT None:None
 
-    def __init__(self, directory: Path, username: str | None = None, password: str | None = None):
+    def __init__(self, directory: Path, username: str | None = None, password: str | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.directory = Path(directory)
         self.username, self.password = username, password
+        self.extra_args = tuple(extra_args)  # more of proxy.py's options: plugins, filters
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self.log = self.directory / "proxy.log"
@@ -174,6 +176,7 @@ class HttpProxy:
                "--num-workers", "1", "--num-acceptors", "1", "--log-level", "INFO", "--log-file", str(self.log)]
         if self.username is not None:
             cmd += ["--basic-auth", f"{self.username}:{self.password or ''}"]
+        cmd += list(self.extra_args)
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=self.directory,
                                       start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -1,0 +1,50 @@
+"""docs/failures.md holds the fault table the fault matrix's cases make (scripts/failure_table.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("failure_table", REPO / "scripts" / "failure_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_failure_page_holds_the_table_the_matrix_cases_make() -> None:
+    script = _script()
+    assert script.main(["--check"]) == 0, "docs/failures.md differs from the cases: run python scripts/failure_table.py"
+    page = script.PAGE.read_text()
+    cases = script.load_cases()
+    assert len(cases.CELLS) > 40
+    for cell in cases.CELLS:  # every cell is a row: its fault, its path and its bound
+        row = f"| {cases.FAULTS[cell.fault].title} | {cases.PATHS[cell.path].title} | "
+        assert row in page and f"| {cell.within:g} s |" in page, cell.id
+
+
+def test_a_changed_case_makes_the_check_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script()
+    cases = (REPO / "tests" / "integration" / "failures" / "cases.py").read_text()
+    changed = tmp_path / "cases.py"
+    changed.write_text(cases.replace('"wrong SAS key"', '"a key that is not the namespace\'s"', 1))
+    monkeypatch.setattr(script, "CASES", changed)
+    monkeypatch.setattr(script, "load_cases", lambda path=changed: _load(path))
+    assert script.main(["--check"]) == 1
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location("changed_cases", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
