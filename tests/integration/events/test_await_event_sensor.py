@@ -181,8 +181,9 @@ def test_a_consumer_group_the_hub_does_not_have_fails_without_retries(
     (ti,) = dr.get_task_instances()
     assert ti.state == "failed" and ti.try_number == 1, "a retry cannot create the consumer group"
     failure = _last_failure(capfd, "AirflowFailException")
-    assert f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group'" in failure
-    assert "create the consumer group on the hub" in failure
+    assert f"Event Hub {connections['hub']!r} (consumer group 'no-such-group')" in failure
+    assert "consumer group 'no-such-group' does not exist on the hub" in failure
+    assert "Connection 'azure_event_hubs_default'" in failure and "Check the consumer_group argument" in failure
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.support.events import fire_trigger, send_json
-from airflow_provider_eh.errors import EventTriggerConfigError
+from airflow_provider_eh.errors import EventTriggerConfigError, UnknownConsumerGroupError, UnknownEventHubError
 from airflow_provider_eh.triggers.event import EventHubEventTrigger
 from airflow_provider_eh.triggers.payload import read_events
 
@@ -46,8 +46,12 @@ def test_fires_per_batch_checkpoints_in_the_sdk_layout_and_reads_the_events_back
 
 
 def test_unknown_hub_and_partition_are_refused_with_what_to_fix(connections: dict[str, str], container: str) -> None:
-    with pytest.raises(EventTriggerConfigError, match="(?s)Event Hub .no-such-hub. on .* cannot be read .*The messaging entity .no-such-hub. could not be found.*check that the hub exists"):
+    with pytest.raises(UnknownEventHubError, match=(
+        r"^Connection 'azure_event_hubs_default': Event Hub 'no-such-hub' \(consumer group 'analytics'\) at 127\.0\.0\.1:\d+: "
+        r"the Event Hub does not exist on this namespace .*Nothing was read and no checkpoint was written\. Check the "
+        r"eventhub_name argument")) as caught:
         fire_trigger(EventHubEventTrigger(eventhub_name="no-such-hub", consumer_group="analytics", checkpoint_container=container), 1)
+    assert not caught.value.retryable and caught.value.conn_id == "azure_event_hubs_default"
     with pytest.raises(EventTriggerConfigError, match=r"has no partition 9 \(it has 0, 1, 2, 3\); fix partition_ids"):
         fire_trigger(EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="analytics",
                                    checkpoint_container=container, partition_ids=["9"]), 1)
@@ -58,11 +62,13 @@ def test_a_consumer_group_the_hub_does_not_have_is_refused_with_what_to_do(conne
     send_json(connections["event_hubs"], "0", [{"n": 1}])
     trigger = EventHubEventTrigger(eventhub_name=connections["hub"], consumer_group="no-such-group",
                                    checkpoint_container=container, batch_window=1.0)
-    with pytest.raises(EventTriggerConfigError) as caught:
+    with pytest.raises(UnknownConsumerGroupError) as caught:
         fire_trigger(trigger, 1)
     message = str(caught.value)
-    assert message.startswith(f"Event Hub {connections['hub']!r} has no consumer group 'no-such-group' (partition ")
-    assert "could not be found" in message and "create the consumer group on the hub" in message
+    assert message.startswith(f"Connection 'azure_event_hubs_default': Event Hub {connections['hub']!r} "
+                              "(consumer group 'no-such-group') at 127.0.0.1:")
+    assert "consumer group 'no-such-group' does not exist on the hub" in message
+    assert "Check the consumer_group argument (or create the group)" in message and not caught.value.retryable
 
 
 def test_a_queue_namespace_the_connection_does_not_reach_is_refused(connections: dict[str, str], container: str) -> None:
