@@ -115,6 +115,8 @@ GAPS: dict[str, str] = {
     "server_busy-publish": "the SDK's EventDataSendError reaches the task unmapped",
     "proxy_down-event_trigger": "the async client reports a refused proxy connection as an AuthenticationError, "
                                 "which the map reads as a refused credential (not retried)",
+    "proxy_down-checkpoint_sensor": "the async client reports a refused proxy connection as an AuthenticationError, "
+                                    "which the map reads as a refused credential (not retried)",
 }
 
 
@@ -130,20 +132,23 @@ def _cells() -> list[Cell]:
 
     every = ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest")
     add("wrong_sas_key", (*every, "queue"), _CREDENTIAL, "fail", 15)
-    add("expired_sas_token", ("publish", "test_connection", "event_trigger", "ingest"),
+    add("expired_sas_token", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         ("{conn}", "{address}", "expired token", "SharedAccessSignature"), "fail", 15)
-    add("proxy_wrong_password", ("publish", "test_connection", "event_trigger", "ingest"),
+    add("proxy_wrong_password", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         (*_PROXY, "407", "proxy_password"), "fail", 15)
-    add("proxy_refuses_connect", ("publish", "test_connection", "event_trigger"), (*_PROXY, "403", "proxy_host"), "fail", 15)
-    add("proxy_down", ("publish", "test_connection", "event_trigger", "ingest"), (*_PROXY, "refused the connection"),
+    add("proxy_refuses_connect", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest"),
+        (*_PROXY, "403", "proxy_host"), "fail", 15)
+    add("proxy_down", ("publish", "test_connection", "event_trigger", "checkpoint_sensor", "ingest"), (*_PROXY, "refused the connection"),
         "retry", 20)
-    add("wrong_ca", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest"), _TLS, "fail", 15)
-    add("custom_endpoint_unresolvable", ("publish", "test_connection", "event_trigger", "ingest"), _ADDRESS, "fail", 15)
-    add("namespace_unresolvable", ("publish", "test_connection", "event_trigger", "checkpoint_sensor", "ingest"), _DNS, "fail", 15)
-    add("hub_missing", every, _HUB, "fail", 15)
-    add("consumer_group_missing", ("event_trigger", "await_sensor", "ingest"), _GROUP, "fail", 20)
+    add("wrong_ca", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"), _TLS, "fail", 15)
+    add("custom_endpoint_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest"), _ADDRESS,
+        "fail", 15)
+    add("namespace_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
+        _DNS, "fail", 15)
+    add("hub_missing", (*every, "queue"), _HUB, "fail", 15)
+    add("consumer_group_missing", ("event_trigger", "queue", "await_sensor", "ingest"), _GROUP, "fail", 20)
     add("container_missing", ("checkpoint_sensor",), ("{wasb}", "{container}", "does not exist"), "fail", 15)
-    add("storage_forbidden", ("publish", "event_trigger", "checkpoint_sensor", "ingest"),
+    add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         ("{wasb}", "127.0.0.1:", "refused the connection's credential", "403"), "fail", 15)
     add("server_busy", ("publish",), ("{conn}", "{hub}", "busy"), "retry", 60,
         {"publish": "nothing stored; the retry after the throttling ends publishes each event once"})
