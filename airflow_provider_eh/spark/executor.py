@@ -219,6 +219,9 @@ def send_rows(
     nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
     With ``holds[partition]`` (a :class:`~airflow_provider_eh.publishing.hold.HoldTicket`), the driver's
     claim is confirmed before every SDK batch: a stalled driver's executors stop by its deadline.
+    Partitions are sent one after the other, each one SDK batch at a time, so a task has at most one
+    SDK batch in flight; where the lease alone fences, that batch holds at most the plan's
+    ``lease_only_batch_bytes``.
     """
     import pyarrow as pa
 
