@@ -105,6 +105,9 @@ def test_a_wrong_proxy_password_fails_the_publish_task_without_retries_naming_pr
     assert text.count("CONNECT answered 407") == 1, text  # said once, not the SDK's text twice
     assert WRONG_PASSWORD not in text and PROXY_PASSWORD not in text
     assert isinstance(error.__cause__, ProxyRefusedError) and not error.__cause__.retryable  # the chain: Airflow's, ours, the SDK's
+    deadline = time.monotonic() + 5  # proxy.py logs the refusal a moment later
+    while proxy.refused() == refused_before and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert proxy.refused() > refused_before  # the proxy itself turned the tunnel away
     assert read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(hub), hub)) == []
 
