@@ -340,9 +340,11 @@ def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderEr
     service or network failure (bad input, a bug) or already the package's own. Raise it ``from exc``."""
     if isinstance(exc, EventHubsProviderError) or not _is_service_failure(exc):
         return None
-    if exc.__class__.__name__ in ("ClientClosedError", "EventDataError", "EventDataSendError"):
+    if exc.__class__.__name__ in ("ClientClosedError", "EventDataError"):
         return None  # the client's own state or the event at fault, not the connection
     reading = _Reading.of(exc)
+    if reading.condition("message-size-exceeded"):
+        return None  # an event too large: the input, not the connection
     return _classify(reading, site, type(exc).__name__)
 
 
@@ -399,6 +401,8 @@ def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderE
         return ConnectionConfigError(site.conn_id, _message(
             site, f"the TLS handshake failed ({r.tls}): is TLS spoken at this address and port?",
             f"{site.address_field} and transport"))
+    if r.refused or r.any_of("ClientConnectorError"):  # no connection was made: never the credential's fault,
+        return _transient(r, site, raised)               # although the async client words it AuthenticationError
     if site.service == BLOB_STORAGE:
         return _classify_storage(r, site, raised)
     if r.any_of("WebSocketBadStatusException", "WSServerHandshakeError") or "Handshake status" in r.text:

@@ -112,11 +112,6 @@ GAPS: dict[str, str] = {
     "custom_endpoint_unresolvable-publish": "the publishing engine reports the unresolvable address as a refused "
                                             "credential",
     "hub_missing-publish": "the publishing engine's own message: 'check the hub name', not the field that names it",
-    "server_busy-publish": "the SDK's EventDataSendError reaches the task unmapped",
-    "proxy_down-event_trigger": "the async client reports a refused proxy connection as an AuthenticationError, "
-                                "which the map reads as a refused credential (not retried)",
-    "proxy_down-checkpoint_sensor": "the async client reports a refused proxy connection as an AuthenticationError, "
-                                    "which the map reads as a refused credential (not retried)",
 }
 
 

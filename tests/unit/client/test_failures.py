@@ -134,6 +134,20 @@ def test_a_proxy_that_is_down_is_retried_and_named() -> None:
     assert "HTTP proxy 10.1.2.3:3128 refused the connection" in str(error) and "proxy_port" in str(error)
 
 
+def test_a_refused_proxy_the_async_client_words_as_an_authentication_error_is_retried() -> None:
+    """aiohttp's connector error at a custom endpoint address reaches the SDK as ``AuthenticationException``."""
+    from aiohttp import ClientProxyConnectionError
+    from aiohttp.client_reqrep import ConnectionKey
+    from azure.eventhub._pyamqp.error import AuthenticationException
+
+    key = ConnectionKey("10.1.2.3", 3128, False, True, None, None, None)
+    connector = ClientProxyConnectionError(key, ConnectionRefusedError(111, "Connect call failed ('10.1.2.3', 3128)"))
+    amqp = AuthenticationException(ErrorCondition.ClientError, description=f"Failed to authenticate ... {connector}",
+                                   error=connector)
+    error = mapped(sdk_error(amqp, AuthenticationError, connector), PROXIED_SITE)
+    assert type(error) is ConnectionUnreachableError and error.retryable and "HTTP proxy 10.1.2.3:3128 refused" in str(error)
+
+
 def test_an_endpoint_that_refuses_is_retried_and_names_its_address_field() -> None:
     site = FailureSite.of_endpoint("eh_orders", endpoint(custom_endpoint_address="sb://gw.example.com:5671"))
     amqp = AMQPConnectionError(ErrorCondition.SocketError, description="[Errno 111] Connection refused")
@@ -237,6 +251,17 @@ def test_throttling_that_outlasts_the_sdk_is_retried() -> None:
     from airflow_provider_eh.client.failures import provider_error_of_report
 
     assert isinstance(provider_error_of_report("ConnectError", reported, SITE), ServiceBusyError)  # an executor's report
+
+
+def test_server_busy_on_a_send_is_retried_and_an_event_too_large_is_left_to_the_input() -> None:
+    from azure.eventhub._pyamqp.error import MessageException
+    from azure.eventhub.exceptions import EventDataSendError
+
+    busy = MessageException(b"com.microsoft:server-busy", description="The request was terminated because the entity "
+                                                                       "is being throttled.")
+    assert isinstance(mapped(sdk_error(busy, EventDataSendError)), ServiceBusyError)
+    large = MessageException(b"amqp:link:message-size-exceeded", description="The received message exceeds the limit.")
+    assert provider_error(sdk_error(large, EventDataSendError), SITE) is None
 
 
 @pytest.mark.parametrize("raised", [
