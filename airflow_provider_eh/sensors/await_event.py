@@ -11,7 +11,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowSensorT
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
+from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
@@ -19,7 +19,6 @@ from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger
 from airflow_provider_eh.triggers.filters import load_filter
-from airflow_provider_eh.triggers.partition_stream import not_found
 from airflow_provider_eh.triggers.reported import task_error
 
 if TYPE_CHECKING:
@@ -128,12 +127,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
         events enqueued after the first poke (``start_enqueued_after``), a time every poke finds again.
         """
         hook = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name)
-        try:
-            ids = hook.get_partition_ids()
-        except ConnectionUnreachableError as exc:
-            if not_found(exc):
-                raise EventTriggerConfigError(f"{exc}; fix eventhub_name or create the hub") from exc
-            raise
+        ids = hook.get_partition_ids()  # a hub that does not exist: the error map's UnknownEventHubError, not retried
         wanted = [str(p) for p in self.partition_ids] if self.partition_ids else ids
         check_partition_ids(self.eventhub_name, wanted, ids, EventTriggerConfigError)
         checkpoints: dict[str, int | None] = {}
