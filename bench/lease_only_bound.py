@@ -45,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from azure.storage.blob import BlobServiceClient, ContainerClient  # noqa: E402
+from publish_overhead import PARTITIONS, plain_sdk  # noqa: E402  (the same plain SDK side as the publish benchmark)
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
@@ -52,10 +53,8 @@ from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPub
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
-from tests.support.events import send_filled  # noqa: E402
 from tests.support.paused import wait_stopped  # noqa: E402
 
-PARTITIONS = 4
 STALL_BATCH = 2
 STALL_AT = f"before_send:{STALL_BATCH}"
 
@@ -146,23 +145,6 @@ def stalls(eh: Any, azurite: Any, container: str, bounds: list[int], n: int, siz
                       "resent": result.resent, "stalled_exit": run["proc"].returncode,
                       "stopped_by": "deadline" if "deadline passed" in err else ("error" if "Traceback" in err else "?")}
     return out
-
-
-def plain_sdk(endpoint: EventHubsEndpoint, events: list[dict[str, Any]]) -> float:
-    """Seconds the plain SDK takes to send ``events``, each partition from its own thread."""
-    per_partition = {str(p): [e["body"] for e in events if e["partition_id"] == str(p)] for p in range(PARTITIONS)}
-
-    def send(pid: str) -> None:
-        with endpoint.plain_producer() as producer:
-            send_filled(producer, pid, per_partition[pid])
-
-    started = time.perf_counter()
-    threads = [threading.Thread(target=send, args=(str(p),)) for p in range(PARTITIONS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - started
 
 
 def engine(eh: Any, azurite: Any, container: str, hub: str, events: list[dict[str, Any]], bound: int) -> float:
