@@ -110,10 +110,19 @@ def test_a_stall_mid_send_lands_at_most_the_bound_twice_and_a_smaller_bound_fewe
     assert (again.status, again.fencing, again.lease_only_batch_bytes) == ("already_committed", "lease", SMALL)
 
 
-def test_the_hubs_fencing_sends_full_batches_and_reports_no_bound(setup: PublishSetup) -> None:
+def _sdk_batches(caplog: pytest.LogCaptureFixture) -> int:
+    """How many SDK batches the one send logged (its closing line: "N events sent in K SDK batches")."""
+    (done,) = [r.getMessage() for r in caplog.records if "SDK batches," in r.getMessage()]
+    return int(done.split(" events sent in ")[1].split()[0])
+
+
+def test_the_hubs_fencing_sends_batches_of_the_links_size_and_reports_no_bound(
+        setup: PublishSetup, caplog: pytest.LogCaptureFixture) -> None:
     events = events_for("hub-bound", 3000, partitions=1, size=SIZE)  # ~1.3 MB: two SDK batches of the link's size
-    result = setup.publisher(lease_only_batch_bytes=SMALL).publish(events, batch_id=batch("hub-bound"))["0"]
+    with caplog.at_level("INFO", logger="airflow_provider_eh.publishing.sender"):
+        result = setup.publisher(lease_only_batch_bytes=SMALL).publish(events, batch_id=batch("hub-bound"))["0"]
     assert (result.fencing, result.lease_only_batch_bytes) == ("hub", None)
+    assert _sdk_batches(caplog) == 2  # the bound (16 KiB) does not apply
     assert setup.publisher().publish(events, batch_id=batch("hub-bound"))["0"].lease_only_batch_bytes is None
 
 
@@ -124,6 +133,4 @@ def test_the_bound_caps_each_sdk_batch_of_a_lease_only_send(setup: PublishSetup,
         result = setup.publisher(hub_fencing=False, lease_only_batch_bytes=SMALL).publish(
             events, batch_id=batch("lease-cap"))["0"]
     assert (result.fencing, result.lease_only_batch_bytes) == ("lease", SMALL)
-    (done,) = [r.getMessage() for r in caplog.records if "SDK batches," in r.getMessage()]
-    batches = int(done.split(" events sent in ")[1].split()[0])
-    assert batches >= 170_000 // SMALL, done  # without the cap: one batch
+    assert _sdk_batches(caplog) >= 170_000 // SMALL  # without the cap: one batch
