@@ -75,7 +75,10 @@ def crash_at(point: str, signum: int = signal.SIGKILL, claim: str | os.PathLike[
         ) and fired.acquire(blocking=False):
             disarm()
             if _claimed(claim):
-                os.kill(os.getpid(), signum)
+                # to this thread: the whole process stops (or dies) all the same, and this thread before
+                # it returns; signalled through the process, the kernel may pick another thread, and the
+                # one at the point could send its next batch before the stop reaches it
+                signal.pthread_kill(threading.get_ident(), signum)
 
     disarm = observe(observer)
     return disarm
