@@ -3,7 +3,7 @@
 ``python publish_runner.py CONFIG_FILE``: config has ``eh`` (connection string), ``hub``, ``backend``
 (``blob``; the Variables backend is exercised through Airflow in-process), ``blob`` and
 ``container``, ``group``, ``batch_id``, ``events`` (list of input events), ``claim_timeout``, and
-optionally ``send_timeout``, ``send_attempts``, ``hub_fencing``.
+optionally ``send_timeout``, ``send_attempts``, ``hub_fencing``, ``lease_only_batch_bytes``.
 Prints the results as one JSON line.
 """
 
@@ -29,6 +29,7 @@ def main(config: dict) -> None:
         endpoint, store, producer_group=config["group"],
         send_timeout=config.get("send_timeout", 60), send_attempts=config.get("send_attempts", 3),
         hub_fencing=config.get("hub_fencing", "auto"),
+        **({"lease_only_batch_bytes": config["lease_only_batch_bytes"]} if "lease_only_batch_bytes" in config else {}),
     )
     results = publisher.publish(config["events"], batch_id=config["batch_id"])
     print(json.dumps({p: r.to_dict() for p, r in results.items()}), flush=True)

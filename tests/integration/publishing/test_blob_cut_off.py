@@ -29,6 +29,9 @@ from tests.conftest import unique_name
 
 ACK_DELAY_MS = 3000
 SDK_BATCH = 1024 * 1024
+# batches of the link's size under lease-only fencing too (the default lease_only_batch_bytes would make four
+# times as many, each waiting out the ack delay): what is timed above, and what the claim's deadline fences
+WHOLE_BATCHES = {"lease_only_batch_bytes": SDK_BATCH}
 
 
 def _cut_off_mid_send(setup: PublishSetup, hubs: Any, name: str) -> tuple[list[dict], Counter, Any, str]:
@@ -38,14 +41,14 @@ def _cut_off_mid_send(setup: PublishSetup, hubs: Any, name: str) -> tuple[list[d
     port = setup.azurite.port
     with FaultProxy("127.0.0.1", port) as proxy:
         blob = setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/")
-        first = setup.start(events, batch_id, blob=blob)
+        first = setup.start(events, batch_id, blob=blob, **WHOLE_BATCHES)
         try:
             deadline = time.monotonic() + 120
             while not setup.read_back():
                 assert first.poll() is None and time.monotonic() < deadline, "the first SDK batch never landed"
                 time.sleep(0.2)
             proxy.freeze()  # its blob traffic: held from now on, connections open
-            result = setup.publisher(claim_timeout=90).publish(events, batch_id=batch_id)["0"]
+            result = setup.publisher(claim_timeout=90, **WHOLE_BATCHES).publish(events, batch_id=batch_id)["0"]
             proxy.thaw()  # reachable again: its in-process retry finds the batch committed, or it gives up
             out, err = first.communicate(timeout=120)
         finally:

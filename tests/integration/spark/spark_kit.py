@@ -93,21 +93,23 @@ class SparkSetup:
     def publish(self, spark: Any, path: str, batch_id: str, mapping: dict[str, Any] | None = None,
                 **options: Any) -> dict[str, PartitionResult]:
         """Publish in this process with the tests' session."""
-        publisher = self.publisher(claim_timeout=options.pop("claim_timeout", 0))
+        publisher = self.publisher(claim_timeout=options.pop("claim_timeout", 0), **options.pop("publisher", {}))
         job = SparkPublishJob(spark, publisher, RowMapping(**(mapping or ORDERS_MAPPING)), **options)
         return job.publish(SparkSource(path=path), batch_id)
 
     def start(self, path: str, batch_id: str, *, crash_at: str | None = None, claim_timeout: float = 0,
               mapping: dict[str, Any] | None = None, blob: str | None = None,
-              network: dict[str, Any] | None = None, hold_relay: bool = True) -> subprocess.Popen[str]:
+              network: dict[str, Any] | None = None, hold_relay: bool = True,
+              publisher: dict[str, Any] | None = None) -> subprocess.Popen[str]:
         """Publish in a child process that owns its SparkSession (``local[2]``), optionally crashing at a point;
         ``blob``: another connection string for its blob storage (through a proxy); ``network``: the hub
-        connection's network fields (``transport``, ``custom_endpoint_address``, ...); ``hold_relay``: the job's."""
+        connection's network fields (``transport``, ``custom_endpoint_address``, ...); ``hold_relay``: the job's;
+        ``publisher``: more arguments of its ``IdempotentPublisher``."""
         config = {
             "eh": self.event_hubs.connection_string(self.hub), "hub": self.hub, "network": network or {},
             "blob": blob or self.azurite.connection_string, "container": self.container_name, "group": "g",
             "batch_id": batch_id, "path": path, "mapping": mapping or ORDERS_MAPPING, "claim_timeout": claim_timeout,
-            "hold_relay": hold_relay,
+            "hold_relay": hold_relay, "publisher": publisher or {},
         }
         env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         env["PYTHONPATH"] = str(REPO)

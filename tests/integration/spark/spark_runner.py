@@ -2,7 +2,8 @@
 
 ``python spark_runner.py CONFIG_FILE``: config has ``eh`` (connection string), ``hub``, ``blob`` and
 ``container``, ``group``, ``batch_id``, ``path`` (parquet), ``mapping`` (RowMapping kwargs),
-``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``, ``hold_relay`` (default ``True``), ``network`` (the connection's network fields). Prints the results as one JSON
+``master`` (default ``local[2]``), ``claim_timeout``, ``on_empty``, ``hold_relay`` (default ``True``), ``network`` (the connection's network fields), ``publisher``
+(more ``IdempotentPublisher`` arguments). Prints the results as one JSON
 line, or ``{"error": type, "message": ...}`` and exits 3 on a provider error.
 """
 
@@ -33,7 +34,8 @@ def main(config: dict) -> int:
                                                         network=NetworkOptions.from_fields(config.get("network") or {}))
     container = ContainerClient.from_connection_string(config["blob"], config["container"])
     store = BlobProducerStateStore(container, claim_timeout=config.get("claim_timeout", 0))
-    publisher = IdempotentPublisher(endpoint, store, producer_group=config["group"])
+    publisher = IdempotentPublisher(endpoint, store, producer_group=config["group"],
+                                    **config.get("publisher", {}))
     spark, _ = get_session(SparkSettings(master=config.get("master", "local[2]"), conf=TEST_CONF))
     spark.sparkContext.setLogLevel("ERROR")
     try:

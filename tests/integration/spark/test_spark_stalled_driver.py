@@ -42,6 +42,9 @@ from tests.support.paused import wait_stopped
 ROWS = 12_000
 PAD = 1000  # ~1.1 KB events: about 900 to an SDK batch, 13 SDK batches, ~40 s at the ack delay
 ACK_DELAY_MS = 3000
+# SDK batches of the link's size on the lease-only endpoint too (the default lease_only_batch_bytes would make
+# four times as many, each waiting out the ack delay): what is timed above, and what the claim's deadline fences
+WHOLE_BATCHES = {"lease_only_batch_bytes": 1024 * 1024}
 THROTTLE_BYTES_PER_S = 150_000  # ~13 MB of output: about 90 s for the first run's executors
 
 
@@ -66,7 +69,8 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
         plain.admin.create_hub(hub, partitions=1)
         on_plain = SparkSetup(plain, setup.azurite, hub, setup.container_name, tmp_path)
         plain.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
-        first = on_plain.start(path, batch_id, blob=setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/"))
+        first = on_plain.start(path, batch_id, blob=setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/"),
+                               publisher=WHOLE_BATCHES)
         try:
             _wait_for_the_first_batch(on_plain, first)
             if stall == "paused":
@@ -75,7 +79,7 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
             else:
                 proxy.freeze()  # its blob traffic: held from now on, connections open
             stopped_at = len(on_plain.read_back())
-            results = on_plain.publish(spark, path, batch_id, claim_timeout=90)
+            results = on_plain.publish(spark, path, batch_id, claim_timeout=90, publisher=WHOLE_BATCHES)
             assert results["0"].status == "recovered" and results["0"].fencing == "lease"
             assert results["0"].landed_count >= stopped_at
         finally:
