@@ -26,12 +26,12 @@ from typing import Any
 
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.failures import NOTHING_SENT, provider_error, site_of
 from airflow_provider_eh.client.fencing import REQUIRED, HubFencing, fencing_mode
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
     EventHubsProviderError,
-    UnknownEventHubError,
 )
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
@@ -138,26 +138,16 @@ class IdempotentPublisher:
             return partition_end(client, partition_id)
 
     def partition_ids(self) -> list[str]:
-        """The hub's partition ids; an unknown hub or bad credential is a non-retryable error."""
+        """The hub's partition ids; a failure is the error map's (``client.failures``): an unknown hub or a
+        refused credential is not retried, an address that does not answer is."""
         try:
             with self._producer(retry_total=1) as client:
                 return [str(p) for p in client.get_partition_ids()]
         except Exception as exc:
-            from azure.eventhub.exceptions import AuthenticationError
-
-            text = f"{type(exc).__name__}: {exc}"
-            where = f"Event Hub {self.endpoint.eventhub_name!r} on {self.endpoint.fully_qualified_namespace}"
-            first = text.splitlines()[0].rstrip(".")
-            if isinstance(exc, AuthenticationError) or "unauthorized" in text.lower():
-                raise UnknownEventHubError(
-                    f"{where}: the service refused the connection's credential ({first}). Nothing was sent. Check the "
-                    "SAS key name and key (or the identity's role on the hub) in the Event Hubs connection."
-                ) from None
-            if "not-found" in text or "NotFound" in text or "could not be found" in text:
-                raise UnknownEventHubError(
-                    f"{where}: {first}. Nothing was sent. Check the hub name and the connection's credentials."
-                ) from None
-            raise
+            mapped = provider_error(exc, site_of(self.endpoint, done=NOTHING_SENT))
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def checked_partition_ids(self) -> list[str]:
         """The hub's partition ids, after checking that ``partition_options`` names only those."""

@@ -35,9 +35,9 @@ from publish_kit import PublishSetup, assert_exactly_once, batch, events_for  # 
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.errors import (  # noqa: E402
+    CredentialRefusedError,
     InvalidProducerStateError,
     ProducerStateStoreError,
-    UnknownEventHubError,
 )
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, VariableProducerStateStore  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
@@ -116,10 +116,12 @@ def test_wrong_sas_key_is_refused_before_anything_is_sent_and_the_retry_with_the
     earlier, events = events_for("before", 20, partitions=2), events_for("auth", 30, partitions=2)
     IdempotentPublisher(right, BlobProducerStateStore(state), producer_group="g").publish(earlier, batch_id=batch("before"))
 
-    with pytest.raises(UnknownEventHubError) as info:
+    with pytest.raises(CredentialRefusedError) as info:
         publish(IdempotentPublisher(wrong, BlobProducerStateStore(state), producer_group="g"), events, batch("auth"))
     message = str(info.value)
-    assert f"Event Hub {hub!r} on 127.0.0.1:{secured.port}: the service refused the connection's credential" in message
+    assert not info.value.retryable
+    assert f"127.0.0.1:{secured.port}" in message and hub in message
+    assert "the service refused the connection's credential" in message
     assert "Nothing was sent" in message and "SAS key name and key" in message
     assert "not-the-key" not in message
     assert_exactly_once(read_hub(right), earlier)

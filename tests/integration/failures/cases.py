@@ -106,13 +106,7 @@ _GROUP = ("{conn}", "{group}", "does not exist", "consumer_group")
 
 #: cells whose path does not yet do what the cell says, and why: the matrix expects them to fail (strict
 #: xfail), so a fix shows as an unexpected pass and the entry goes
-GAPS: dict[str, str] = {
-    "expired_sas_token-publish": "the publishing engine words every refused credential alike: no 'expired', and it "
-                                 "names the SAS key, not the SharedAccessSignature",
-    "custom_endpoint_unresolvable-publish": "the publishing engine reports the unresolvable address as a refused "
-                                            "credential",
-    "hub_missing-publish": "the publishing engine's own message: 'check the hub name', not the field that names it",
-}
+GAPS: dict[str, str] = {}
 
 
 def _cells() -> list[Cell]:
