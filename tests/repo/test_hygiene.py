@@ -57,3 +57,12 @@ def test_a_file_that_leaves_a_variable_or_a_process_gets_an_error_and_the_next_f
     assert "test_a_leaks.py left this behind for the next test file on this worker" in out
     assert "os.environ: set EH_HYGIENE_PROBE" in out and "still running (killed): pid" in out and "sleep 60" in out
     assert "EH_HYGIENE_SESSION" not in out  # what the session fixture set is the session's
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """The test folders are not packages: pytest imports each test file by its name alone, and a second
+    file of the same name fails to collect ("import file mismatch"), on whichever process meets it second."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
