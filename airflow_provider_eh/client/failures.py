@@ -563,3 +563,15 @@ def site_of(endpoint: EventHubsEndpoint, *, done: str = "") -> FailureSite:
         if site.service == EVENT_HUBS and site.hub == endpoint.eventhub_name and site.address == address:
             return site.having_done(done) if done else site
     return FailureSite.of_endpoint(UNKNOWN_CONNECTION, endpoint, done=done)
+
+
+def storage_failure(exc: BaseException, site: FailureSite) -> BaseException:
+    """
+    The error map's error for a failure of a checkpoint container at ``site``; ``exc`` when it maps to nothing.
+
+    The checkpoint reader words a storage error as a ``CheckpointStoreError`` of its own, without the
+    connection or the account's address: the storage error it was raised from is mapped instead.
+    """
+    cause = exc.__cause__ if isinstance(exc, CheckpointStoreError) else exc
+    mapped = provider_error(cause, site) if cause is not None else None
+    return exc if mapped is None else mapped

@@ -9,12 +9,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_eh.client.failures import FailureSite
+from airflow_provider_eh.client.failures import FailureSite, storage_failure
 from airflow_provider_eh.errors import CheckpointStoreError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
-from airflow_provider_eh.triggers.producer import storage_failure
 from airflow_provider_eh.triggers.reported import error_event
 
 

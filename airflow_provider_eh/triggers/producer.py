@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
-from airflow_provider_eh.client.failures import FailureSite, provider_error, provider_errors
+from airflow_provider_eh.client.failures import FailureSite, provider_error, provider_errors, storage_failure
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.errors import CheckpointStoreError, ConnectionUnreachableError, EventTriggerConfigError
+from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -257,18 +257,6 @@ class EventHubBatchProducer(SharedStreamProducer):
         if self._blob is not None:
             blob, self._blob, self._container = self._blob, None, None
             await blob.close()
-
-
-def storage_failure(exc: BaseException, site: FailureSite) -> BaseException:
-    """
-    The error map's error for a failure of a checkpoint container at ``site``; ``exc`` when it maps to nothing.
-
-    The checkpoint reader words a storage error as a ``CheckpointStoreError`` of its own, without the
-    connection or the account's address: the storage error it was raised from is mapped instead.
-    """
-    cause = exc.__cause__ if isinstance(exc, CheckpointStoreError) else exc
-    mapped = provider_error(cause, site) if cause is not None else None
-    return exc if mapped is None else mapped
 
 
 def read_summary(start: Mapping[str, int | datetime], read_to: Mapping[str, int]) -> str:
