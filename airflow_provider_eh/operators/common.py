@@ -52,6 +52,7 @@ from airflow_provider_eh.errors import (
     UnknownPartitionError,
 )
 from airflow_provider_eh.lineage import eventhub_dataset
+from airflow_provider_eh.publishing.driver import Progress, progress_of
 
 if TYPE_CHECKING:
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
@@ -134,14 +135,38 @@ def airflow_errors(task_id: str, *sites: FailureSite) -> Iterator[None]:
         try:
             yield
         except Exception as exc:
-            provider = sdk_failure(exc, known)
+            progress = progress_of(exc)
+            at = known
+            if progress is not None:  # the partitions committed and pending, in place of the task's general words
+                at = [s.having_done(progress.sentence(_retryable(exc, known))) if s.service == "Event Hubs" else s
+                      for s in known]
+            provider = sdk_failure(exc, at)
             _name_connection(provider, known)
+            if progress is not None:
+                _tell_progress(provider, progress)
             mapped = airflow_error(provider, task_id)
             if mapped is exc:
                 raise
             if provider is not exc:  # the chain reads: Airflow's error, from the package's, from the SDK's
                 provider.__cause__ = exc
             raise mapped from provider
+
+
+def _retryable(exc: BaseException, sites: Iterable[FailureSite]) -> bool:
+    """Whether Airflow retries the task for ``exc`` (as :func:`airflow_error` will decide)."""
+    provider = sdk_failure(exc, sites)
+    if isinstance(provider, AirflowException):
+        return not isinstance(provider, AirflowFailException)
+    return isinstance(provider, EventHubsProviderError) and provider.retryable
+
+
+def _tell_progress(exc: BaseException, progress: Progress) -> None:
+    """End the message of the package's ``exc`` with the partitions committed and pending, unless it says them."""
+    if not isinstance(exc, EventHubsProviderError) or not exc.args:
+        return
+    committed_or_not = (progress.sentence(True), progress.sentence(False))
+    if not any(sentence in str(exc) for sentence in committed_or_not):
+        exc.args = (f"{exc.args[0]} {progress.sentence(exc.retryable)}", *exc.args[1:])
 
 
 def operator_lineage(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[str, str]]) -> Any:

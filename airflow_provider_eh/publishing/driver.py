@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -157,8 +157,64 @@ class SendOutcome:
 SendPartitions = Callable[[Mapping[str, "PartitionSession"], Any], Mapping[str, SendOutcome]]
 """``send(sessions, producer) -> {partition: outcome}`` for the sessions whose plan sends something."""
 
-FailureError = Callable[[str, SendOutcome, int], BaseException]
-"""``failure(partition, outcome, committed_count) -> exception`` raised when a send failure ends the run."""
+@dataclass(frozen=True)
+class Progress:
+    """
+    What a publish that failed had already done, per partition: the "what already happened" of its error.
+
+    A publish raises one error for all its partitions; the error carries this (:func:`progress_of`)
+    so that the task's message can say which partitions are committed and which a later try resumes.
+    """
+
+    committed: tuple[str, ...]
+    pending: tuple[str, ...]
+
+    @classmethod
+    def of(cls, partitions: Iterable[str], committed: Iterable[str]) -> Progress:
+        done = set(committed)
+        return cls(_by_number(done), _by_number(set(partitions) - done))
+
+    def sentence(self, retryable: bool) -> str:
+        """``"Partition 2 committed; partition 3 pending: a retry resumes it and sends each of its events once."``"""
+        if not self.pending:
+            return f"{_partitions(self.committed).capitalize()} committed."
+        head = (f"{_partitions(self.committed).capitalize()} committed; {_partitions(self.pending)} pending"
+                if self.committed else f"Nothing committed, {_partitions(self.pending)} pending")
+        them = "it" if len(self.pending) == 1 else "them"
+        their = "its" if len(self.pending) == 1 else "their"
+        then = "a retry" if retryable else "once that is fixed, a retry (or clearing the task)"
+        return f"{head}: {then} resumes {them} and sends each of {their} events once."
+
+
+def _by_number(partitions: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(partitions, key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)))
+
+
+def _numbers(partitions: tuple[str, ...]) -> str:
+    return ", ".join(partitions)
+
+
+def _partitions(partitions: tuple[str, ...]) -> str:
+    return f"partition{'s' if len(partitions) > 1 else ''} {_numbers(partitions)}"
+
+
+_PROGRESS = "_eh_progress"
+
+
+def carry_progress(exc: BaseException, progress: Progress, *, replace: bool = False) -> BaseException:
+    """Give ``exc`` what its publish had done (kept when it has one, unless ``replace``); ``exc`` itself."""
+    if replace or getattr(exc, _PROGRESS, None) is None:
+        setattr(exc, _PROGRESS, progress)
+    return exc
+
+
+def progress_of(exc: BaseException) -> Progress | None:
+    """What the publish that raised ``exc`` had done; ``None`` when no publish said."""
+    return getattr(exc, _PROGRESS, None)
+
+
+FailureError = Callable[[str, SendOutcome, Progress], BaseException]
+"""``failure(partition, outcome, progress) -> exception`` raised when a send failure ends the run."""
 
 
 def _begin_all(publisher: PartitionPublisher, batch_id: str, counts: Mapping[str, tuple[int, str]],
@@ -183,7 +239,7 @@ def _begin_all(publisher: PartitionPublisher, batch_id: str, counts: Mapping[str
     return sessions
 
 
-def _default_failure(partition_id: str, outcome: SendOutcome, committed: int) -> BaseException:
+def _default_failure(partition_id: str, outcome: SendOutcome, progress: Progress) -> BaseException:
     if outcome.error is not None:
         return outcome.error
     return EventHubsProviderError(f"partition {partition_id}: send failed ({outcome.error_type}: {outcome.message})")
@@ -206,14 +262,25 @@ def drive(
     ``send`` the planned ones, commit each that reports success and abort the others (their intent
     stays for recovery). Transient failures are begun again (read-back first) after
     :func:`backoff_seconds`, up to ``attempts`` attempts; any other failure, or the last attempt's,
-    raises ``failure(...)``, the failures no retry can cure first.
+    raises ``failure(...)``, the failures no retry can cure first. Whatever it raises carries the
+    partitions committed and pending (:func:`progress_of`).
 
     :param producer_factory: opens one producer client per attempt, handed to ``begin``, ``send`` and
         ``commit`` (the local path); ``None`` when the senders build their own (Spark).
     """
+    results: dict[str, PartitionResult] = {}
+    try:
+        return _drive(publisher, batch_id, counts, send, attempts, producer_factory, failure, results)
+    except BaseException as exc:  # what is committed and what is not goes with the error
+        carry_progress(exc, Progress.of(counts, results))
+        raise
+
+
+def _drive(publisher: PartitionPublisher, batch_id: str, counts: Mapping[str, tuple[int, str]], send: SendPartitions,
+           attempts: int, producer_factory: Callable[[], contextlib.AbstractContextManager[Any]] | None,
+           failure: FailureError, results: dict[str, PartitionResult]) -> dict[str, PartitionResult]:
     attempts = max(1, attempts)
     group, stamp = publisher.producer_group, batch_stamp(batch_id)
-    results: dict[str, PartitionResult] = {}
     todo = dict(counts)
     for attempt in range(1, attempts + 1):
         failed: dict[str, SendOutcome] = {}
@@ -258,7 +325,7 @@ def drive(
                         "; recovering by read-back" if again else "")
         if not again:
             pid, outcome = rank_errors(sorted(failed.items()), lambda o: o.retryable)[0]
-            raise failure(pid, outcome, len(results))
+            raise failure(pid, outcome, Progress.of(counts, results))
         todo = {pid: counts[pid] for pid in sorted(retry)}
         time.sleep(backoff_seconds(attempt))
     raise AssertionError("unreachable")

@@ -35,7 +35,7 @@ from airflow_provider_eh.errors import (
 )
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
-from airflow_provider_eh.publishing.driver import SendOutcome, drive, rank_errors
+from airflow_provider_eh.publishing.driver import Progress, SendOutcome, carry_progress, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
@@ -409,8 +409,8 @@ class IdempotentPublisher:
                         log.error("group %s partition %s batch %s: %s: %s", self._group(pid), pid, batch_stamp(batch_id),
                                   type(exc).__name__, exc)
                         errors.append((pid, exc))
-        if errors:
-            raise rank_errors(errors)[0][1]
+        if errors:  # the error says which partitions committed (each partition's drive knew only its own)
+            raise carry_progress(rank_errors(errors)[0][1], Progress.of(grouped, results), replace=True)
         total = sum(r.events for r in results.values())
         log.info("group %s batch %s: %d partitions, %d events done in %.2fs",
                  self.producer_group, batch_stamp(batch_id), len(results), total, time.monotonic() - started)

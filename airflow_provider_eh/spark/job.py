@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.failures import site_of
 from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
-from airflow_provider_eh.publishing.driver import SendOutcome, drive
+from airflow_provider_eh.publishing.driver import Progress, SendOutcome, drive
 from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import error_condition, executor_failure, raise_from_spark
@@ -311,19 +311,19 @@ class SparkPublishJob:
 
         site = site_of(self.publisher.endpoint)  # the task's connection, known here on the driver
 
-        def failure(pid: str, outcome: SendOutcome, committed: int) -> BaseException:
-            done = (f"{committed} partitions committed; the failed ones keep their intent and the next run "
-                    "recovers them by read-back.")
-            mapped = executor_failure(outcome.error_type, outcome.message, site.having_done(done))
+        def failure(pid: str, outcome: SendOutcome, progress: Progress) -> BaseException:
+            mapped = executor_failure(outcome.error_type, outcome.message, site)
+            retryable = mapped.retryable if mapped is not None else outcome.retryable
+            done = progress.sentence(retryable)
             if mapped is not None:  # an SDK or network error: the map's words and class (as the cause)
+                mapped = executor_failure(outcome.error_type, outcome.message, site.having_done(done)) or mapped
                 error = SparkPublishError(f"group {group} batch {stamp}: partition {pid} failed to send: {mapped}",
                                           retryable=mapped.retryable)
                 error.conn_id, error.__cause__ = mapped.conn_id, mapped
                 return error
             return SparkPublishError(
                 f"group {group} batch {stamp}: partition {pid} failed to send ({outcome.error_type}: {outcome.message}). "
-                f"{committed} partitions committed; the failed ones keep their intent and the next run "
-                "recovers them by read-back.", retryable=outcome.retryable,
+                f"{done}", retryable=outcome.retryable,
             )
 
         return drive(self.publisher, batch_id, counts, send, attempts=self.send_attempts, failure=failure)

@@ -41,7 +41,8 @@ from airflow_provider_eh.errors import (  # noqa: E402
 )
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, VariableProducerStateStore  # noqa: E402
 from airflow_provider_eh.client.readback import read_hub  # noqa: E402
-from tests.conftest import connection_env, unique_name  # noqa: E402
+from airflow_provider_eh.publishing.driver import Progress, progress_of  # noqa: E402
+from tests.conftest import connection_env, intact_airflow_db, unique_name  # noqa: E402
 
 SAS_KEY_NAME, SAS_KEY = "publisher", "the-right-key-for-bad-input-tests"
 PATHS = ("local", "spark")
@@ -152,6 +153,8 @@ def variables(airflow_db: Path) -> Any:
     """Read, write and delete Airflow Variables in the test's metadata DB (as the store does under dag.test)."""
     from airflow.models.variable import Variable
 
+    intact_airflow_db()
+
     return Variable
 
 
@@ -192,6 +195,8 @@ def test_corrupt_state_variable_fails_its_partition_only_and_the_retry_after_res
     others = {"1", "2", "3"} if request.node.callspec.params["publish"] == "local" else set()
     assert {e["partition_id"] for e in sent} == others and all(counts[e["body"]["id"]] == 1 for e in sent)
     assert not any(e.partition == "0" and json.loads(e.body)["id"].startswith("after") for e in read)
+    # the error carries what is committed and what a retry resumes; the task's message says it (operators)
+    assert progress_of(info.value) == Progress(tuple(sorted(others)), tuple(sorted({"0", "1", "2", "3"} - others)))
 
     variables.delete(name)  # what the error says to do; partition 0's retry then sends its share, once
     publish(variable_publisher(setup, group), events, batch("after"))

@@ -139,9 +139,9 @@ def _cells() -> list[Cell]:
     add("container_missing", ("checkpoint_sensor",), ("{wasb}", "{container}", "does not exist"), "fail", 15)
     add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         ("{wasb}", "127.0.0.1:", "refused the connection's credential", "403"), "fail", 15)
-    add("server_busy", ("publish",), ("{conn}", "{hub}", "busy"), "retry", 60,
+    add("server_busy", ("publish",), ("{conn}", "{hub}", "busy", "pending: a retry resumes"), "retry", 60,
         {"publish": "nothing stored; the retry after the throttling ends publishes each event once"})
-    add("endpoint_gone_mid_send", ("publish",), ("{conn}", "{hub}"), "retry", 60,
+    add("endpoint_gone_mid_send", ("publish",), ("{conn}", "{hub}", "pending: a retry resumes"), "retry", 60,
         {"publish": "what was acknowledged stays; the retry publishes each event once"})
     return cells
 

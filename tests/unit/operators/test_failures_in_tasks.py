@@ -27,6 +27,7 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
 )
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
+from airflow_provider_eh.publishing.driver import Progress, carry_progress
 from airflow_provider_eh.spark.errors import executor_failure
 
 PASSWORD = "pr0xy-password-not-to-show"
@@ -135,3 +136,29 @@ def test_the_engines_error_about_the_hub_is_led_by_the_tasks_connection() -> Non
     assert str(error).startswith("Task 'publish': Connection 'eh_orders': Event Hub 'orders' on "), str(error)
     twice = run_task(provider_error(proxy_refusal(), FailureSite.of_endpoint("eh_orders", ENDPOINT)) or ValueError())
     assert str(twice).count("Connection 'eh_orders'") == 1
+
+
+def test_a_publish_error_says_which_partitions_committed_and_which_a_retry_resumes() -> None:
+    lost = carry_progress(ConnectionLostError("connection lost"), Progress.of(["0", "1", "2", "3"], ["0", "2"]))
+    error = run_task(lost)
+    assert type(error) is ConnectionUnreachableError and error.retryable
+    assert "Partitions 0, 2 committed; partitions 1, 3 pending: a retry resumes them and sends each of their events once." \
+        in str(error)
+    assert "stays recorded in the producer state" not in str(error)  # the task's general words give way
+
+
+def test_a_configuration_error_says_what_committed_and_that_the_fix_comes_first() -> None:
+    refused = carry_progress(proxy_refusal(), Progress.of(["0", "1"], []))
+    error = run_task(refused)
+    assert isinstance(error, AirflowFailException)
+    assert ("Nothing committed, partitions 0, 1 pending: once that is fixed, a retry (or clearing the task) resumes "
+            "them and sends each of their events once.") in str(error)
+
+
+def test_the_packages_own_error_gets_the_partitions_once() -> None:
+    from airflow_provider_eh.errors import InvalidProducerStateError
+
+    state = carry_progress(InvalidProducerStateError("partition 0's state is not JSON"), Progress.of(["0", "1"], ["1"]))
+    error = run_task(state)
+    assert isinstance(error, AirflowFailException)
+    assert str(error).count("Partition 1 committed; partition 0 pending: once that is fixed") == 1, str(error)

@@ -129,3 +129,31 @@ def test_one_rule_ranks_which_partition_error_is_raised_on_every_path() -> None:
     with pytest.raises(AuthenticationError) as raised:
         local.publish([], batch_id="b" * 64)
     assert raised.value is refused
+
+
+def test_the_raised_error_carries_the_partitions_committed_and_pending() -> None:
+    """The task's message says which partitions a retry resumes: the error of a run that committed 1 and 3
+    and failed 0 and 2 carries both sets (sorted by number), whether ``failure`` built it or it was raised."""
+    bad = InvalidEventError("row 7 is bad")
+    counts = {pid: (1, pid) for pid in ("0", "1", "2", "3", "10")}
+
+    def send(sessions: Any, producer: Any) -> dict[str, SendOutcome]:
+        return {pid: SendOutcome.failed(pid, bad, keep=True) if pid in ("0", "2") else SendOutcome.sent(pid, "r")
+                for pid in sessions}
+
+    seen: list[driver.Progress] = []
+    with pytest.raises(InvalidEventError) as raised:
+        drive(FakePublisher(), "b" * 64, counts, send, attempts=1,  # type: ignore[arg-type]
+              failure=lambda pid, o, progress: seen.append(progress) or bad)
+    assert driver.progress_of(raised.value) == driver.Progress(("1", "3", "10"), ("0", "2")) == seen[0]
+
+    class FailingCommit(FakePublisher):
+        def commit(self, session: Session, report: Any, *, producer: Any = None) -> str:
+            if session.pid == "2":
+                raise OSError("state store unreachable")
+            return super().commit(session, report, producer=producer)
+
+    with pytest.raises(OSError) as raised_at_commit:
+        drive(FailingCommit(), "b" * 64, counts, lambda s, p: {pid: SendOutcome.sent(pid, "r") for pid in s}, attempts=1)  # type: ignore[arg-type]
+    # committed in the order of the partition ids as text: 0, 1, 10, then 2 failed and 3 was not reached
+    assert driver.progress_of(raised_at_commit.value) == driver.Progress(("0", "1", "10"), ("2", "3"))
