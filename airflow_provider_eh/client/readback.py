@@ -11,6 +11,7 @@ site of the task's connection when a task opened a scope (:func:`~airflow_provid
 
 from __future__ import annotations
 
+import contextvars
 import json
 import time
 from collections import Counter
@@ -131,10 +132,12 @@ def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default", *, s
     partition (the SDK's way, the benchmarks' plain read)."""
     with held(endpoint) if shared else nullcontext():
         with provider_errors(site_of(endpoint).during("reading the hub's partition ids")):
-            with endpoint.producer() as client:
+            with endpoint.producer(retry_total=1) as client:  # a missing hub or refused key fails at once
                 partition_ids = client.get_partition_ids()
-        with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
-            parts = list(pool.map(lambda p: read_partition(endpoint, p, consumer_group, shared=shared), partition_ids))
+        with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:  # each in the caller's failure scope
+            futures = [pool.submit(contextvars.copy_context().run, read_partition, endpoint, p, consumer_group, shared=shared)
+                       for p in partition_ids]
+            parts = [future.result() for future in futures]
     return [e for part in parts for e in part]
 
 

@@ -17,6 +17,7 @@ only here.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -226,7 +227,8 @@ def _begin_all(publisher: PartitionPublisher, batch_id: str, counts: Mapping[str
     sessions: dict[str, PartitionSession] = {}
     errors: list[tuple[str, BaseException]] = []
     with ThreadPoolExecutor(max_workers=max(1, len(counts)), thread_name_prefix="eh-begin") as pool:
-        futures = {pid: pool.submit(publisher.begin, pid, batch_id, c, fp, producer=producer) for pid, (c, fp) in counts.items()}
+        futures = {pid: pool.submit(contextvars.copy_context().run, publisher.begin, pid, batch_id, c, fp, producer=producer)
+                   for pid, (c, fp) in counts.items()}  # in the caller's context: failures name its connection
         for pid, future in futures.items():
             try:
                 sessions[pid] = future.result()

@@ -17,6 +17,7 @@ Two refinements of the written design, both keeping its guarantee:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -401,7 +402,9 @@ class IdempotentPublisher:
             grouped = self.prepare(events, default_partition)
             workers = self.max_workers or max(1, len(grouped))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eh-publish") as pool:
-                futures = {pid: pool.submit(self.publish_partition, pid, batch_id, evs) for pid, evs in sorted(grouped.items())}
+                # each partition's thread runs in the task's context: its failures name the task's connection
+                futures = {pid: pool.submit(contextvars.copy_context().run, self.publish_partition, pid, batch_id, evs)
+                           for pid, evs in sorted(grouped.items())}
                 for pid, future in futures.items():
                     try:
                         results[pid] = future.result()

@@ -20,6 +20,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress
+from airflow_provider_eh.client.failures import storage_failure
+from airflow_provider_eh.errors import CheckpointStoreError, EventHubsProviderError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
@@ -191,12 +193,29 @@ class EventHubCheckpointSensor(BaseSensorOperator):
                         self.hook.reader.eventhub_name, targets,
                     )
                 self._resolved_targets = targets
-            progress = self.hook.progress(self._resolved_targets, groups, last_enqueued)
+            try:
+                progress = self.hook.progress(self._resolved_targets, groups, last_enqueued)
+            except Exception as exc:  # the container's failure, named as the deferred sensor names it (the hook
+                mapped = self._storage_failure(exc)  # maps the hub's failures itself)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
         self._last_progress = progress
         self.log.info(
             "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, progress.summary()
         )
         return PokeReturnValue(is_done=progress.reached, xcom_value=progress.checkpoints())
+
+    def _storage_failure(self, exc: Exception) -> BaseException:
+        """The error map's error for the checkpoint container's failure (``exc`` when it maps to nothing)."""
+        if isinstance(exc, EventHubsProviderError) and not isinstance(exc, CheckpointStoreError):
+            return exc
+        try:
+            site = self.hook.blob_hook.failure_site(self.container, container_field="container", role="checkpoints",
+                                                    done="Nothing was written: the sensor only reads checkpoints.")
+        except Exception:  # the client cannot even be built: the error says why
+            return exc
+        return storage_failure(exc, site)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

@@ -161,7 +161,7 @@ _REASONS: tuple[tuple[type[EventHubsProviderError], str], ...] = (
 
 def read_failure(what: str, exc: BaseException, site: FailureSite | None, hint: str) -> ViewReadError:
     """A :class:`ViewReadError` for ``exc`` raised while doing ``what`` at ``site``: the error map's message
-    when it reads the error (a missing hub or consumer group answers 404), else the class-only words of
+    when it reads the error (a missing hub or consumer group answers 404, a setting to fix 400), else the class-only words of
     :func:`~airflow_provider_eh.plugins.redaction.failure` and ``hint``. The raw text goes to the log only."""
     mapped = provider_error(exc, site) if site is not None else None
     if mapped is None:
@@ -170,7 +170,14 @@ def read_failure(what: str, exc: BaseException, site: FailureSite | None, hint: 
     reason = next((words for cls, words in _REASONS if isinstance(mapped, cls)), "the read failed")
     if reason.endswith("not found") and "does not exist" not in str(mapped):
         reason = "the read failed"
-    status = 404 if isinstance(mapped, (UnknownEventHubError, UnknownConsumerGroupError)) else 502
+    # a missing hub or group: 404; a setting to fix (a refused credential, proxy or certificate, an address that
+    # does not resolve): 400, as a malformed connection; the service failing or busy: 502 and 503, a refresh may pass
+    if isinstance(mapped, (UnknownEventHubError, UnknownConsumerGroupError)):
+        status = 404
+    elif not mapped.retryable:
+        status = 400
+    else:
+        status = 503 if isinstance(mapped, ServiceBusyError) else 502
     return ViewReadError(f"{what}: {reason} ({type(exc).__name__}). {mapped} The API server's log has the details.",
                          status)
 

@@ -88,6 +88,9 @@ PATHS = {p.key: p for p in (
     Path("await_sensor", "`EventHubAwaitEventSensor`, deferred (its trigger, then `execute_complete`)"),
     Path("checkpoint_sensor", "`EventHubCheckpointSensor`, deferred (its trigger, then `execute_complete`)"),
     Path("ingest", "`EventHubIngestOperator`"),
+    Path("checkpoint_poke", "`EventHubCheckpointSensor`, in poke mode"),
+    Path("readback", "reading the hub back (a publish in doubt; `airflow_provider_eh.testing`)"),
+    Path("view", "the Event Hubs view (its API answers with the message)"),
 )}
 
 NOTHING_SENT = "nothing sent"
@@ -114,30 +117,35 @@ def _cells() -> list[Cell]:
 
     def add(fault: str, paths: tuple[str, ...], says: tuple[str, ...], retry: str, within: float,
             lands: dict[str, str] | None = None) -> None:
-        default = {"publish": NOTHING_SENT, "ingest": NOTHING_LOADED, "test_connection": "nothing (a read)"}
+        default = {"publish": NOTHING_SENT, "ingest": NOTHING_LOADED, "test_connection": "nothing (a read)",
+                   "readback": "nothing (a read)", "view": "nothing (a read)"}
         for path in paths:
             what = (lands or {}).get(path) or default.get(path, NOTHING_READ)
             cells.append(Cell(fault, path, says, retry, what, within, GAPS.get(f"{fault}-{path}", "")))
 
     every = ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest")
-    add("wrong_sas_key", (*every, "queue"), _CREDENTIAL, "fail", 15)
+    add("wrong_sas_key", (*every, "queue", "checkpoint_poke", "readback", "view"), _CREDENTIAL, "fail", 15)
     add("expired_sas_token", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         ("{conn}", "{address}", "expired token", "SharedAccessSignature"), "fail", 15)
-    add("proxy_wrong_password", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
+    add("proxy_wrong_password", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest",
+                                 "view"),
         (*_PROXY, "407", "proxy_password"), "fail", 15)
-    add("proxy_refuses_connect", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest"),
+    add("proxy_refuses_connect", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest", "readback"),
         (*_PROXY, "403", "proxy_host"), "fail", 15)
-    add("proxy_down", ("publish", "test_connection", "event_trigger", "checkpoint_sensor", "ingest"), (*_PROXY, "refused the connection"),
+    add("proxy_down", ("publish", "test_connection", "event_trigger", "checkpoint_sensor", "ingest", "view"),
+        (*_PROXY, "refused the connection"),
         "retry", 20)
-    add("wrong_ca", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"), _TLS, "fail", 15)
+    add("wrong_ca", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest", "readback",
+                     "view"), _TLS, "fail", 15)
     add("custom_endpoint_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "ingest"), _ADDRESS,
         "fail", 15)
-    add("namespace_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
+    add("namespace_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest",
+                                   "readback", "view"),
         _DNS, "fail", 15)
-    add("hub_missing", (*every, "queue"), _HUB, "fail", 15)
-    add("consumer_group_missing", ("event_trigger", "queue", "await_sensor", "ingest"), _GROUP, "fail", 20)
-    add("container_missing", ("checkpoint_sensor",), ("{wasb}", "{container}", "does not exist"), "fail", 15)
-    add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
+    add("hub_missing", (*every, "queue", "checkpoint_poke", "readback", "view"), _HUB, "fail", 15)
+    add("consumer_group_missing", ("event_trigger", "queue", "await_sensor", "ingest", "readback"), _GROUP, "fail", 20)
+    add("container_missing", ("checkpoint_sensor", "checkpoint_poke"), ("{wasb}", "{container}", "does not exist"), "fail", 15)
+    add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest", "checkpoint_poke"),
         ("{wasb}", "127.0.0.1:", "refused the connection's credential", "403"), "fail", 15)
     add("server_busy", ("publish",), ("{conn}", "{hub}", "busy", "pending: a retry resumes"), "retry", 60,
         {"publish": "nothing stored; the retry after the throttling ends publishes each event once"})

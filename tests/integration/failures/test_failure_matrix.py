@@ -269,6 +269,35 @@ def run_checkpoint_sensor(setup: Setup) -> Any:
     return sensor.execute_complete(_context(), event.payload)  # type: ignore[arg-type]
 
 
+def run_checkpoint_poke(setup: Setup) -> Any:
+    """The sensor in poke mode: its first poke, in the worker."""
+    from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
+
+    sensor = EventHubCheckpointSensor(task_id="wait", container=setup.container, consumer_groups=setup.group,
+                                      targets={"0": 5}, eventhub_name=setup.hub, event_hubs_conn_id=setup.eh_conn,
+                                      wasb_conn_id=setup.wasb_conn, timeout=30, poke_interval=1, deferrable=False)
+    return sensor.poke(_context())  # type: ignore[arg-type]
+
+
+def run_readback(setup: Setup) -> Any:
+    """Reading the hub back (what a publish in doubt does, and ``airflow_provider_eh.testing``'s counts), inside a
+    task's scope: its errors name the task's connection."""
+    from airflow_provider_eh.client.failures import FailureSite, failure_scope
+    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+
+    endpoint = EventHubsHook(setup.eh_conn).get_endpoint(setup.hub)
+    with failure_scope(FailureSite.of_endpoint(setup.eh_conn, endpoint)):
+        return read_hub(endpoint, setup.group)
+
+
+def run_view(setup: Setup) -> Any:
+    """The Event Hubs view's read of the hub's partitions (its API answers with the error's message and status)."""
+    from airflow_provider_eh.plugins.readers.partitions import partition_properties
+    from airflow_provider_eh.plugins.readers.reading import Reading, Source
+
+    return partition_properties(Reading(Source(event_hubs_conn_id=setup.eh_conn, eventhub_name=setup.hub)))
+
+
 def run_ingest(setup: Setup) -> Any:
     from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 
@@ -283,7 +312,7 @@ def run_ingest(setup: Setup) -> Any:
 RUNNERS: dict[str, Callable[[Setup], Any]] = {
     "publish": run_publish, "test_connection": run_test_connection, "event_trigger": run_event_trigger,
     "queue": run_queue, "await_sensor": run_await_sensor, "checkpoint_sensor": run_checkpoint_sensor,
-    "ingest": run_ingest,
+    "ingest": run_ingest, "checkpoint_poke": run_checkpoint_poke, "readback": run_readback, "view": run_view,
 }
 
 
@@ -409,7 +438,7 @@ def what_landed(cell: Cell, setup: Setup, s: Services) -> list[str]:
     """What the path left behind that it should not have: events sent, checkpoints written, rows loaded."""
     if cell.path == "publish" and not setup.hub.startswith("no-such-hub"):
         return [f"event {i}" for i in landed_events(setup)]
-    if cell.path in ("event_trigger", "queue", "await_sensor", "checkpoint_sensor"):
+    if cell.path in ("event_trigger", "queue", "await_sensor", "checkpoint_sensor", "checkpoint_poke"):
         return [f"checkpoint {b}" for b in checkpoint_blobs(s, setup)]
     if cell.path == "ingest" and setup.sink is not None:
         return [f"{sink_rows(setup.sink)} rows"] if sink_rows(setup.sink) else []
@@ -434,7 +463,7 @@ WARM = ("airflow.sdk", "airflow.providers.common.compat.sdk", "airflow.providers
         "airflow_provider_eh.triggers.event", "airflow_provider_eh.triggers.checkpoint", "airflow_provider_eh.queues",
         "azure.eventhub.aio", "azure.storage.blob.aio", "aiohttp")
 PLAIN = [c for c in CELLS if c.fault not in ("server_busy", "endpoint_gone_mid_send")]
-READERS = ("ingest", "event_trigger", "queue", "await_sensor", "checkpoint_sensor")
+READERS = ("ingest", "event_trigger", "queue", "await_sensor", "checkpoint_sensor", "checkpoint_poke", "readback", "view")
 
 
 @pytest.fixture(scope="module")
