@@ -351,7 +351,8 @@ def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderEr
 #: the names of the errors an executor may report (:class:`~airflow_provider_eh.publishing.driver.SendOutcome`)
 #: that the map reads: the SDKs' and the network's
 _REPORTED = frozenset({
-    "EventHubError", "ConnectError", "AuthenticationError", "ConnectionLostError", "OperationTimeoutError",
+    "EventHubError", "EventDataSendError", "EventDataError", "ConnectError", "AuthenticationError", "ConnectionLostError",
+    "OperationTimeoutError",
     "AzureError", "ServiceRequestError", "ServiceResponseError", "HttpResponseError", "ClientAuthenticationError",
     "ResourceNotFoundError", "OSError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
     "BrokenPipeError", "TimeoutError", "gaierror", "SSLError", "SSLCertVerificationError", "WebSocketProxyException",

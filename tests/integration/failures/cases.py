@@ -91,6 +91,7 @@ PATHS = {p.key: p for p in (
     Path("checkpoint_poke", "`EventHubCheckpointSensor`, in poke mode"),
     Path("readback", "reading the hub back (a publish in doubt; `airflow_provider_eh.testing`)"),
     Path("view", "the Event Hubs view (its API answers with the message)"),
+    Path("spark_publish", "`SparkToEventHubOperator` (the sends on Spark executors, mapped on the driver)"),
 )}
 
 NOTHING_SENT = "nothing sent"
@@ -117,14 +118,14 @@ def _cells() -> list[Cell]:
 
     def add(fault: str, paths: tuple[str, ...], says: tuple[str, ...], retry: str, within: float,
             lands: dict[str, str] | None = None) -> None:
-        default = {"publish": NOTHING_SENT, "ingest": NOTHING_LOADED, "test_connection": "nothing (a read)",
+        default = {"publish": NOTHING_SENT, "spark_publish": NOTHING_SENT, "ingest": NOTHING_LOADED, "test_connection": "nothing (a read)",
                    "readback": "nothing (a read)", "view": "nothing (a read)"}
         for path in paths:
             what = (lands or {}).get(path) or default.get(path, NOTHING_READ)
             cells.append(Cell(fault, path, says, retry, what, within, GAPS.get(f"{fault}-{path}", "")))
 
     every = ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest")
-    add("wrong_sas_key", (*every, "queue", "checkpoint_poke", "readback", "view"), _CREDENTIAL, "fail", 15)
+    add("wrong_sas_key", (*every, "queue", "checkpoint_poke", "readback", "view", "spark_publish"), _CREDENTIAL, "fail", 15)
     add("expired_sas_token", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest"),
         ("{conn}", "{address}", "expired token", "SharedAccessSignature"), "fail", 15)
     add("proxy_wrong_password", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest",
@@ -147,8 +148,9 @@ def _cells() -> list[Cell]:
     add("container_missing", ("checkpoint_sensor", "checkpoint_poke"), ("{wasb}", "{container}", "does not exist"), "fail", 15)
     add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest", "checkpoint_poke"),
         ("{wasb}", "127.0.0.1:", "refused the connection's credential", "403"), "fail", 15)
-    add("server_busy", ("publish",), ("{conn}", "{hub}", "busy", "pending: a retry resumes"), "retry", 60,
-        {"publish": "nothing stored; the retry after the throttling ends publishes each event once"})
+    add("server_busy", ("publish", "spark_publish"), ("{conn}", "{hub}", "busy", "pending: a retry resumes"), "retry", 60,
+        {"publish": "nothing stored; the retry after the throttling ends publishes each event once",
+         "spark_publish": "nothing stored; the retry after the throttling ends publishes each event once"})
     add("endpoint_gone_mid_send", ("publish",), ("{conn}", "{hub}", "pending: a retry resumes"), "retry", 60,
         {"publish": "what was acknowledged stays; the retry publishes each event once"})
     return cells

@@ -462,7 +462,7 @@ WARM = ("airflow.sdk", "airflow.providers.common.compat.sdk", "airflow.providers
         "airflow_provider_eh.sensors.await_event", "airflow_provider_eh.sensors.checkpoint",
         "airflow_provider_eh.triggers.event", "airflow_provider_eh.triggers.checkpoint", "airflow_provider_eh.queues",
         "azure.eventhub.aio", "azure.storage.blob.aio", "aiohttp")
-PLAIN = [c for c in CELLS if c.fault not in ("server_busy", "endpoint_gone_mid_send")]
+PLAIN = [c for c in CELLS if c.fault not in ("server_busy", "endpoint_gone_mid_send") and c.path != "spark_publish"]
 READERS = ("ingest", "event_trigger", "queue", "await_sensor", "checkpoint_sensor", "checkpoint_poke", "readback", "view")
 
 
@@ -507,9 +507,9 @@ def test_fault_on_path(cell: Cell, matrix: dict[str, tuple[Setup, Outcome, list[
     assert landed == [], f"{cell.id}: {landed[:5]} landed"
 
 
-def _only(fault: str, request: pytest.FixtureRequest) -> Cell:
-    """The one cell of ``fault``; expected to fail when the cases name a gap."""
-    (cell,) = [c for c in CELLS if c.fault == fault]
+def _only(fault: str, request: pytest.FixtureRequest, path: str = "publish") -> Cell:
+    """The cell of ``fault`` on ``path``; expected to fail when the cases name a gap."""
+    (cell,) = [c for c in CELLS if c.fault == fault and c.path == path]
     if cell.gap:
         request.applymarker(pytest.mark.xfail(strict=True, reason=cell.gap))
     return cell
@@ -577,3 +577,76 @@ def test_endpoint_gone_mid_send_is_retried_and_the_retry_publishes_each_event_on
     assert 0 < len(landed) < EVENTS and len(landed) == len(set(landed))  # what was acknowledged, once
     run_publish(setup, pad=200_000)
     assert sorted(landed_events(setup)) == sorted(e["body"]["id"] for e in events_of(setup))
+
+
+# ---- Spark: the sends on the executors ------------------------------------------------------------------
+
+SPARK_MAPPING = {"body_column": "body", "partition_column": "partition_id", "property_columns": ("i",), "order_by": ("i",)}
+
+
+def spark_rows(setup: Setup, directory: FilePath) -> str:
+    """The cell's events as the Parquet output of an upstream Spark job (the columns :data:`SPARK_MAPPING` reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    events = events_of(setup)
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"body": [json.dumps(e["body"]) for e in events], "partition_id": [e["partition_id"] for e in events],
+                             "i": list(range(len(events)))}), directory / "part-0.parquet")
+    return str(directory)
+
+
+def run_spark_publish(setup: Setup, rows: str) -> Any:
+    from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+
+    operator = SparkToEventHubOperator(
+        task_id="publish", path=rows, spark_conn_id=f"spark_{setup.name}", event_hubs_conn_id=setup.eh_conn,
+        eventhub_name=setup.hub, wasb_conn_id=setup.wasb_conn, state_container=setup.container, producer_group="matrix",
+        claim_timeout=0, **SPARK_MAPPING)
+    return operator.execute(_context())  # type: ignore[arg-type]
+
+
+#: when each Spark cell's fault is made: from the start, or once the driver has claimed the partitions and written
+#: their intents (the next thing is the send job: the fault meets the executors, not the driver)
+SPARK_FAULT_AT = {"wrong_sas_key": None, "server_busy": "after_intent"}
+
+
+@pytest.mark.parametrize("fault", sorted(SPARK_FAULT_AT))
+def test_fault_on_spark_executors(fault: str, spark: Any, services: Services, tmp_path: FilePath,
+                                  monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """The operator's sends run on the executors; what they meet comes back as data and is mapped on the driver, at the
+    task's connection: the same words and retry class as the local path, nothing landed, and the retry (the fault
+    over) publishes each event once."""
+    from airflow_provider_eh import steps
+
+    cell = _only(fault, request, "spark_publish")
+    setup = replace(make_fault(cell, services), name="spark")
+    rows = spark_rows(setup, tmp_path / "rows")
+    for name, value in setup.environ().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(*connection_env(f"spark_{setup.name}", "spark", host="local[2]"))
+    when = SPARK_FAULT_AT[fault]
+    made: list[str] = []
+
+    def make(step: str, count: int, detail: Any) -> None:
+        if step == when and not made:
+            made.append(step)
+            services.secured.admin.set_fault("server_busy", hub=setup.hub)
+
+    stop = steps.observe(make)
+    started = time.monotonic()
+    try:
+        run_spark_publish(setup, rows)
+    except BaseException as exc:  # noqa: BLE001 - what the user sees
+        outcome = Outcome(f"{type(exc).__name__}: {exc}", _retry_class(exc), time.monotonic() - started)
+    else:
+        raise AssertionError(f"{cell.id}: the publish did not fail")
+    finally:
+        stop()
+        services.secured.admin.clear_faults()
+    assert made or when is None, f"{cell.id}: the driver never reached {when}"
+    check_outcome(cell, setup, outcome)
+    assert landed_events(setup) == [], f"{cell.id}: events landed"
+    if when is not None:  # the fault is over: the retry publishes each event once
+        run_spark_publish(setup, rows)
+        assert sorted(landed_events(setup)) == sorted(e["body"]["id"] for e in events_of(setup))
