@@ -32,7 +32,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -85,6 +85,17 @@ class EmulatorAdmin:
     def add_consumer_group(self, hub: str, name: str) -> None:
         self._call("POST", f"/hubs/{quote(hub, safe='')}/consumer-groups", {"name": name})
 
+    def delete_hub(self, name: str) -> None:
+        """Delete a hub with its consumer groups and events, as the service does while clients use it:
+        their senders and receivers on it are detached with ``amqp:not-found``, and new ones are refused.
+        ``EmulatorAdminError`` (404) when there is no such hub."""
+        self._call("DELETE", f"/hubs/{quote(name, safe='')}")
+
+    def delete_consumer_group(self, hub: str, name: str) -> None:
+        """Delete a consumer group; its receivers are detached with ``amqp:not-found``. ``EmulatorAdminError``:
+        404 when the hub or the group does not exist, 400 for ``$Default`` (it goes only with its hub)."""
+        self._call("DELETE", f"/hubs/{quote(hub, safe='')}/consumer-groups/{quote(name, safe='')}")
+
     def list_hubs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/hubs")["hubs"]
 
@@ -120,6 +131,12 @@ class EmulatorProcess:
     AMQP over WebSockets is served too, on ``websocket_port`` (0: a free one; ``None``: not served),
     with TLS when ``tls`` names a PEM certificate and key (``wss://``); :attr:`websocket_address` is
     the SDK's ``custom_endpoint_address`` for it.
+
+    With ``require_auth`` (or ``--require-auth`` in ``extra_args``) SAS tokens are validated: those of
+    ``key_name``/``key``, which has every right, and those of ``sas_rules``, further keys with their
+    rights (name -> (key, rights among ``Send``, ``Listen``, ``Manage``), e.g. ``{"listen-only": ("key2",
+    ["Listen"])}``): a sender needs ``Send``, a receiver ``Listen``, and is refused with
+    ``amqp:unauthorized-access`` otherwise. ``connection_string(hub, rule="listen-only")`` uses a rule's key.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
@@ -127,7 +144,8 @@ class EmulatorProcess:
                  consumer_groups: dict[str, list[str]] | None = None, extra_args: Sequence[str] = (),
                  log_path: str | os.PathLike[str] | None = None, key_name: str = DEFAULT_KEY_NAME,
                  key: str = DEFAULT_KEY, websocket_port: int | None = 0,
-                 tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None):
+                 tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+                 sas_rules: Mapping[str, tuple[str, Sequence[str]]] | None = None, require_auth: bool = False):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -138,6 +156,8 @@ class EmulatorProcess:
         self.log_path = Path(log_path) if log_path else self.data_dir / "emulator.log"
         self.key_name = key_name
         self.key = key
+        self.sas_rules = {name: (rule_key, list(rights)) for name, (rule_key, rights) in (sas_rules or {}).items()}
+        self.require_auth = require_auth
         self.websocket_port = websocket_port
         self.tls = tls
         self.pid = 0
@@ -151,8 +171,8 @@ class EmulatorProcess:
     def command(self) -> list[str]:
         return command(
             self.data_dir, host=self.host, port=self.port, admin_port=self.admin_port, hubs=self.hubs,
-            consumer_groups=self.consumer_groups, key_name=self.key_name, key=self.key,
-            websocket_port=self.websocket_port, tls=self.tls, ready_file=self._ready_path,
+            consumer_groups=self.consumer_groups, key_name=self.key_name, key=self.key, sas_rules=self.sas_rules,
+            require_auth=self.require_auth, websocket_port=self.websocket_port, tls=self.tls, ready_file=self._ready_path,
             exit_with_parent=os.getpid(), extra_args=self.extra_args,
         )
 
@@ -207,8 +227,11 @@ class EmulatorProcess:
                     raise
                 time.sleep(0.2)  # the port may linger briefly after the old process exits
 
-    def connection_string(self, hub: str | None = None) -> str:
-        return connection_string(self.host, self.port, self.key_name, self.key, hub)
+    def connection_string(self, hub: str | None = None, rule: str | None = None) -> str:
+        """The connection string of the main key, or of the rule ``rule`` of ``sas_rules`` (``KeyError`` if none)."""
+        if rule is None:
+            return connection_string(self.host, self.port, self.key_name, self.key, hub)
+        return connection_string(self.host, self.port, rule, self.sas_rules[rule][0], hub)
 
     @property
     def websocket_address(self) -> str:

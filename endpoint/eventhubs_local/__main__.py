@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .admin import AdminServer
-from .auth import SasValidator
+from .auth import RIGHTS, SasValidator, parse_rights
 from .broker import FSYNC_POLICIES, Broker
 from .launcher import DEFAULT_KEY, DEFAULT_KEY_NAME, connection_string
 from .server import Server
@@ -42,14 +42,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--require-auth", action="store_true", help="validate SAS tokens put on $cbs")
     parser.add_argument("--no-idempotent-producers", dest="idempotent_producers", action="store_false",
                         help="do not offer the idempotent-producer capability (a namespace without the feature)")
-    parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME)
-    parser.add_argument("--sas-key", default=DEFAULT_KEY)
+    parser.add_argument("--sas-key-name", default=DEFAULT_KEY_NAME, help="the main key's name (it has every right)")
+    parser.add_argument("--sas-key", default=DEFAULT_KEY, help="the main key")
+    parser.add_argument("--sas-rule", action="append", default=[], type=sas_rule, metavar="NAME=KEY:RIGHTS",
+                        help=f"a further key with its rights, a comma list of {', '.join(RIGHTS)} (Manage brings the "
+                             "other two); e.g. listen-only=secret:Listen (repeat it)")
     parser.add_argument("--ready-file", default=None,
                         help="write {host, port, admin_port, pid, websocket_port} as JSON once listening")
     parser.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                         help="stop when process PID (the parent that started us) is gone")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
+
+
+def sas_rule(spec: str) -> tuple[str, str, frozenset[str]]:
+    """``NAME=KEY:RIGHTS`` as ``(name, key, rights)`` (the key may hold ``=`` and ``:``; the rights follow the last ``:``)."""
+    name, sep, rest = spec.partition("=")
+    key, colon, rights = rest.rpartition(":")
+    if not (name and sep and key and colon):
+        raise argparse.ArgumentTypeError(f"--sas-rule {spec!r} must be NAME=KEY:RIGHTS, e.g. listen-only=secret:Listen")
+    try:
+        return name, key, parse_rights(rights)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--sas-rule {spec!r}: {exc}") from None
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -64,7 +79,11 @@ async def serve(args: argparse.Namespace) -> None:
         if not sep:
             raise StoreError(f"--consumer-group {spec!r} must be HUB:GROUP")
         store.add_consumer_group(hub, group)
-    validator = SasValidator(args.sas_key_name, args.sas_key) if args.require_auth else None
+    rules = {name: (key, rights) for name, key, rights in args.sas_rule}
+    try:
+        validator = SasValidator(args.sas_key_name, args.sas_key, rules) if args.require_auth else None
+    except ValueError as exc:
+        raise StoreError(f"--sas-rule: {exc}") from None
     broker = Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
                     retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
     tls = None

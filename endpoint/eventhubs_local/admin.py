@@ -5,7 +5,10 @@ Routes (JSON bodies and replies; errors are ``{"error": "..."}`` with a 4xx stat
 * ``GET /health`` -- ``{"ok": true}``
 * ``GET /hubs`` -- every hub; ``POST /hubs`` ``{"name", "partitions", "consumer_groups"}`` creates one
   (201; 200 if it already existed with the same partition count)
+* ``DELETE /hubs/<hub>`` -- delete a hub with its events; its clients' links are detached (``amqp:not-found``)
 * ``POST /hubs/<hub>/consumer-groups`` ``{"name"}`` -- add a consumer group
+* ``DELETE /hubs/<hub>/consumer-groups/<group>`` -- delete a consumer group (not ``$Default``); its
+  receivers are detached
 * ``GET /faults``; ``POST /faults`` ``{"kind", "hub"?, "params"?}``; ``DELETE /faults`` clears all
 * ``GET /stats`` -- events stored, connections, links, CPU seconds of the server process
 * ``POST /retention`` -- run a retention pass now
@@ -115,9 +118,13 @@ class AdminServer:
             if found is None:
                 raise _HttpError(404, f"hub {segments[1]!r} does not exist")
             return 200, found.describe()
+        if len(segments) == 2 and segments[0] == "hubs" and method == "DELETE":
+            return 200, {"deleted": broker.delete_hub(segments[1]).name}
         if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "POST":
             hub = store.add_consumer_group(segments[1], _name(body, "name"))
             return 200, hub.describe()
+        if len(segments) == 4 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "DELETE":
+            return 200, broker.delete_consumer_group(segments[1], segments[3]).describe()
         if segments == ["faults"]:
             if method == "GET":
                 return 200, {"faults": broker.faults.describe()}

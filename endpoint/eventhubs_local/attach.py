@@ -15,12 +15,13 @@ from azure.eventhub._pyamqp import performatives as perf
 from azure.eventhub._pyamqp.endpoints import Source, Target
 
 from . import events, frames, idempotence
+from .auth import LISTEN, SEND
 from .broker import MAX_MESSAGE_SIZE
 from .codec import CodecError, names_symbol, text
 from .consumers import start_position
-from .entities import Refused, consumer_source, hub_for, producer_target
+from .entities import Refused, consumer_source, entity_url, hub_for, producer_target
 from .frames import ProtocolError, field
-from .links import Conn, DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, Session
+from .links import Conn, DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, Session, address_host
 from .log import PartitionLog
 
 _LOG = logging.getLogger("eventhubs_local")
@@ -29,8 +30,8 @@ _ADDRESS = re.compile(r"^(?:[a-z]+://[^/]*/)?(?P<path>.*)$", re.IGNORECASE)
 
 
 def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
-    """Answer a client's attach: open the link its address names, or answer with an attach and a detach
-    that carries why the link was refused."""
+    """Answer a client's attach: open the link its address names, or answer with an attach (a sender's with
+    a null target) and a detach that carries why the link was refused."""
     if fields[0] is None or fields[2] is None:
         raise ProtocolError("amqp:decode-error", "attach without name, handle and role")
     name = fields[0]
@@ -40,6 +41,7 @@ def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
     properties = fields[13] if isinstance(fields[13], dict) else {}
     if handle in session.links:
         raise ProtocolError("amqp:session:handle-in-use", f"handle {handle} already attached")
+    session.closing.discard(handle)  # a client that never answered our detach of it uses the handle anew
     terminus = source if client_receives else target
     if terminus is not None and not isinstance(terminus, list):
         raise ProtocolError("amqp:decode-error", "link source/target is not a terminus list")
@@ -56,7 +58,14 @@ def on_attach(conn: Conn, session: Session, fields: list[Any]) -> None:
     except Refused as refused:
         _LOG.info("conn %s: link %s to %r refused: %s %s", conn.id, text(name), address, refused.condition,
                   refused.description)
-        _send_attach(conn, session, name, handle, client_receives, echo_source, echo_target, None)
+        # a refused link: an attach, then a closing detach with the error. A refused sender's attach has a
+        # null target, as AMQP 1.0 (2.6.3) says: the Python SDK then raises the detach's error (with the
+        # target echoed it has sent its first event already, and fails it with amqp:unknown-error). A
+        # refused receiver's attach echoes its source: the aio SDK drops the error of a receiver refused
+        # with a null source, without calling on_error, and reconnects for ever.
+        _send_attach(conn, session, name, handle, client_receives, echo_source, echo_target if client_receives else None,
+                     None)
+        session.closing.add(handle)
         conn.write(frames.encode_performative(
             perf.DetachFrame(handle=handle, closed=True, error=frames.error(refused.condition, refused.description)),
             session.channel))
@@ -99,7 +108,9 @@ def _make_link(conn: Conn, session: Session, name: Any, handle: int, client_rece
     if not path:
         raise Refused("amqp:not-found", f"link address {address!r} names no entity")
     broker = conn.broker
-    hub = hub_for(broker.store, path[0], conn.authorized_hubs if broker.validator is not None else None)
+    resource = entity_url(address_host(address, conn.hostname), *path)
+    hub = hub_for(broker.store, path[0], conn.authorized_hubs if broker.validator is not None else None,
+                  LISTEN if client_receives else SEND, resource)
     if not client_receives:
         partition = producer_target(hub, path, address)
         return IngressLink(session, name, handle, address, hub=hub, partition=partition)

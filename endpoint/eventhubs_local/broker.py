@@ -3,7 +3,8 @@
 Broker layer: it knows hubs, partitions, events and owner levels, nothing of frames or sessions.
 The AMQP layer (``connection``, ``dispatch``, ``attach``, ``links``) calls it with parsed addresses
 and delivery payloads; it answers through the small interfaces below, which that layer's links and
-connections provide (``Producer.accept``/``reject``, ``Consumer.steal``, ``Client.abort``).
+connections provide (``Producer.accept``/``reject``, ``Consumer.steal``, ``Client.abort``,
+``Client.entity_deleted``).
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ class Client(Protocol):
     """A client connection as the broker sees it."""
 
     id: int
-    authorized_hubs: set[str]
+    authorized_hubs: dict[str, frozenset[str]]  # hub (lower case) -> the rights its token on $cbs grants
 
     @property
     def link_count(self) -> int: ...
 
     def abort(self) -> None: ...
+
+    def entity_deleted(self, hub: Hub, group: str | None) -> int:
+        """Detach this client's links on ``hub`` (``group``: only its receivers of that consumer group)
+        with ``amqp:not-found``; how many were detached."""
+        ...
 
 
 class Producer(Protocol):
@@ -223,6 +229,29 @@ class Broker:
                 return
         for link, delivery_id in acks:
             link.accept(delivery_id)
+
+    # -- entities ---------------------------------------------------------------------------------
+
+    def delete_hub(self, name: str) -> Hub:
+        """Delete a hub as the service does while clients use it: every sender and receiver on it is
+        detached with ``amqp:not-found``, then its events, producer groups and scoped faults go."""
+        hub = self.store.get(name)
+        if hub is None:
+            return self.store.delete_hub(name)  # the store's 404
+        detached = sum(client.entity_deleted(hub, None) for client in list(self.clients))
+        self._pending_sync.difference_update(hub.partitions)
+        self.producers = {key: group for key, group in self.producers.items() if key[0] != hub.name.lower()}
+        self.faults.forget_hub(hub.name)
+        self.store.delete_hub(hub.name)
+        _LOG.info("hub %s deleted: %d links detached", hub.name, detached)
+        return hub
+
+    def delete_consumer_group(self, hub_name: str, group: str) -> Hub:
+        """Delete a consumer group: its receivers are detached with ``amqp:not-found``."""
+        hub = self.store.delete_consumer_group(hub_name, group)
+        detached = sum(client.entity_deleted(hub, group) for client in list(self.clients))
+        _LOG.info("consumer group %s of hub %s deleted: %d links detached", group, hub.name, detached)
+        return hub
 
     # -- maintenance ------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 The SASL exchange accepts ANONYMOUS, MSSBCBS, PLAIN and EXTERNAL (credentials come later as a token
 on ``$cbs``). Once open, every performative is handed to ``dispatch.dispatch``. The connection is
-the broker's ``Client`` (``id``, ``authorized_hubs``, ``link_count``, ``abort``).
+the broker's ``Client`` (``id``, ``authorized_hubs``, ``link_count``, ``abort``, ``entity_deleted``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from . import frames
 from .broker import Broker
 from .codec import OPEN, SASL_INIT, CodecError, text
 from .dispatch import dispatch
+from .entities import entity_gone
 from .frames import ProtocolError, field
 from .links import DeliveryLink, Session
+from .store import Hub
 
 _LOG = logging.getLogger("eventhubs_local")
 _FRAME_HEADER = struct.Struct(">IBBH")
@@ -42,7 +44,8 @@ class Connection(asyncio.Protocol):
         self.sasl_done = False
         self.remote_max_frame_size = 512
         self.sessions: dict[int, Session] = {}
-        self.authorized_hubs: set[str] = set()
+        self.authorized_hubs: dict[str, frozenset[str]] = {}  # hub (lower case) -> rights of its token
+        self.hostname = "localhost"  # the host the client opened the connection for (its open's hostname)
         self.closed = False
         self.paused = False
         self.peer = "?"
@@ -85,6 +88,17 @@ class Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
+
+    def entity_deleted(self, hub: Hub, group: str | None) -> int:
+        """Detach the links on a deleted ``hub`` (or on its consumer group ``group``) with ``amqp:not-found``."""
+        count = 0
+        for session in list(self.sessions.values()):
+            for link in list(session.links.values()):
+                if link.uses(hub, group):
+                    gone = entity_gone(link.host, hub.name, group)
+                    link.close_with(gone.condition, gone.description)
+                    count += 1
+        return count
 
     def abort(self) -> None:
         if self.transport is not None and not self.closed:
@@ -203,6 +217,8 @@ class Connection(asyncio.Protocol):
         max_frame = field(fields, 2, int, True)
         self.remote_max_frame_size = max(512, min(max_frame or 4294967295, MAX_FRAME_SIZE))
         idle = field(fields, 4, int, True)
+        if len(fields) > 1 and fields[1] is not None:
+            self.hostname = text(fields[1]) or self.hostname
         self.write(frames.open_frame(f"local-event-hubs-{uuid.uuid4().hex[:8]}", MAX_FRAME_SIZE, None))
         self.stage = "running"
         _LOG.info("conn %s: open from container %s (max frame %s, idle timeout %s ms)", self.id,

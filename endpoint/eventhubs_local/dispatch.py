@@ -29,7 +29,10 @@ def _transfer(conn: Conn, channel: int, session: Session | None, fields: list[An
     if session is None:
         raise ProtocolError("amqp:connection:framing-error", f"transfer on unused channel {channel}")
     session.next_incoming_id += 1
-    link = session.links.get(field(fields, 0, int))
+    handle = field(fields, 0, int)
+    link = session.links.get(handle)
+    if link is None and handle in session.closing:
+        return  # sent before the client saw our detach of this link
     if link is None or not hasattr(link, "on_transfer"):
         raise ProtocolError("amqp:session:unattached-handle", f"transfer on unattached handle {fields[0]!r}")
     link.on_transfer(fields)
@@ -60,6 +63,9 @@ def _detach(conn: Conn, channel: int, session: Session | None, fields: list[Any]
         _LOG.debug("conn %s: detach on ended channel %s ignored", conn.id, channel)
         return
     handle = field(fields, 0, int)
+    if handle in session.closing:
+        session.closing.discard(handle)  # the client's answer to our detach: the handle is free again
+        return
     link = session.links.pop(handle, None)
     if link is not None:
         link.detached()

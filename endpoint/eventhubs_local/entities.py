@@ -7,6 +7,7 @@ error condition the client is answered with.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .log import PartitionLog
@@ -32,15 +33,42 @@ class ConsumerSource:
     log: PartitionLog
 
 
-def hub_for(store: Store, name: str, authorized_hubs: set[str] | None) -> Hub:
-    """The hub ``name``; ``authorized_hubs`` (None: no auth) must hold it, lower case."""
+def hub_for(store: Store, name: str, authorized_hubs: Mapping[str, frozenset[str]] | None, claim: str = "",
+            resource: str = "") -> Hub:
+    """The hub ``name``; ``authorized_hubs`` (None: no auth) must hold it, lower case, with the right
+    ``claim`` among the rights of its token (``Send`` for a sender, ``Listen`` for a receiver).
+
+    ``resource`` is the entity the link names (``sb://host/hub[/consumergroups/g/partitions/p]``), for
+    the refusal's text, which is the service's.
+    """
     hub = store.get(name)
     if hub is None:
         raise Refused("amqp:not-found", f"The messaging entity '{name}' could not be found. (404)")
-    if authorized_hubs is not None and hub.name.lower() not in authorized_hubs:
-        raise Refused("amqp:unauthorized-access",
-                      f"Unauthorized access to '{hub.name}': no valid token for this hub was put on $cbs.")
+    if authorized_hubs is not None:
+        rights = authorized_hubs.get(hub.name.lower())
+        if rights is None:
+            raise Refused("amqp:unauthorized-access",
+                          f"Unauthorized access to '{hub.name}': no valid token for this hub was put on $cbs.")
+        if claim and claim not in rights:
+            raise Refused("amqp:unauthorized-access", unauthorized_description(claim, resource))
     return hub
+
+
+def entity_url(host: str, hub: str, *rest: str) -> str:
+    """An entity as the service names it in errors: ``sb://host/hub[/...]``, the path in lower case."""
+    return "sb://" + "/".join([host, hub.lower(), *(part.lower() for part in rest)])
+
+
+def unauthorized_description(claim: str, resource: str) -> str:
+    """The service's text for a valid token whose rule lacks ``claim``."""
+    return f"Unauthorized access. '{claim}' claim(s) are required to perform this operation. Resource: '{resource}'."
+
+
+def entity_gone(host: str, hub: str, group: str | None = None) -> Refused:
+    """Why a link on a hub (or on a consumer group of it) that was deleted is detached: the service's
+    ``amqp:not-found``, naming the hub, or the consumer group, as ``sb://host/hub[/consumergroups/group]``."""
+    url = entity_url(host, hub) if group is None else entity_url(host, hub, "consumergroups", group)
+    return Refused("amqp:not-found", f"The messaging entity '{url}' could not be found.")
 
 
 def producer_target(hub: Hub, path: list[str], address: str) -> int | None:

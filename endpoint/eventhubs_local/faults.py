@@ -68,6 +68,10 @@ class Faults:
     def clear(self, kind: str | None = None, hub: str | None = None) -> None:
         self.active = [f for f in self.active if not ((kind is None or f.kind == kind) and (hub is None or f.hub == hub))]
 
+    def forget_hub(self, hub: str) -> None:
+        """Drop the faults scoped to ``hub`` (it was deleted; a new hub of that name starts without them)."""
+        self.active = [f for f in self.active if f.hub is None or f.hub.lower() != hub.lower()]
+
     def find(self, kind: str, hub: str) -> Fault | None:
         for fault in self.active:
             if fault.kind == kind and fault.applies_to(hub):

@@ -34,7 +34,9 @@ def connection_string(host: str, port: int, key_name: str, key: str, hub: str | 
 def command(
     data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0, admin_port: int = 0,
     hubs: Mapping[str, int] | None = None, consumer_groups: Mapping[str, Sequence[str]] | None = None,
-    key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY, websocket_port: int | None = None,
+    key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY,
+    sas_rules: Mapping[str, tuple[str, Sequence[str]]] | None = None, require_auth: bool = False,
+    websocket_port: int | None = None,
     tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
     ready_file: str | os.PathLike[str] | None = None, exit_with_parent: int | None = None,
     extra_args: Sequence[str] = (),
@@ -44,6 +46,10 @@ def command(
 
     :param hubs: hub name -> partition count, created at start.
     :param consumer_groups: hub name -> consumer groups created at start.
+    :param key_name: the main key's name; :param key: the main key (it has every right).
+    :param sas_rules: further keys: name -> (key, rights), rights among ``Send``, ``Listen``, ``Manage``
+        (``Manage`` brings the other two), e.g. ``{"listen-only": ("key2", ["Listen"])}``.
+    :param require_auth: validate SAS tokens (``--require-auth``); the keys and rules count only with it.
     :param websocket_port: also serve AMQP over WebSockets on this port (0: a free one; ``None``: not served).
     :param tls: PEM certificate and key of the WebSocket listener (``wss://``).
     :param ready_file: where the endpoint writes its ports as JSON once it listens.
@@ -55,6 +61,10 @@ def command(
     if ready_file is not None:
         cmd += ["--ready-file", str(ready_file)]
     cmd += ["--sas-key-name", key_name, "--sas-key", key]
+    for rule, (rule_key, rights) in (sas_rules or {}).items():
+        cmd += ["--sas-rule", f"{rule}={rule_key}:{','.join(rights)}"]
+    if require_auth:
+        cmd.append("--require-auth")
     if exit_with_parent is not None:
         cmd += ["--exit-with-parent", str(exit_with_parent)]
     if websocket_port is not None:

@@ -9,6 +9,7 @@ Naming is from the client's point of view: an *ingress* link is a client sender 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, Protocol
 
@@ -26,6 +27,13 @@ _LOG = logging.getLogger(__name__)
 
 INGRESS_CREDIT = 1000
 BIG_WINDOW = 2**31 - 1
+_AUTHORITY = re.compile(r"^[a-z][a-z0-9+.-]*://([^/]+)", re.IGNORECASE)
+
+
+def address_host(address: str, default: str) -> str:
+    """The host (with its port) of a link address ``scheme://host/path``; ``default`` without one."""
+    match = _AUTHORITY.match(address)
+    return match.group(1) if match else default
 
 
 class Conn(Client, Protocol):
@@ -36,7 +44,8 @@ class Conn(Client, Protocol):
     broker: Broker
     loop: Any
     sessions: dict[int, Session]
-    authorized_hubs: set[str]
+    authorized_hubs: dict[str, frozenset[str]]
+    hostname: str
     remote_max_frame_size: int
     stage: str
     closed: bool
@@ -59,6 +68,9 @@ class Session:
         self.next_delivery_id = 0
         self.links: dict[int, Link] = {}
         self.reply_links: dict[str, ReplyLink] = {}
+        # handles we detached (refused, stolen, entity deleted) whose detach the client has not answered:
+        # its answering detach needs no answer, and transfers still in flight on them are dropped
+        self.closing: set[int] = set()
 
     def send_flow(self, link: Link | None = None, delivery_count: int | None = None, credit: int | None = None) -> None:
         self.conn.write(frames.flow_frame(
@@ -88,9 +100,30 @@ class Link:
         """The connection, as the broker sees it (``broker.Client``)."""
         return self.session.conn
 
+    @property
+    def host(self) -> str:
+        """The endpoint's host as the client names it: from the link address, else from its open."""
+        return address_host(self.address, self.conn.hostname)
+
+    def uses(self, hub: Hub, group: str | None) -> bool:
+        """Whether this link is on ``hub`` (``group``: a receiver of that consumer group of it)."""
+        return False
+
     def detached(self) -> None:
         """Called once when the link goes away (client detach, end, close, or connection loss)."""
         self.closed = True
+
+    def close_with(self, condition: str, description: str) -> None:
+        """Detach this link from our side (``closed``, with an error): the broker took it away."""
+        session = self.session
+        if session.links.get(self.handle) is self:
+            del session.links[self.handle]
+        session.closing.add(self.handle)
+        self.detached()
+        _LOG.info("conn %s: link %r detached: %s %s", self.conn.id, self, condition, description)
+        self.conn.write(frames.encode_performative(
+            perf.DetachFrame(handle=self.handle, closed=True, error=frames.error(condition, description)),
+            session.channel))
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.address!r} handle={self.handle}>"
@@ -198,7 +231,7 @@ class RequestLink(IncomingLink):
         answer = conn.broker.management.handle(conn.id, node, lambda key: text(props.get(key.encode(), props.get(key))),
                                                text(request.value))
         if answer.authorized_hub is not None:
-            conn.authorized_hubs.add(answer.authorized_hub)
+            conn.authorized_hubs[answer.authorized_hub] = answer.rights
         body = answer.body
         if body is not None:
             body = {k: long(v) if k in LONG_FIELDS else v for k, v in body.items()}
@@ -223,6 +256,9 @@ class IngressLink(IncomingLink):
         self.producer_group: ProducerGroup | None = None
         self.producer_attach: Attached | None = None
         self.producer_epoch = 0
+
+    def uses(self, hub: Hub, group: str | None) -> bool:
+        return group is None and self.hub is hub
 
     def on_message(self, delivery_id: int, message_format: int, payload: bytes | bytearray | memoryview, settled: bool) -> None:
         self.conn.broker.ingest(self, delivery_id, message_format, payload, settled)
@@ -251,6 +287,9 @@ class DeliveryLink(Link):
     @property
     def key(self) -> tuple[str, str, str]:
         return self.hub.name.lower(), self.group.lower(), self.partition_id
+
+    def uses(self, hub: Hub, group: str | None) -> bool:
+        return self.hub is hub and (group is None or self.group.lower() == group.lower())
 
     def on_flow(self, delivery_count: int | None, link_credit: int | None) -> None:
         if link_credit is None:
@@ -312,11 +351,4 @@ class DeliveryLink(Link):
 
     def steal(self, description: str) -> None:
         """Close this consumer link because a higher owner level took its partition."""
-        session = self.session
-        if session.links.get(self.handle) is self:
-            del session.links[self.handle]
-        self.detached()
-        _LOG.info("conn %s: link %r stolen: %s", self.conn.id, self, description)
-        self.conn.write(frames.encode_performative(
-            perf.DetachFrame(handle=self.handle, closed=True, error=frames.error("amqp:link:stolen", description)),
-            session.channel))
+        self.close_with("amqp:link:stolen", description)

@@ -257,6 +257,7 @@ class PartitionLog:
         return dropped
 
     def close(self) -> None:
+        self.dirty = False  # nothing left to sync: a group commit or a delayed ack after this is a no-op
         for segment in self.segments:
             try:
                 os.close(segment.fd)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .auth import AuthError, SasValidator, audience_hub
+from .auth import ALL_RIGHTS, AuthError, SasValidator, audience_hub
 from .store import Store
 
 _LOG = logging.getLogger("eventhubs_local")
@@ -29,6 +29,7 @@ class Reply:
     description: str
     body: dict[str, Any] | None = None
     authorized_hub: str | None = field(default=None)  # a put-token that succeeded: the hub it opens
+    rights: frozenset[str] = ALL_RIGHTS  # ... and the rights of the rule that signed its token
 
 
 class Management:
@@ -57,17 +58,20 @@ class Management:
         if self.validator is None:
             return Reply(202, "Accepted", authorized_hub=audience_hub(audience))
         try:
-            hub = self.validator.validate(token, audience)
+            grant = self.validator.grant(token, audience)
         except AuthError as exc:
             _LOG.info("conn %s: put-token for %s refused: %s", client_id, audience, exc)
             return Reply(401, f"Unauthorized: {exc}")
-        return Reply(202, "Accepted", authorized_hub=hub)
+        return Reply(202, "Accepted", authorized_hub=grant.hub, rights=grant.rights)
 
     def read(self, kind: str | None, name: str | None, partition: str | None, token: str | None) -> Reply:
         hub = self.store.get(name or "")
         if hub is None:
             return Reply(404, f"The messaging entity '{name}' could not be found.")
         if self.validator is not None:
+            # any valid token for the hub reads it, whatever the rights of its rule (each has one of Send,
+            # Listen, Manage): the Python SDK's producer reads the partition ids before it attaches, and a
+            # Send-only rule is what a producer is given
             try:
                 self.validator.validate(token or "", f"sb://x/{hub.name}")
             except AuthError as exc:

@@ -2,7 +2,9 @@
 
 ``DATA_DIR/hubs.json`` lists every hub (partition count, consumer groups, creation time); each
 partition's log lives in ``DATA_DIR/hubs/<hub>/<partition id>/``. Hub names are compared
-case-insensitively, as in Event Hubs.
+case-insensitively, as in Event Hubs. A deleted hub leaves ``hubs.json`` first, then its folder goes;
+a folder that ``hubs.json`` does not list (a deletion cut short) is removed when a hub of that name is
+created, so a new hub never finds an old one's events.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -108,10 +111,13 @@ class Store:
             os.fsync(fh.fileno())
         os.replace(tmp, self.meta_path)
 
+    def _hub_dir(self, name: str) -> Path:
+        return self.data_dir / "hubs" / name
+
     def _open_hub(self, name: str, partitions: int, groups: list[str], created_at: int) -> Hub:
         hub = Hub(name, partitions, groups, created_at)
         for index in range(partitions):
-            hub.partitions.append(PartitionLog(self.data_dir / "hubs" / name / str(index), segment_bytes=self.segment_bytes))
+            hub.partitions.append(PartitionLog(self._hub_dir(name) / str(index), segment_bytes=self.segment_bytes))
         self.hubs[name.lower()] = hub
         return hub
 
@@ -136,6 +142,7 @@ class Store:
             self._save()
             return existing, False
         groups = [DEFAULT_CONSUMER_GROUP] + [g for g in dict.fromkeys(consumer_groups) if g != DEFAULT_CONSUMER_GROUP]
+        shutil.rmtree(self._hub_dir(name), ignore_errors=True)  # left by a deletion cut short: not this hub's
         hub = self._open_hub(name, partitions, groups, int(time.time() * 1000))
         self._save()
         _LOG.info("hub %s created with %d partitions, consumer groups %s", name, partitions, groups)
@@ -157,6 +164,35 @@ class Store:
         self._check_group(group)
         self._add_group(hub, group)
         self._save()
+        return hub
+
+    def delete_hub(self, name: str) -> Hub:
+        """Delete a hub with its consumer groups and events (404 if there is none): gone from
+        ``hubs.json`` first, then its partitions are closed and their folder removed."""
+        hub = self.get(name)
+        if hub is None:
+            raise StoreError(f"hub {name!r} does not exist", 404)
+        del self.hubs[hub.name.lower()]
+        self._save()
+        for partition in hub.partitions:
+            partition.close()
+        shutil.rmtree(self._hub_dir(hub.name), ignore_errors=True)
+        _LOG.info("hub %s deleted", hub.name)
+        return hub
+
+    def delete_consumer_group(self, hub_name: str, group: str) -> Hub:
+        """Delete a consumer group of a hub (404 if either is missing); ``$Default`` goes only with its hub."""
+        hub = self.get(hub_name)
+        if hub is None:
+            raise StoreError(f"hub {hub_name!r} does not exist", 404)
+        if group.lower() == DEFAULT_CONSUMER_GROUP.lower():
+            raise StoreError(f"the consumer group {DEFAULT_CONSUMER_GROUP!r} of hub {hub.name!r} cannot be deleted: "
+                             "it goes only with the hub (delete the hub)", 400)
+        if not hub.has_group(group):
+            raise StoreError(f"consumer group {group!r} does not exist on hub {hub.name!r}", 404)
+        hub.consumer_groups = [g for g in hub.consumer_groups if g.lower() != group.lower()]
+        self._save()
+        _LOG.info("consumer group %s of hub %s deleted", group, hub.name)
         return hub
 
     def partitions(self) -> list[PartitionLog]:
