@@ -176,7 +176,7 @@ class Progress:
         return cls(_by_number(done), _by_number(set(partitions) - done))
 
     def sentence(self, retryable: bool) -> str:
-        """``"Partition 2 committed; partition 3 pending: a retry resumes it and sends each of its events once."``"""
+        """The sentence for the task's message, e.g. ``Partition 2 committed; partition 3 pending: a retry ...``."""
         if not self.pending:
             return f"{_partitions(self.committed).capitalize()} committed."
         head = (f"{_partitions(self.committed).capitalize()} committed; {_partitions(self.pending)} pending"
