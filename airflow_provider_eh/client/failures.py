@@ -348,6 +348,13 @@ def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderEr
     return _classify(reading, site, type(exc).__name__)
 
 
+def retry_can_help(exc: BaseException) -> bool | None:
+    """Whether the map classes ``exc`` as a failure that may pass (a lost connection, a busy service) rather than a
+    setting to fix (a refused key, a missing hub); ``None`` when the map does not read ``exc``."""
+    mapped = provider_error(exc, FailureSite(conn_id=UNKNOWN_CONNECTION))
+    return None if mapped is None else mapped.retryable
+
+
 #: the names of the errors an executor may report (:class:`~airflow_provider_eh.publishing.driver.SendOutcome`)
 #: that the map reads: the SDKs' and the network's
 _REPORTED = frozenset({
@@ -422,6 +429,15 @@ def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderE
         if r.any_of("AuthenticationError", "AuthenticationException", "ClientAuthenticationError", "TokenExpired"):
             return CredentialRefusedError(site.conn_id, _message(
                 site, "the service refused an expired token", site.credential_fields))
+    claim = _MISSING_CLAIM.search(r.text)
+    if claim is not None:  # a valid credential without the right: a SAS policy without it, an identity without the role
+        right = claim.group(1)
+        role = "Azure Event Hubs Data Sender" if right == "Send" else "Azure Event Hubs Data Receiver"
+        doing = "send to" if right == "Send" else "read from" if right == "Listen" else "manage"
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the connection's credential may not {doing} the hub: the service requires the {right!r} claim "
+                  f"({raised}, unauthorized-access)",
+            f"the rights of the SAS policy the key belongs to ({right}), or the identity's role on the hub ({role})"))
     if (r.any_of("AuthenticationError", "AuthenticationException", "TokenAuthFailure", "ClientAuthenticationError")
             or r.condition("unauthorized-access", "UnauthorizedAccess", "Unauthorized")
             or r.status in (401, 403)):
@@ -429,6 +445,10 @@ def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderE
         return CredentialRefusedError(site.conn_id, _message(
             site, f"the service refused the connection's credential ({raised}{status})", site.credential_fields))
     return _transient(r, site, raised)
+
+
+#: the service's words for a valid credential without the right: "Unauthorized access. 'Send' claim(s) are required"
+_MISSING_CLAIM = re.compile(r"'(Send|Listen|Manage)' claim\(s\) are required")
 
 
 def _classify_storage(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from airflow_provider_eh.client.failures import retry_can_help
 from airflow_provider_eh.errors import EventHubsProviderError, ProducerDisconnectedError
 from airflow_provider_eh.stamps import batch_stamp
 from airflow_provider_eh.steps import reached
@@ -57,7 +58,8 @@ def is_transient(exc: BaseException) -> bool:
     True when a new in-process attempt (read-back, then resend) can cure ``exc``.
 
     Transient: the SDK's connection, timeout and server-busy errors, and our errors that say they
-    are retryable. Not transient: authentication, a closed client, bad input, anything unknown, and
+    are retryable. Not transient: authentication, what the error map calls a setting to fix (a missing
+    hub, a credential without the right), a closed client, bad input, anything unknown, and
     :class:`ProducerDisconnectedError` although an Airflow retry may cure it (its ``retryable`` is
     True). It means another publisher claimed the partition (or our lease could not be renewed): an
     immediate in-process attempt would claim again with a higher owner level and fence that
@@ -74,7 +76,11 @@ def is_transient(exc: BaseException) -> bool:
         from azure.eventhub.exceptions import AuthenticationError, ClientClosedError, EventHubError
     except ImportError:  # pragma: no cover - the SDK is a hard dependency
         return False
-    return isinstance(exc, EventHubError) and not isinstance(exc, (AuthenticationError, ClientClosedError))
+    if not isinstance(exc, EventHubError) or isinstance(exc, (AuthenticationError, ClientClosedError)):
+        return False
+    # the error map tells a setting to fix (a hub deleted, a credential without the Send right) from a failure that
+    # may pass: no attempt is spent on the former
+    return retry_can_help(exc) is not False
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -72,7 +72,16 @@ FAULTS = {f.key: f for f in (
     Fault("custom_endpoint_unresolvable", "custom endpoint address does not resolve",
           "`custom_endpoint_address` is `sb://no-such-host.invalid:443`"),
     Fault("namespace_unresolvable", "namespace does not resolve (DNS)", "the connection string's namespace is `no-such-host.invalid`"),
+    Fault("send_right_missing", "credential without the Send right (an identity without Data Sender)",
+          "a SAS rule with the `Listen` right only (`--sas-rule`): a valid key the service refuses to send with"),
+    Fault("listen_right_missing", "credential without the Listen right (an identity without Data Receiver)",
+          "a SAS rule with the `Send` right only: a valid key the service refuses to read with"),
     Fault("hub_missing", "hub missing", "the hub name is one the namespace does not have"),
+    Fault("hub_deleted_mid_run", "hub deleted mid-run",
+          "the endpoint's admin deletes the hub once the task has claimed its partitions; live links are detached "
+          "with `amqp:not-found`"),
+    Fault("consumer_group_deleted_mid_run", "consumer group deleted mid-run",
+          "the endpoint's admin deletes the group while the path reads it; its links are detached with `amqp:not-found`"),
     Fault("consumer_group_missing", "consumer group missing", "the consumer group is one the hub does not have"),
     Fault("container_missing", "container missing", "the container is one the storage account does not have"),
     Fault("storage_forbidden", "storage answers 403", "Azurite with the blob connection's account key changed"),
@@ -143,7 +152,17 @@ def _cells() -> list[Cell]:
     add("namespace_unresolvable", ("publish", "test_connection", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest",
                                    "readback", "view"),
         _DNS, "fail", 15)
+    add("send_right_missing", ("publish", "spark_publish"),
+        ("{conn}", "{hub}", "may not send to the hub", "'Send' claim", "Azure Event Hubs Data Sender"), "fail", 15)
+    add("listen_right_missing", ("event_trigger", "await_sensor", "ingest", "readback"),
+        ("{conn}", "{hub}", "may not read from the hub", "'Listen' claim", "Azure Event Hubs Data Receiver"), "fail", 20)
     add("hub_missing", (*every, "queue", "checkpoint_poke", "readback", "view"), _HUB, "fail", 15)
+    add("hub_deleted_mid_run", ("publish", "spark_publish"), _HUB, "fail", 30,
+        {"publish": "nothing (the hub is gone); the producer state keeps the intents, and a hub created again under the "
+                    "name is published to afresh",
+         "spark_publish": "nothing (the hub is gone); as on the local path"})
+    add("consumer_group_deleted_mid_run", ("ingest",), _GROUP, "fail", 30,
+        {"ingest": "the batches committed before the deletion stay loaded with their SQL checkpoint, once"})
     add("consumer_group_missing", ("event_trigger", "queue", "await_sensor", "ingest", "readback"), _GROUP, "fail", 20)
     add("container_missing", ("checkpoint_sensor", "checkpoint_poke"), ("{wasb}", "{container}", "does not exist"), "fail", 15)
     add("storage_forbidden", ("publish", "event_trigger", "await_sensor", "checkpoint_sensor", "ingest", "checkpoint_poke"),

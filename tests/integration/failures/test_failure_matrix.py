@@ -43,7 +43,8 @@ PROXY_USER, PROXY_PASSWORD = "svc", "the-pr0xy-password"
 GROUP = "analytics"
 EVENTS = 12
 START = datetime(2026, 5, 1, tzinfo=timezone.utc)
-SECRETS = (KEY, PROXY_PASSWORD, "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq")  # Azurite's key, its start
+RULES = {"listen-only": ("the-listen-only-key", ["Listen"]), "send-only": ("the-send-only-key", ["Send"])}
+SECRETS = (KEY, *(key for key, _ in RULES.values()), PROXY_PASSWORD, "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq")  # Azurite's key, its start
 
 
 @dataclass
@@ -131,6 +132,9 @@ def make_fault(cell: Cell, s: Services) -> Setup:
     if fault == "namespace_unresolvable":
         return replace(base, eh={"connection_string": conn_str.replace("127.0.0.1", "no-such-host.invalid")},
                        address=f"no-such-host.invalid:{s.secured.port}")
+    if fault in ("send_right_missing", "listen_right_missing"):
+        rule = "listen-only" if fault == "send_right_missing" else "send-only"
+        return replace(base, eh={"connection_string": s.secured.connection_string(hub, rule=rule)})
     if fault == "hub_missing":
         return replace(base, hub=unique_name("no-such-hub"))
     if fault == "consumer_group_missing":
@@ -140,7 +144,7 @@ def make_fault(cell: Cell, s: Services) -> Setup:
     if fault == "storage_forbidden":
         wrong = s.azurite.connection_string.replace("AccountKey=", "AccountKey=AAAA")
         return replace(base, wasb={"connection_string": wrong})
-    if fault in ("server_busy", "endpoint_gone_mid_send"):
+    if fault in ("server_busy", "endpoint_gone_mid_send", "hub_deleted_mid_run", "consumer_group_deleted_mid_run"):
         return base
     raise AssertionError(f"no way to make fault {fault!r}")
 
@@ -298,14 +302,14 @@ def run_view(setup: Setup) -> Any:
     return partition_properties(Reading(Source(event_hubs_conn_id=setup.eh_conn, eventhub_name=setup.hub)))
 
 
-def run_ingest(setup: Setup) -> Any:
+def run_ingest(setup: Setup, **options: Any) -> Any:
     from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 
     operator = EventHubIngestOperator(
         task_id="ingest", table="events", sql_conn_id=setup.sink_conn, columns=["id"], event_hubs_conn_id=setup.eh_conn,
         eventhub_name=setup.hub, consumer_group=setup.group, wasb_conn_id=setup.wasb_conn,
         checkpoint_container=setup.container,
-        max_wait_time=0.3, max_duration=30, stall_timeout=10)
+        max_wait_time=0.3, max_duration=30, stall_timeout=10, **options)
     return operator.execute(_context())  # type: ignore[arg-type]
 
 
@@ -350,7 +354,7 @@ def sink_rows(db: FilePath) -> int:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     with EmulatorProcess(tmp_path_factory.mktemp("secured"), extra_args=["--require-auth", "--fsync", "never"],
-                         key_name=KEY_NAME, key=KEY) as proc:
+                         key_name=KEY_NAME, key=KEY, sas_rules=RULES) as proc:
         yield proc
 
 
@@ -445,14 +449,21 @@ def what_landed(cell: Cell, setup: Setup, s: Services) -> list[str]:
     return []
 
 
-def seed(setup: Setup) -> None:
-    """A few events in the cell's hub (through the right connection), so that readers have something to read."""
+def seed(setup: Setup, events: int = 6) -> None:
+    """``events`` events in partition 0 of the cell's hub (through the right connection): readers have something to
+    read."""
     from azure.eventhub import EventData
 
     with setup.reader.producer() as producer:
         batch = producer.create_batch(partition_id="0")
-        for i in range(6):
-            batch.add(EventData(json.dumps({"id": f"seed-{i}"})))
+        for i in range(events):
+            event = EventData(json.dumps({"id": f"seed-{i}"}))
+            try:
+                batch.add(event)
+            except ValueError:  # full: send it, go on in a new one
+                producer.send_batch(batch)
+                batch = producer.create_batch(partition_id="0")
+                batch.add(event)
         producer.send_batch(batch)
 
 
@@ -462,7 +473,8 @@ WARM = ("airflow.sdk", "airflow.providers.common.compat.sdk", "airflow.providers
         "airflow_provider_eh.sensors.await_event", "airflow_provider_eh.sensors.checkpoint",
         "airflow_provider_eh.triggers.event", "airflow_provider_eh.triggers.checkpoint", "airflow_provider_eh.queues",
         "azure.eventhub.aio", "azure.storage.blob.aio", "aiohttp")
-PLAIN = [c for c in CELLS if c.fault not in ("server_busy", "endpoint_gone_mid_send") and c.path != "spark_publish"]
+MID_RUN = ("server_busy", "endpoint_gone_mid_send", "hub_deleted_mid_run", "consumer_group_deleted_mid_run")
+PLAIN = [c for c in CELLS if c.fault not in MID_RUN and c.path != "spark_publish"]
 READERS = ("ingest", "event_trigger", "queue", "await_sensor", "checkpoint_sensor", "checkpoint_poke", "readback", "view")
 
 
@@ -606,47 +618,105 @@ def run_spark_publish(setup: Setup, rows: str) -> Any:
     return operator.execute(_context())  # type: ignore[arg-type]
 
 
-#: when each Spark cell's fault is made: from the start, or once the driver has claimed the partitions and written
-#: their intents (the next thing is the send job: the fault meets the executors, not the driver)
-SPARK_FAULT_AT = {"wrong_sas_key": None, "server_busy": "after_intent"}
+#: when each mid-run fault is made: once the task has claimed the partitions and written their intents (the next
+#: thing is the send: on Spark, the fault meets the executors, not the driver), or once ingestion committed a batch
+MADE_AT = {"server_busy": "after_intent", "hub_deleted_mid_run": "after_intent",
+           "consumer_group_deleted_mid_run": "ingest_committed"}
 
 
-@pytest.mark.parametrize("fault", sorted(SPARK_FAULT_AT))
-def test_fault_on_spark_executors(fault: str, spark: Any, services: Services, tmp_path: FilePath,
-                                  monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """The operator's sends run on the executors; what they meet comes back as data and is mapped on the driver, at the
-    task's connection: the same words and retry class as the local path, nothing landed, and the retry (the fault
-    over) publishes each event once."""
+def make_mid_run(fault: str, setup: Setup, s: Services) -> None:
+    if fault == "server_busy":
+        s.secured.admin.set_fault("server_busy", hub=setup.hub)
+    elif fault == "hub_deleted_mid_run":
+        s.secured.admin.delete_hub(setup.hub)
+    elif fault == "consumer_group_deleted_mid_run":
+        s.secured.admin.delete_consumer_group(setup.hub, setup.group)
+    else:
+        raise AssertionError(f"no way to make {fault!r} mid-run")
+
+
+def attempt_with(cell: Cell, setup: Setup, s: Services, run: Callable[[], Any]) -> Outcome:
+    """``run()`` with the cell's fault made at its step (:data:`MADE_AT`; from the start when it has none)."""
     from airflow_provider_eh import steps
 
-    cell = _only(fault, request, "spark_publish")
-    setup = replace(make_fault(cell, services), name="spark")
-    rows = spark_rows(setup, tmp_path / "rows")
-    for name, value in setup.environ().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv(*connection_env(f"spark_{setup.name}", "spark", host="local[2]"))
-    when = SPARK_FAULT_AT[fault]
+    when = MADE_AT.get(cell.fault)
     made: list[str] = []
 
     def make(step: str, count: int, detail: Any) -> None:
         if step == when and not made:
             made.append(step)
-            services.secured.admin.set_fault("server_busy", hub=setup.hub)
+            make_mid_run(cell.fault, setup, s)
 
     stop = steps.observe(make)
     started = time.monotonic()
     try:
-        run_spark_publish(setup, rows)
+        run()
     except BaseException as exc:  # noqa: BLE001 - what the user sees
-        outcome = Outcome(f"{type(exc).__name__}: {exc}", _retry_class(exc), time.monotonic() - started)
+        return Outcome(f"{type(exc).__name__}: {exc}", _retry_class(exc), time.monotonic() - started)
     else:
-        raise AssertionError(f"{cell.id}: the publish did not fail")
+        raise AssertionError(f"{cell.id}: the path did not fail")
     finally:
         stop()
-        services.secured.admin.clear_faults()
-    assert made or when is None, f"{cell.id}: the driver never reached {when}"
+        s.secured.admin.clear_faults()
+        assert made or when is None, f"{cell.id}: the path never reached {when}"
+
+
+def recreate_and_publish_again(cell: Cell, setup: Setup, s: Services, publish: Callable[[], Any]) -> None:
+    """After the fault: the hub created again (when it was deleted) and the task's retry, which lands each event once."""
+    if cell.fault == "hub_deleted_mid_run":
+        s.secured.admin.create_hub(setup.hub, partitions=2, consumer_groups=[GROUP])
+    publish()
+    assert sorted(landed_events(setup)) == sorted(e["body"]["id"] for e in events_of(setup)), cell.id
+
+
+SPARK_CELLS = [c for c in CELLS if c.path == "spark_publish"]
+
+
+@pytest.mark.parametrize("cell", _marked(SPARK_CELLS))
+def test_fault_on_spark_executors(cell: Cell, spark: Any, services: Services, tmp_path: FilePath,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's sends run on the executors; what they meet comes back as data and is mapped on the driver, at the
+    task's connection: the same words and retry class as the local path, nothing landed, and once the fault is over
+    the retry publishes each event once."""
+    setup = replace(make_fault(cell, services), name="spark")
+    rows = spark_rows(setup, tmp_path / "rows")
+    for name, value in setup.environ().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(*connection_env(f"spark_{setup.name}", "spark", host="local[2]"))
+    outcome = attempt_with(cell, setup, services, lambda: run_spark_publish(setup, rows))
     check_outcome(cell, setup, outcome)
-    assert landed_events(setup) == [], f"{cell.id}: events landed"
-    if when is not None:  # the fault is over: the retry publishes each event once
-        run_spark_publish(setup, rows)
-        assert sorted(landed_events(setup)) == sorted(e["body"]["id"] for e in events_of(setup))
+    if cell.fault != "hub_deleted_mid_run":
+        assert landed_events(setup) == [], f"{cell.id}: events landed"
+    if cell.fault in MADE_AT:
+        recreate_and_publish_again(cell, setup, services, lambda: run_spark_publish(setup, rows))
+
+
+@pytest.mark.parametrize("cell", _marked([c for c in CELLS if c.fault == "hub_deleted_mid_run" and c.path == "publish"]))
+def test_hub_deleted_mid_publish(cell: Cell, services: Services, tmp_path: FilePath, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub deleted once the partitions are claimed: the send fails naming the hub, without retries (the service
+    said not-found); the hub created again, the retry lands each event once."""
+    setup = replace(make_fault(cell, services), name="deleted", sink=make_sink(tmp_path / "sink.db"))
+    for name, value in setup.environ().items():
+        monkeypatch.setenv(name, value)
+    outcome = attempt_with(cell, setup, services, lambda: run_publish(setup))
+    check_outcome(cell, setup, outcome)
+    recreate_and_publish_again(cell, setup, services, lambda: run_publish(setup))
+
+
+@pytest.mark.parametrize("cell", _marked([c for c in CELLS if c.fault == "consumer_group_deleted_mid_run"]))
+def test_consumer_group_deleted_mid_ingest(cell: Cell, services: Services, tmp_path: FilePath,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group deleted after the first batch committed, with far more to read than the links receive ahead:
+    ingestion fails naming the group, without retries; the batches committed before stay loaded once."""
+    setup = replace(make_fault(cell, services), name="group", sink=make_sink(tmp_path / "sink.db"))
+    seed(setup, SEEDED)
+    for name, value in setup.environ().items():
+        monkeypatch.setenv(name, value)
+    outcome = attempt_with(cell, setup, services, lambda: run_ingest(setup, batch_size=50))
+    check_outcome(cell, setup, outcome)
+    with sqlite3.connect(setup.sink) as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM events")]
+    assert ids and len(ids) == len(set(ids)) and len(ids) < SEEDED, len(ids)  # what committed, once; not all of it
+
+
+SEEDED = 20_000
