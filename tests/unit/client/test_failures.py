@@ -243,6 +243,32 @@ def test_an_identity_without_the_role_names_the_role() -> None:
     assert isinstance(error, CredentialRefusedError) and "Data Sender" in str(error)
 
 
+def test_a_sas_key_without_the_right_names_the_right_and_both_ways_to_grant_it() -> None:
+    amqp = AMQPLinkError(ErrorCondition.UnauthorizedAccess, description=(
+        "Unauthorized access. 'Listen' claim(s) are required to perform this operation. Resource: 'sb://ns/orders/"
+        "consumergroups/$default/partitions/0'."))
+    error = mapped(sdk_error(amqp, ConnectionLostError))
+    assert isinstance(error, CredentialRefusedError) and not error.retryable
+    text = str(error)
+    assert "may not read from the hub" in text and "'Listen' claim" in text, text
+    assert "rights of the SAS policy" in text and "Azure Event Hubs Data Receiver" in text, text
+
+
+def test_a_setting_to_fix_is_not_retried_in_the_task_and_a_lost_connection_is() -> None:
+    from airflow_provider_eh.client.failures import retry_can_help
+    from airflow_provider_eh.publishing.driver import is_transient
+
+    deleted = sdk_error(AMQPLinkError(b"amqp:not-found", description="The messaging entity 'sb://ns/orders' could not be "
+                                                                     "found."), ConnectionLostError)
+    no_right = sdk_error(AMQPLinkError(ErrorCondition.UnauthorizedAccess, description="Unauthorized access. 'Send' "
+                                       "claim(s) are required to perform this operation."), ConnectionLostError)
+    lost = ConnectionLostError("connection lost")
+    assert retry_can_help(deleted) is False and not is_transient(deleted)
+    assert retry_can_help(no_right) is False and not is_transient(no_right)
+    assert retry_can_help(lost) is True and is_transient(lost)
+    assert retry_can_help(ValueError("a bad row")) is None
+
+
 def test_throttling_that_outlasts_the_sdk_is_retried() -> None:
     amqp = AMQPLinkError(b"com.microsoft:server-busy", description="The request was terminated because the namespace is busy")
     error = mapped(sdk_error(amqp))
