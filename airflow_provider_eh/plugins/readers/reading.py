@@ -161,8 +161,9 @@ _REASONS: tuple[tuple[type[EventHubsProviderError], str], ...] = (
 
 def read_failure(what: str, exc: BaseException, site: FailureSite | None, hint: str) -> ViewReadError:
     """A :class:`ViewReadError` for ``exc`` raised while doing ``what`` at ``site``: the error map's message
-    when it reads the error (a missing hub or consumer group answers 404, a setting to fix 400), else the class-only words of
-    :func:`~airflow_provider_eh.plugins.redaction.failure` and ``hint``. The raw text goes to the log only."""
+    when it reads the error (a missing hub, consumer group or container answers 404, a setting to fix 400),
+    else the class-only words of :func:`~airflow_provider_eh.plugins.redaction.failure` and ``hint``. The raw
+    text goes to the log only."""
     mapped = provider_error(exc, site) if site is not None else None
     if mapped is None:
         return failure(what, exc, hint)
@@ -170,9 +171,10 @@ def read_failure(what: str, exc: BaseException, site: FailureSite | None, hint: 
     reason = next((words for cls, words in _REASONS if isinstance(mapped, cls)), "the read failed")
     if reason.endswith("not found") and "does not exist" not in str(mapped):
         reason = "the read failed"
-    # a missing hub or group: 404; a setting to fix (a refused credential, proxy or certificate, an address that
+    # a missing hub, group or container: 404; a setting to fix (a refused credential, proxy or certificate, an address that
     # does not resolve): 400, as a malformed connection; the service failing or busy: 502 and 503, a refresh may pass
-    if isinstance(mapped, (UnknownEventHubError, UnknownConsumerGroupError)):
+    missing_container = isinstance(mapped, (ProducerStateStoreError, CheckpointStoreError)) and "does not exist" in str(mapped)
+    if isinstance(mapped, (UnknownEventHubError, UnknownConsumerGroupError)) or missing_container:
         status = 404
     elif not mapped.retryable:
         status = 400

@@ -24,6 +24,7 @@ from azure.eventhub.aio import EventHubProducerClient as AsyncProducer
 from azure.eventhub.exceptions import ConnectError, ConnectionLostError
 
 from eventhubs_local import EmulatorAdminError, EmulatorProcess
+from tests.support.aio_receive import first_receive_error
 
 FAST = 5.0  # seconds: a failure that waits out no retry of the SDK's
 
@@ -209,39 +210,9 @@ def test_sync_consumer_of_a_deleted_hub_fails_with_not_found(endpoint: EmulatorP
 
 def test_async_consumer_of_a_deleted_consumer_group_fails_with_not_found(endpoint: EmulatorProcess, hub: str) -> None:
     """The same with the aio consumer."""
-    from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumer
-
-    async def run() -> tuple[Exception, float]:
-        client = AsyncConsumer.from_connection_string(endpoint.connection_string(hub), consumer_group="analytics",
-                                                      retry_total=0)
-        errors: list[tuple[float, Exception]] = []
-
-        async def on_event(_ctx: Any, _event: EventData | None) -> None:
-            pass
-
-        async def on_error(_ctx: Any, error: Exception) -> None:
-            errors.append((time.monotonic(), error))
-
-        task = asyncio.ensure_future(client.receive(on_event, partition_id="0", starting_position="-1",
-                                                    on_error=on_error))
-        try:
-            for _ in range(300):
-                if endpoint.admin.receivers(hub):
-                    break
-                await asyncio.sleep(0.05)
-            deleted = time.monotonic()
-            endpoint.admin.delete_consumer_group(hub, "analytics")
-            for _ in range(int(FAST / 0.05)):
-                if errors:
-                    break
-                await asyncio.sleep(0.05)
-        finally:
-            await client.close()
-            await asyncio.wait({task}, timeout=3)
-        assert errors, "on_error was not called"
-        return errors[0][1], errors[0][0] - deleted
-
-    error, elapsed = asyncio.run(run())
+    error, elapsed = first_receive_error(endpoint.connection_string(hub), "analytics", "0", within=FAST,
+                                         ready=lambda: bool(endpoint.admin.receivers(hub)),
+                                         then=lambda: endpoint.admin.delete_consumer_group(hub, "analytics"))
     assert type(error) is ConnectionLostError
     assert _not_found(endpoint, hub, "analytics") in str(error) and "amqp:not-found" in str(error)
     assert elapsed < FAST

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
-from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumer
 from azure.eventhub.aio import EventHubProducerClient as AsyncProducer
 from azure.eventhub.exceptions import ConnectionLostError
 
 from eventhubs_local import EmulatorProcess
 from eventhubs_local.__main__ import parse_args
 from eventhubs_local.auth import AuthError, SasValidator, parse_rights, sign
+from tests.support.aio_receive import first_receive_error
 
 RULES = {"listen-only": ("listen-key", ["Listen"]), "send-only": ("send-key", ["Send"]),
          "manager": ("manage-key", ["Manage"])}
@@ -178,33 +178,8 @@ def test_send_only_rule_sync_receive_is_refused(secured: EmulatorProcess) -> Non
 
 def test_send_only_rule_async_receive_is_refused(secured: EmulatorProcess) -> None:
     """The same with the aio consumer."""
-
-    async def run() -> tuple[Exception, float]:
-        client = AsyncConsumer.from_connection_string(secured.connection_string("orders", rule="send-only"),
-                                                      consumer_group="$Default", retry_total=0)
-        errors: list[tuple[float, Exception]] = []
-
-        async def on_event(_ctx: Any, _event: EventData | None) -> None:
-            pass
-
-        async def on_error(_ctx: Any, error: Exception) -> None:
-            errors.append((time.monotonic(), error))
-
-        started = time.monotonic()
-        task = asyncio.ensure_future(client.receive(on_event, partition_id="1", starting_position="-1",
-                                                    on_error=on_error))
-        try:
-            for _ in range(int(FAST / 0.05)):
-                if errors:
-                    break
-                await asyncio.sleep(0.05)
-        finally:
-            await client.close()
-            await asyncio.wait({task}, timeout=3)
-        assert errors, "on_error was not called"
-        return errors[0][1], errors[0][0] - started
-
-    error, elapsed = asyncio.run(run())
+    error, elapsed = first_receive_error(secured.connection_string("orders", rule="send-only"), "$Default", "1",
+                                         within=FAST)
     assert type(error) is ConnectionLostError
     assert _claim_required(secured, "Listen", "orders/consumergroups/$default/partitions/1") in str(error)
     assert elapsed < FAST
