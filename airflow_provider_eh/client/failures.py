@@ -70,6 +70,9 @@ StoreRole = Literal["producer state", "checkpoints", ""]
 #: what the sentence of :attr:`FailureSite.done` says when a caller knows that nothing reached the hub
 NOTHING_SENT = "Nothing was sent."
 
+#: what the checkpoint sensor's error says happened: it never writes
+SENSOR_ONLY_READS = "Nothing was written: the sensor only reads checkpoints."
+
 
 @dataclass(frozen=True)
 class FailureSite:
@@ -591,7 +594,8 @@ def storage_failure(exc: BaseException, site: FailureSite) -> BaseException:
     The error map's error for a failure of a checkpoint container at ``site``; ``exc`` when it maps to nothing.
 
     The checkpoint reader words a storage error as a ``CheckpointStoreError`` of its own, without the
-    connection or the account's address: the storage error it was raised from is mapped instead.
+    connection or the account's address: the storage error it was raised from is mapped instead. Any
+    other error of the package (the hub's, mapped by its hook) is returned as it is.
     """
     cause = exc.__cause__ if isinstance(exc, CheckpointStoreError) else exc
     mapped = provider_error(cause, site) if cause is not None else None

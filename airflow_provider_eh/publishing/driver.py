@@ -197,12 +197,8 @@ def _by_number(partitions: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(partitions, key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p)))
 
 
-def _numbers(partitions: tuple[str, ...]) -> str:
-    return ", ".join(partitions)
-
-
 def _partitions(partitions: tuple[str, ...]) -> str:
-    return f"partition{'s' if len(partitions) > 1 else ''} {_numbers(partitions)}"
+    return f"partition{'s' if len(partitions) > 1 else ''} {', '.join(partitions)}"
 
 
 _PROGRESS = "_eh_progress"

@@ -20,8 +20,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress
-from airflow_provider_eh.client.failures import storage_failure
-from airflow_provider_eh.errors import CheckpointStoreError, EventHubsProviderError
+from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
@@ -208,11 +207,9 @@ class EventHubCheckpointSensor(BaseSensorOperator):
 
     def _storage_failure(self, exc: Exception) -> BaseException:
         """The error map's error for the checkpoint container's failure (``exc`` when it maps to nothing)."""
-        if isinstance(exc, EventHubsProviderError) and not isinstance(exc, CheckpointStoreError):
-            return exc
         try:
             site = self.hook.blob_hook.failure_site(self.container, container_field="container", role="checkpoints",
-                                                    done="Nothing was written: the sensor only reads checkpoints.")
+                                                    done=SENSOR_ONLY_READS)
         except Exception:  # the client cannot even be built: the error says why
             return exc
         return storage_failure(exc, site)

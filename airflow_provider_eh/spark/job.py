@@ -313,17 +313,14 @@ class SparkPublishJob:
 
         def failure(pid: str, outcome: SendOutcome, progress: Progress) -> BaseException:
             mapped = executor_failure(outcome.error_type, outcome.message, site)
-            retryable = mapped.retryable if mapped is not None else outcome.retryable
-            done = progress.sentence(retryable)
             if mapped is not None:  # an SDK or network error: the map's words and class (as the cause)
-                mapped = executor_failure(outcome.error_type, outcome.message, site.having_done(done)) or mapped
-                error = SparkPublishError(f"group {group} batch {stamp}: partition {pid} failed to send: {mapped}",
-                                          retryable=mapped.retryable)
+                error = SparkPublishError(f"group {group} batch {stamp}: partition {pid} failed to send: {mapped} "
+                                          f"{progress.sentence(mapped.retryable)}", retryable=mapped.retryable)
                 error.conn_id, error.__cause__ = mapped.conn_id, mapped
                 return error
             return SparkPublishError(
                 f"group {group} batch {stamp}: partition {pid} failed to send ({outcome.error_type}: {outcome.message}). "
-                f"{done}", retryable=outcome.retryable,
+                f"{progress.sentence(outcome.retryable)}", retryable=outcome.retryable,
             )
 
         return drive(self.publisher, batch_id, counts, send, attempts=self.send_attempts, failure=failure)

@@ -9,8 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_eh.client.failures import FailureSite, storage_failure
-from airflow_provider_eh.errors import CheckpointStoreError, EventHubsProviderError
+from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, FailureSite, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -122,14 +121,14 @@ class EventHubCheckpointTrigger(BaseTrigger):
 
     async def _mapped(self, exc: Exception) -> BaseException:
         """The package's error for a failure of the checkpoint container (the hook maps the hub's itself)."""
-        if (isinstance(exc, EventHubsProviderError) and not isinstance(exc, CheckpointStoreError)) or self._hook is None:
+        if self._hook is None:
             return exc
         try:
             account_url = (await self._hook.blob_hook.get_service_client()).url
         except Exception:  # the client cannot even be built: the error says why
             return exc
         site = FailureSite.of_blob(self.wasb_conn_id, account_url, container=self.container, container_field="container",
-                                   role="checkpoints", done="Nothing was written: the sensor only reads checkpoints.")
+                                   role="checkpoints", done=SENSOR_ONLY_READS)
         return storage_failure(exc, site)
 
     async def cleanup(self) -> None:
