@@ -9,7 +9,8 @@ A metric never fails a task: Airflow's ``Stats`` is imported when a metric is em
 it raises is logged at debug level and dropped. A name that is not in :data:`METRICS`, a call of
 another kind than the metric's, or a tag the metric does not declare raises ``ValueError``: that is
 a mistake in this package, which its unit tests find. Tags carry hub, group and partition names
-only, never a connection's fields.
+only, never a connection's fields; a character other than a letter, a digit or ``_.-/`` in a tag's
+value is sent as ``_`` (the consumer group ``$Default`` as ``_Default``).
 
 The engines (``publishing/``, ``ingest/``) import no Airflow: they return what happened (a partition's
 result with its read-back time, an ingested batch) and the Airflow layer emits it.
@@ -18,6 +19,7 @@ result with its read-back time, an ingested batch) and the Airflow layer emits i
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Kind = Literal["counter", "gauge", "timer"]
+
+#: what a tag value keeps: Airflow's StatsD logger drops a whole metric whose InfluxDB-style tag holds another
+#: character (``$Default``), so every other character is sent as ``_``, to every backend alike
+_TAG_VALUE_OUTSIDE = re.compile(r"[^A-Za-z0-9_./-]")
 
 PUBLISH_TAGS = ("hub", "producer_group", "partition")
 CONSUMER_TAGS = ("hub", "consumer_group", "partition")
@@ -115,7 +121,7 @@ def _checked(name: str, kind: Kind, tags: Mapping[str, Any]) -> dict[str, str]:
     undeclared = sorted(set(tags) - set(metric.tags))
     if undeclared:
         raise ValueError(f"{name!r} has no tag {', '.join(undeclared)}; its tags: {', '.join(metric.tags)}")
-    return {key: str(value) for key, value in tags.items() if value is not None and value != ""}
+    return {key: _TAG_VALUE_OUTSIDE.sub("_", str(value)) for key, value in tags.items() if value is not None and value != ""}
 
 
 def _stats() -> Any:

@@ -112,7 +112,8 @@ def test_the_helpers_send_the_name_the_value_and_the_known_tags_as_text(stats: F
     metrics.timing("eventhubs.publish.duration", 1.5, hub=None, producer_group="g")
     assert stats.sent == [
         ("counter", "eventhubs.publish.events.sent", 5, {"hub": "orders", "producer_group": "g", "partition": "3"}),
-        ("gauge", "eventhubs.checkpoint.lag", 7, {"hub": "orders", "consumer_group": "$Default", "partition": "0"}),
+        # a character StatsD's tags cannot carry becomes "_", for every backend alike
+        ("gauge", "eventhubs.checkpoint.lag", 7, {"hub": "orders", "consumer_group": "_Default", "partition": "0"}),
         ("timer", "eventhubs.publish.duration", timedelta(milliseconds=1500), {"producer_group": "g"}),  # no hub known
     ]
 
