@@ -131,33 +131,34 @@ def _stats() -> Any:
     return Stats
 
 
-def incr(name: str, count: int = 1, /, **tags: Any) -> None:
-    """Add ``count`` to the counter ``name``."""
-    sent = _checked(name, "counter", tags)
-    if count <= 0:
-        return
+#: a metric's kind -> the call of Airflow's ``Stats`` that sends it
+_CALLS: dict[Kind, str] = {"counter": "incr", "gauge": "gauge", "timer": "timing"}
+
+
+def _send(kind: Kind, name: str, value: Any, tags: Mapping[str, Any]) -> None:
+    sent = _checked(name, kind, tags)
     try:
-        _stats().incr(name, count, tags=sent)
+        getattr(_stats(), _CALLS[kind])(name, value, tags=sent)
     except Exception as exc:  # a metric never fails a task
         log.debug("metric %s not emitted: %s", name, exc)
+
+
+def incr(name: str, count: int = 1, /, **tags: Any) -> None:
+    """Add ``count`` to the counter ``name`` (nothing is sent for 0)."""
+    if count > 0:
+        _send("counter", name, count, tags)
+    else:
+        _checked(name, "counter", tags)
 
 
 def gauge(name: str, value: float, /, **tags: Any) -> None:
     """Set the gauge ``name`` to ``value``."""
-    sent = _checked(name, "gauge", tags)
-    try:
-        _stats().gauge(name, value, tags=sent)
-    except Exception as exc:  # a metric never fails a task
-        log.debug("metric %s not emitted: %s", name, exc)
+    _send("gauge", name, value, tags)
 
 
 def timing(name: str, seconds: float, /, **tags: Any) -> None:
     """Record ``seconds`` in the timer ``name`` (sent as milliseconds)."""
-    sent = _checked(name, "timer", tags)
-    try:
-        _stats().timing(name, timedelta(seconds=seconds), tags=sent)
-    except Exception as exc:  # a metric never fails a task
-        log.debug("metric %s not emitted: %s", name, exc)
+    _send("timer", name, timedelta(seconds=seconds), tags)
 
 
 def checkpoint_lag(hub: str | None, consumer_group: str, partition: str, lag: int | None,
