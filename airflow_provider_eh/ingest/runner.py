@@ -25,8 +25,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from airflow_provider_eh import steps
@@ -78,6 +79,25 @@ class PartitionReport:
                 **self.counts.to_dict(), "last_enqueued": self.last_enqueued, "lag": self.lag}
 
 
+@dataclass(frozen=True)
+class IngestedBatch:
+    """
+    One batch a run committed, as the run's ``on_batch`` receives it.
+
+    :param partition_id: its partition.
+    :param counts: what its transaction did (rows, duplicates, dead letters, ...).
+    :param seconds: from the start of its processing to its transaction committed (receiving it is not counted).
+    :param lag: events enqueued after its last one, as the stream last reported it (``None``: not reported).
+    :param enqueued_time: when its last event was enqueued (``None``: unknown).
+    """
+
+    partition_id: str
+    counts: BatchResult
+    seconds: float
+    lag: int | None
+    enqueued_time: datetime | None
+
+
 class IngestRun:
     """
     One bounded ingestion run of one instance.
@@ -90,6 +110,8 @@ class IngestRun:
     :param container_client: the blob container of the standard checkpoint and ownership blobs
         (from ``BlobStorageHook``); ``None``: a single instance, SQL checkpoints only.
     :param limits: bounds and sharing.
+    :param on_batch: called with each :class:`IngestedBatch` once it is committed, in the run's thread (the
+        operator emits its metrics from it); what it raises ends the run.
     """
 
     def __init__(
@@ -102,8 +124,10 @@ class IngestRun:
         owner_id: str,
         container_client: Any = None,
         limits: RunLimits | None = None,
+        on_batch: Callable[[IngestedBatch], None] | None = None,
     ):
         self.endpoint = endpoint
+        self.on_batch = on_batch
         self.consumer_group = consumer_group
         self.store = store
         self.processor = processor
@@ -347,6 +371,7 @@ class IngestRun:
         steps.reached(f"ingest_{stage}", batch, {"partition": partition_id, "first": first, "last": last})
 
     def _commit(self, partition_id: str, after: int, events: list[IngestEvent], report: PartitionReport) -> int:
+        started = time.monotonic()
         self._batches += 1
         batch = self._batches
         last = events[-1]
@@ -375,4 +400,7 @@ class IngestRun:
             counts.rows, counts.duplicates, counts.dead_letters, counts.deferred,
             "" if report.lag is None else f"; lag {report.lag} (last enqueued {report.last_enqueued})",
         )
+        if self.on_batch is not None:
+            self.on_batch(IngestedBatch(partition_id, counts, time.monotonic() - started,
+                                        None if reported is None else report.lag, last.enqueued_time))
         return last.sequence_number

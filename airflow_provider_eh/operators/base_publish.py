@@ -8,21 +8,32 @@ operator shares (:mod:`airflow_provider_eh.operators.common`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
+from airflow_provider_eh.publishing.driver import progress_of
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+#: a partition's outcome -> the counter of its batches
+_BATCHES = {
+    "published": "eventhubs.publish.batches.published",
+    "recovered": "eventhubs.publish.batches.recovered",
+    "already_committed": "eventhubs.publish.batches.already_committed",
+}
 
 
 class BasePublishOperator(HubLineage, BaseOperator):
@@ -204,6 +215,52 @@ class BasePublishOperator(HubLineage, BaseOperator):
             lease_only_batch_bytes=self.lease_only_batch_bytes, **kwargs,
         )
 
+    @contextmanager
+    def measured(self) -> Iterator[None]:
+        """
+        Time this try's publish (``eventhubs.publish.duration``, whether it succeeds or fails). A publish
+        that fails counts what it had committed (:meth:`count`) and the partition batches it left
+        uncommitted (``eventhubs.publish.batches.partial``), as far as its error says.
+        """
+        started = time.monotonic()
+        try:
+            yield
+        except BaseException as exc:
+            progress = progress_of(exc)
+            if progress is not None:
+                self.count(progress.results)
+                for pid in progress.pending:
+                    metrics.incr("eventhubs.publish.batches.partial", **self._partition_tags(pid))
+            raise
+        finally:
+            metrics.timing("eventhubs.publish.duration", time.monotonic() - started, hub=self._metrics_hub(),
+                           producer_group=self.resolved_producer_group)
+
+    def count(self, results: Iterable[PartitionResult]) -> None:
+        """The metrics of each partition's outcome: batches by status, events sent, resent and suppressed, the
+        fence of a send, the read-back's time (:mod:`airflow_provider_eh.metrics`)."""
+        for result in results:
+            tags = self._partition_tags(result.partition_id)
+            metrics.incr(_BATCHES[result.status], **tags)
+            committed_before = result.status == "already_committed"
+            metrics.incr("eventhubs.publish.events.sent", 0 if committed_before else result.events - result.landed_count,
+                         **tags)
+            metrics.incr("eventhubs.publish.events.resent", result.resent, **tags)
+            metrics.incr("eventhubs.publish.events.suppressed", result.events if committed_before else result.landed_count,
+                         **tags)
+            if result.fencing and not committed_before:
+                metrics.incr("eventhubs.publish.fenced", **tags, fence=result.fencing)
+            if result.readback_seconds is not None:
+                metrics.timing("eventhubs.readback.duration", result.readback_seconds, **tags)
+
+    def _metrics_hub(self) -> str | None:
+        return self._lineage_hub[1] if self._lineage_hub else self.eventhub_name
+
+    def _partition_tags(self, partition_id: str) -> dict[str, Any]:
+        options = {str(p): dict(o) for p, o in (self.partition_options or {}).items()}.get(str(partition_id), {})
+        return {"hub": self._metrics_hub(), "producer_group": options.get("producer_group") or self.resolved_producer_group,
+                "partition": partition_id}
+
     def provider_errors(self) -> AbstractContextManager[None]:
         """Non-retryable provider errors and configuration errors fail the task without burning retries
         (:func:`~airflow_provider_eh.operators.common.airflow_error`)."""
@@ -216,7 +273,9 @@ class BasePublishOperator(HubLineage, BaseOperator):
         ``"lease"`` when the batch's send was fenced so, ``""`` when nothing was sent;
         ``lease_only_batch_bytes``: under ``"lease"``, the most bytes of one SDK batch, what a stall could
         land twice; else ``None``). A re-run of a committed batch returns what the ledger recorded.
+        Each partition's outcome is counted in the metrics (:meth:`count`).
         """
+        self.count(result for _, result in sorted(results.items()))
         for pid, result in sorted(results.items()):
             self.log.info(
                 "group %s batch %s partition %s: %s, %d events, seq %d..%d, service seq up to %d%s%s%s",

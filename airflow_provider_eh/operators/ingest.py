@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook, BaseOperator
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_eh.ingest.processor import RowFunction
+    from airflow_provider_eh.ingest.runner import IngestedBatch
 
 
 def _sql_connection(sql_conn_id: str) -> Any:
@@ -294,11 +296,23 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 self._run = IngestRun(
                     endpoint, self.consumer_group, store, processor,
                     owner_id=owner_id, container_client=container, limits=limits,
+                    on_batch=lambda batch: self.count(endpoint.eventhub_name, batch),
                 )
                 with sdk_failures(self._failure_sites(endpoint, container)):
                     return self._run.run()
             finally:
                 store.close()
+
+    def count(self, hub: str, batch: IngestedBatch) -> None:
+        """The metrics of one committed batch: its rows, dead letters and duplicates, its time, and the
+        consumer group's lag after it (:mod:`airflow_provider_eh.metrics`)."""
+        tags = {"hub": hub, "consumer_group": self.consumer_group, "partition": batch.partition_id}
+        metrics.incr("eventhubs.ingest.batches", **tags)
+        metrics.incr("eventhubs.ingest.rows", batch.counts.rows, **tags)
+        metrics.incr("eventhubs.ingest.dead_letters", batch.counts.dead_letters, **tags)
+        metrics.incr("eventhubs.ingest.duplicates", batch.counts.duplicates, **tags)
+        metrics.timing("eventhubs.ingest.batch.duration", batch.seconds, **tags)
+        metrics.checkpoint_lag(hub, self.consumer_group, batch.partition_id, batch.lag, batch.enqueued_time)
 
     def _failure_sites(self, endpoint: Any, container: Any) -> Callable[[BaseException], FailureSite]:
         """Where a failure of the run happens, for the error map: the hub as the consumer group, or the

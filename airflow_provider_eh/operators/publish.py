@@ -80,7 +80,7 @@ class EventHubPublishOperator(BasePublishOperator):
 
     def execute(self, context: Context) -> dict[str, dict[str, int]]:
         group = self.resolved_producer_group
-        with self.provider_errors():
+        with self.provider_errors(), self.measured():
             publisher = self.get_publisher(origin=self.origin(context))
             batch_id = self.batch_id(context, group)
             self.log.info(

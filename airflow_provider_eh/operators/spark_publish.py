@@ -165,7 +165,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         from airflow_provider_eh.spark.session import get_session
 
         group = self.resolved_producer_group
-        with self.provider_errors():
+        with self.provider_errors(), self.measured():
             if not (self.path or self.table):
                 raise ValueError(
                     "no output to publish: `path` (and `format`) or `table` is empty; pass the upstream Spark job's "

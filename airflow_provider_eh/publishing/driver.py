@@ -170,16 +170,21 @@ class Progress:
     What a publish that failed had already done, per partition: the "what already happened" of its error.
 
     A publish raises one error for all its partitions; the error carries this (:func:`progress_of`)
-    so that the task's message can say which partitions are committed and which a later try resumes.
+    so that the task's message can say which partitions are committed and which a later try resumes,
+    and the task's metrics count what was done. ``results``: the committed partitions' results, where
+    the publish had them.
     """
 
     committed: tuple[str, ...]
     pending: tuple[str, ...]
+    results: tuple[PartitionResult, ...] = field(default=(), compare=False)
 
     @classmethod
-    def of(cls, partitions: Iterable[str], committed: Iterable[str]) -> Progress:
+    def of(cls, partitions: Iterable[str], committed: Iterable[str] | Mapping[str, PartitionResult]) -> Progress:
+        """The progress of a publish of ``partitions``; ``committed``: the partitions done, or their results."""
         done = set(committed)
-        return cls(_by_number(done), _by_number(set(partitions) - done))
+        results = tuple(committed[p] for p in _by_number(done)) if isinstance(committed, Mapping) else ()
+        return cls(_by_number(done), _by_number(set(partitions) - done), results)
 
     def sentence(self, retryable: bool) -> str:
         """The sentence for the task's message, e.g. ``Partition 2 committed; partition 3 pending: a retry ...``."""

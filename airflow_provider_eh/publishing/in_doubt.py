@@ -12,6 +12,7 @@ lands nothing from then on (:meth:`InDoubt.fence`); read back which of its event
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -75,21 +76,25 @@ class InDoubt:
         log.info("group %s partition %s: %s", key.group, key.partition,
                  f"owner level {owner_level} raised at the hub" if fence is not None else "no hub fencing (not offered)")
 
-    def landed(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> set[int]:
-        """Indexes of ``pending``'s attempt that landed, by reading the partition back."""
+    def landed(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> tuple[set[int], float]:
+        """Indexes of ``pending``'s attempt that landed, by reading the partition back, and the seconds the read took."""
+        started = time.monotonic()
         found = landed_stamps(
             self.endpoint, key.partition, after_sequence_number=int(pending.start_sequence_number),
             group=key.group, batch_stamp=batch_stamp(pending.batch_id),
         )
+        seconds = time.monotonic() - started
         claim.check()
         attempt = pending.attempt_indexes
         first = int(pending.first_seq)
-        return {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}
+        return {attempt[s - first] for s in found if 0 <= s - first < len(attempt)}, seconds
 
-    def set_aside(self, key: StateKey, claim: StateClaim, pending: PendingIntent, batch_id: str) -> None:
-        """Record another run's in-doubt intent as ``partial`` (what landed of it), for that run's retry to finish."""
+    def set_aside(self, key: StateKey, claim: StateClaim, pending: PendingIntent, batch_id: str) -> float:
+        """Record another run's in-doubt intent as ``partial`` (what landed of it), for that run's retry to finish;
+        the seconds its read-back took."""
         state = claim.state
-        theirs = self.landed(key, claim, pending) | set(from_ranges(pending.landed))
+        found, seconds = self.landed(key, claim, pending)
+        theirs = found | set(from_ranges(pending.landed))
         state.partial[pending.batch_id] = PartialBatch(
             events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(theirs),
             batch_first_seq=pending.first_of_batch, origin=pending.origin,
@@ -102,6 +107,7 @@ class InDoubt:
             "%d of %d events landed; its retry will send the rest",
             key.group, key.partition, batch_stamp(batch_id), batch_stamp(pending.batch_id), len(theirs), pending.events,
         )
+        return seconds
 
     def complete_commit(self, key: StateKey, claim: StateClaim, pending: PendingIntent) -> bool:
         """A pending intent whose batch has its committed records: a commit that crashed between writing them

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_eh.client.fencing import HubFencing
@@ -40,6 +40,8 @@ class PartitionResult:
     resent: int = 0
     fencing: str = ""  # how the batch's (last) send was fenced: "hub" (idempotent-producer link) or "lease"; "" none
     lease_only_batch_bytes: int | None = None  # under "lease": the bytes of one SDK batch at most; None otherwise
+    # seconds the claim spent reading the partition back to settle a batch in doubt; None: nothing was in doubt
+    readback_seconds: float | None = field(default=None, compare=False)
 
     def sequence_range(self) -> dict[str, int]:
         return {
@@ -66,7 +68,8 @@ class PartitionPlan:
     (``"auto"``: the sender attaches as an idempotent producer where the hub and the SDK offer it;
     ``"required"``: it must; ``False``: an ordinary sender). ``lease_only_batch_bytes``: the publisher's
     bound on each SDK batch where the send turns out fenced by the lease alone
-    (:mod:`~airflow_provider_eh.publishing.in_flight`).
+    (:mod:`~airflow_provider_eh.publishing.in_flight`). ``readback_seconds``: how long the claim read the
+    partition back to settle a batch in doubt (``None``: nothing was in doubt), for the result to report.
     """
 
     group: str
@@ -83,6 +86,7 @@ class PartitionPlan:
     result: PartitionResult | None = None
     hub_fencing: HubFencing = "auto"
     lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES
+    readback_seconds: float | None = None  # the claim's read-back of a batch in doubt, as the result reports it
 
     @property
     def batch_stamp(self) -> str:

@@ -201,12 +201,13 @@ class IdempotentPublisher:
                                     lease_only_batch_bytes=self.lease_only_batch_bytes)
         pending = state.pending
         in_doubt = self._in_doubt
+        readback: float | None = None  # seconds spent reading the partition back, when something was in doubt
         if pending is not None and in_doubt.complete_commit(key, claim, pending):
             pending = None
         if pending is not None:
             in_doubt.fence(key, state.owner_level)
         if pending is not None and pending.batch_id != batch_id:
-            in_doubt.set_aside(key, claim, pending, batch_id)
+            readback = in_doubt.set_aside(key, claim, pending, batch_id)
             pending = None
 
         last = state.ledger.last
@@ -215,7 +216,7 @@ class IdempotentPublisher:
             check_same_content(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
                                      done.service_last_sequence_number, "already_committed", fencing=done.fencing or "",
-                                     lease_only_batch_bytes=done.lease_only_batch_bytes)
+                                     lease_only_batch_bytes=done.lease_only_batch_bytes, readback_seconds=readback)
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
                      group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
@@ -227,7 +228,9 @@ class IdempotentPublisher:
         batch_first_seq: int | None = None
         if pending is not None:  # our own batch is in doubt
             check_same_content(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
-            landed = set(from_ranges(pending.landed)) | in_doubt.landed(key, claim, pending)
+            found, seconds = in_doubt.landed(key, claim, pending)
+            landed = set(from_ranges(pending.landed)) | found
+            readback = seconds
             state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
             batch_first_seq = pending.first_of_batch
             recovered_from = "pending"
@@ -256,7 +259,7 @@ class IdempotentPublisher:
         )
         indexes = None if ranges is None else tuple((start, stop) for start, stop in ranges)
         plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
-                             recovered_from=recovered_from, landed_count=len(landed))
+                             recovered_from=recovered_from, landed_count=len(landed), readback_seconds=readback)
         state.partial.pop(batch_id, None)
         self.store.write(claim, state)
         if missing == []:
@@ -318,7 +321,7 @@ class IdempotentPublisher:
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
                                    landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0,
-                                   fencing=fencing, lease_only_batch_bytes=bound)
+                                   fencing=fencing, lease_only_batch_bytes=bound, readback_seconds=plan.readback_seconds)
         finally:
             self.store.release(claim)
 

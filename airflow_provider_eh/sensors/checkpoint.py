@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageHook
@@ -200,6 +201,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
                     raise
                 raise mapped from exc
         self._last_progress = progress
+        metrics.checkpoint_lags(progress)
         self.log.info(
             "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, progress.summary()
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, FailureSite, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
@@ -29,7 +30,8 @@ class EventHubCheckpointTrigger(BaseTrigger):
     sensor raises it as it raises the same error in a poke. A failure of the checkpoint container is
     the error map's (:mod:`airflow_provider_eh.client.failures`), naming the connection, the account's
     address and the container.
-    Reading has no side effects, so the trigger may run twice.
+    Reading has no side effects, so the trigger may run twice. Each poll sets the lag per consumer group
+    and partition (``eventhubs.checkpoint.lag``, :mod:`airflow_provider_eh.metrics`).
 
     :param targets: ``{partition id: sequence number}`` to reach.
     :param consumer_groups: the consumer groups that must all reach the targets.
@@ -97,6 +99,7 @@ class EventHubCheckpointTrigger(BaseTrigger):
                 except Exception as exc:
                     self.log.exception("Reading checkpoints of consumer groups %s failed", self.consumer_groups)
                     return TriggerEvent(error_event(await self._mapped(exc)))
+                metrics.checkpoint_lags(progress)
                 self.log.info(
                     "Checkpoints of hub %r in container %r: %s",
                     progress.eventhub_name, self.container, progress.summary(),

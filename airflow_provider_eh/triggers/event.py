@@ -43,11 +43,14 @@ loaded by :mod:`airflow_provider_eh.triggers.filters`; the sensor's wait is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
@@ -187,6 +190,7 @@ class EventHubEventTrigger(BaseEventTrigger):
     def _event(self, raw: Mapping[str, Any], keep: Callable[[dict[str, Any]], Any] | None) -> TriggerEvent | None:
         namespace, batch = raw["namespace"], raw["events"]
         kept = [r for r in batch if keep is None or keep(r)]
+        self._count(batch, kept)
         if not kept:
             self.log.info("hub %s: %d events, none kept by the filter", self.eventhub_name, len(batch))
             return None
@@ -197,6 +201,20 @@ class EventHubEventTrigger(BaseEventTrigger):
         self.log.info("hub %s: firing for %d events: %s", self.eventhub_name, len(kept),
                       {p: (r["first"], r["last"]) for p, r in payload["partitions"].items()})
         return TriggerEvent(payload)
+
+    def _count(self, batch: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, Any]]) -> None:
+        """The metrics of one batch read: the events it fires with, per partition, and the consumer group's lag
+        after the batch (each partition's last record says where the partition ended when it was delivered)."""
+        for partition, count in sorted(Counter(str(r["partition"]) for r in kept).items()):
+            metrics.incr("eventhubs.trigger.events", count, hub=self.eventhub_name, consumer_group=self.consumer_group,
+                         partition=partition)
+        last = {str(r["partition"]): r for r in batch}
+        for partition, record in sorted(last.items()):
+            end = record.get("last_enqueued")
+            enqueued = record.get("enqueued_time")
+            metrics.checkpoint_lag(self.eventhub_name, self.consumer_group, partition,
+                                   None if end is None else max(0, int(end) - int(record["sequence_number"])),
+                                   datetime.fromisoformat(enqueued) if enqueued else None)
 
 
 class EventHubAwaitEventTrigger(EventHubEventTrigger):
@@ -248,4 +266,7 @@ class EventHubAwaitEventTrigger(EventHubEventTrigger):
             self.log.exception("Waiting for an event in hub %s (consumer group %s) failed", self.eventhub_name,
                                self.consumer_group)
             result = error_event(exc)
+        if result.get("status") == "found":
+            metrics.incr("eventhubs.trigger.events", hub=self.eventhub_name, consumer_group=self.consumer_group,
+                         partition=str(result["event"]["partition"]))
         yield TriggerEvent(result)

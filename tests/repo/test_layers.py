@@ -28,7 +28,7 @@ import airflow_provider_eh
 PACKAGE = "airflow_provider_eh"
 ROOT = Path(airflow_provider_eh.__file__).parent
 SHELLS = ("hooks", "operators", "sensors", "triggers", "plugins", "assets", "queues", "version_compat",
-          "get_provider_info")
+          "get_provider_info", "metrics")
 ENGINES = ("publishing", "ingest")
 ABOVE_BOTTOM = ("airflow", *ENGINES, "spark", *SHELLS)
 
@@ -130,7 +130,7 @@ LOWER = [
 ]
 ABOVE = ("airflow", "airflow_provider_eh.publishing", "airflow_provider_eh.ingest", "airflow_provider_eh.spark",
          "airflow_provider_eh.hooks", "airflow_provider_eh.operators", "airflow_provider_eh.sensors",
-         "airflow_provider_eh.triggers")
+         "airflow_provider_eh.triggers", "airflow_provider_eh.metrics")
 
 
 def test_client_and_checkpoint_modules_import_no_airflow_and_no_engine() -> None:

@@ -44,7 +44,8 @@ def stamped(partition_id: str, count: int, *, group: str = "pub", start: int = 0
     ]
 
 
-def ingest(eh_conn_str: str, sink_db: Path, *, container=None, sessions=None, row_function=rows, **limits) -> dict:
+def ingest(eh_conn_str: str, sink_db: Path, *, container=None, sessions=None, row_function=rows, on_batch=None,
+           **limits) -> dict:
     """One ingestion run of ``$Default`` into ``sink_db``'s ``events`` (blob checkpoints mirrored to ``container``); its summary."""
     endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
     stream = Stream(endpoint.namespace, endpoint.eventhub_name, "$Default")
@@ -53,7 +54,7 @@ def ingest(eh_conn_str: str, sink_db: Path, *, container=None, sessions=None, ro
         run = IngestRun(
             endpoint, "$Default", store, BatchProcessor("events", row_function, sessions=sessions),
             owner_id="test", container_client=container,
-            limits=RunLimits(batch_size=50, max_wait_time=0.3, max_duration=60, **limits),
+            limits=RunLimits(batch_size=50, max_wait_time=0.3, max_duration=60, **limits), on_batch=on_batch,
         )
         return run.run()
     finally:

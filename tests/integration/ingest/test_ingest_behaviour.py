@@ -16,6 +16,7 @@ from conftest import ingest, publish, stamped, table_rows
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import IngestStalledError
 from airflow_provider_eh.ingest import IngestRun, SessionConfig
+from airflow_provider_eh.ingest.runner import IngestedBatch
 
 
 def test_events_republished_with_the_same_stamps_are_skipped_as_duplicates(eh_conn_str, sink_db):
@@ -108,11 +109,15 @@ def test_each_partitions_lag_after_its_batches_comes_from_the_stream_it_read(eh_
     """The receiver runtime metric: no management call, the figure the hub sent with the last delivery."""
     publish(eh_conn_str, {"0": stamped("0", 120), "1": stamped("1", 30)})
     caplog.set_level("INFO", logger="airflow_provider_eh.ingest.runner")
-    summary = ingest(eh_conn_str, sink_db, max_events=100)  # stops short of partition 0's end
+    committed: list[IngestedBatch] = []  # what the operator's metrics are emitted from, batch by batch
+    summary = ingest(eh_conn_str, sink_db, max_events=100, on_batch=committed.append)  # stops short of partition 0's end
     reports = summary["partitions"]
     stopped_at = {p: r["checkpoint"] for p, r in reports.items()}
     assert sum(r["rows"] for r in reports.values()) == 100
     assert reports["0"]["last_enqueued"] == 119 and reports["0"]["lag"] == 119 - stopped_at["0"] > 0
+    assert sum(b.counts.rows for b in committed) == 100 and len(committed) == sum(r["batches"] for r in reports.values())
+    assert [b.lag for b in committed if b.partition_id == "0"][-1] == reports["0"]["lag"]
+    assert all(b.enqueued_time is not None and b.seconds >= 0 for b in committed)
     if "1" in reports and reports["1"]["batches"]:
         assert reports["1"]["last_enqueued"] == 29 and reports["1"]["lag"] == 29 - stopped_at["1"]
     assert f"lag {119 - stopped_at['0']} (last enqueued 119)" in caplog.text

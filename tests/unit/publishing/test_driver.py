@@ -146,6 +146,8 @@ def test_the_raised_error_carries_the_partitions_committed_and_pending() -> None
         drive(FakePublisher(), "b" * 64, counts, send, attempts=1,  # type: ignore[arg-type]
               failure=lambda pid, o, progress: seen.append(progress) or bad)
     assert driver.progress_of(raised.value) == driver.Progress(("1", "3", "10"), ("0", "2")) == seen[0]
+    # with the committed partitions' results, for the task's metrics
+    assert driver.progress_of(raised.value).results == ("result 1", "result 3", "result 10")  # type: ignore[union-attr]
 
     class FailingCommit(FakePublisher):
         def commit(self, session: Session, report: Any, *, producer: Any = None) -> str:

@@ -160,8 +160,10 @@ def test_ledger_new_then_committed_batch_is_a_no_op(engine: Any) -> None:
     assert pub.store.read(s.key).pending.batch_id == "b" * 64
     result = pub.commit(s, report(s.plan))
     assert (result.first_seq, result.last_seq, result.events) == (0, 9, 10)
+    assert result.readback_seconds is None  # nothing was in doubt, nothing read back
     again = pub.begin("0", "b" * 64, 10, "fp")
     assert again.plan.action == "done" and again.plan.result.status == "already_committed"
+    assert again.plan.result.readback_seconds is None
     with pytest.raises(BatchContentChangedError):
         pub.begin("0", "b" * 64, 10, "other-fp")
     nxt = pub.begin("0", "c" * 64, 5, "fp2")
@@ -179,6 +181,7 @@ def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbe
     assert r.plan.indexes == ((4, 10),) and r.plan.first_seq == 10  # above every number assigned before
     result = pub.commit(r, report(r.plan))
     assert (result.status, result.first_seq, result.last_seq, result.resent) == ("recovered", 0, 15, 6)
+    assert result.readback_seconds is not None and result.readback_seconds >= 0  # the read-back's time, for the metrics
     pub.begin("0", "d" * 64, 3, "x")  # crashed again, with nothing landed
     log["landed"] = {}
     with pytest.raises(BatchContentChangedError, match="bump `generation`"):
@@ -192,13 +195,14 @@ def test_ledger_other_runs_pending_becomes_partial_and_its_retry_sends_the_rest(
     b = pub.begin("0", "b" * 64, 3, "fpb")
     state = pub.store.read(b.key)
     assert state.partial["a" * 64].landed == [[0, 2]] and b.plan.first_seq == 6
-    pub.commit(b, report(b.plan))
+    assert pub.commit(b, report(b.plan)).readback_seconds is not None  # B read A's batch back to set it aside
     log["landed"] = {}
     a = pub.begin("0", "a" * 64, 6, "fpa")
     assert a.plan.recovered_from == "partial" and a.plan.indexes == ((2, 6),) and a.plan.first_seq == 9
     assert "a" * 64 not in pub.store.read(a.key).partial
     result = pub.commit(a, report(a.plan))
     assert (result.events, result.first_seq, result.last_seq) == (6, 0, 12)
+    assert result.readback_seconds is None  # the partial record says what landed: no read-back
 
 
 def test_commit_refuses_a_report_of_other_content(engine: Any) -> None:
