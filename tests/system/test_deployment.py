@@ -244,8 +244,8 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
     and started again, the triggerer restarted. The retry takes the partitions over and the stopped
     Python worker, continued after the backfill, sends nothing more. Then the hub and the SQL table
     hold each generated event once; a run with bad parameters is refused, naming the parameter, and
-    creates no run. (A reprocessing backfill of the pipeline adding nothing is ``test_example_pipeline``'s
-    and ``test_scheduler_path``'s; on Celery, the publish DAGs' test above runs one.)
+    creates no run. (The pipeline's days run again adding nothing is ``test_example_pipeline``'s; on
+    Celery, the publish DAGs' test above runs a reprocessing backfill.)
     All along, ``eh_on_new_orders`` (unpaused, its safety run every minute) watches ``orders-live``,
     to which a few orders go every 20 s until the first backfill is done: each of their events is in
     ``live_order_events`` once, none later than ``LIVE_BOUND`` after it was sent."""
