@@ -23,6 +23,7 @@ from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
 from airflow_provider_eh.publishing.driver import progress_of
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
+from airflow_provider_eh.publishing.plan import producer_group_of
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -207,9 +208,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
             self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
             lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
         ).get_store()
-        options = {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
         return IdempotentPublisher(
-            endpoint, store, producer_group=self.resolved_producer_group, partition_options=options,
+            endpoint, store, producer_group=self.resolved_producer_group, partition_options=self._partition_options(),
             keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days,
             send_attempts=self.send_attempts, hub_fencing=self.hub_fencing,
             lease_only_batch_bytes=self.lease_only_batch_bytes, **kwargs,
@@ -256,10 +256,12 @@ class BasePublishOperator(HubLineage, BaseOperator):
     def _metrics_hub(self) -> str | None:
         return self._lineage_hub[1] if self._lineage_hub else self.eventhub_name
 
+    def _partition_options(self) -> dict[str, PartitionOptions]:
+        return {str(p): PartitionOptions(**dict(o)) for p, o in (self.partition_options or {}).items()}
+
     def _partition_tags(self, partition_id: str) -> dict[str, Any]:
-        options = {str(p): dict(o) for p, o in (self.partition_options or {}).items()}.get(str(partition_id), {})
-        return {"hub": self._metrics_hub(), "producer_group": options.get("producer_group") or self.resolved_producer_group,
-                "partition": partition_id}
+        group = producer_group_of(self._partition_options(), partition_id, self.resolved_producer_group)
+        return {"hub": self._metrics_hub(), "producer_group": group, "partition": partition_id}
 
     def provider_errors(self) -> AbstractContextManager[None]:
         """Non-retryable provider errors and configuration errors fail the task without burning retries

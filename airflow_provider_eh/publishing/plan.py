@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,12 @@ class PartitionOptions:
     producer_group: str | None = None
     owner_level: int | None = None
     starting_sequence_number: int | None = None
+
+
+def producer_group_of(options: Mapping[str, PartitionOptions], partition_id: str, default: str) -> str:
+    """The producer group of a partition's state: its options' ``producer_group``, else ``default`` (the publisher's)."""
+    own = options.get(str(partition_id))
+    return (own.producer_group if own is not None else None) or default
 
 
 @dataclass(frozen=True)

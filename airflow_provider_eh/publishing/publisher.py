@@ -41,7 +41,7 @@ from airflow_provider_eh.publishing.fingerprint import Fingerprint
 from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 from airflow_provider_eh.publishing.landed import partition_end
-from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult
+from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult, producer_group_of
 from airflow_provider_eh.publishing.records import CommittedBatch, PendingIntent, from_ranges, to_ranges
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
@@ -122,8 +122,7 @@ class IdempotentPublisher:
     # ---- helpers -------------------------------------------------------------------------------
 
     def _group(self, partition_id: str) -> str:
-        opts = self.partition_options.get(partition_id)
-        return (opts.producer_group if opts and opts.producer_group else None) or self.producer_group
+        return producer_group_of(self.partition_options, partition_id, self.producer_group)
 
     def _producer(self, **kwargs: Any) -> Any:
         """A producer client of the hub, on the process's one connection to it (kept open by :meth:`publish`)."""
@@ -228,9 +227,8 @@ class IdempotentPublisher:
         batch_first_seq: int | None = None
         if pending is not None:  # our own batch is in doubt
             check_same_content(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
-            found, seconds = in_doubt.landed(key, claim, pending)
+            found, readback = in_doubt.landed(key, claim, pending)
             landed = set(from_ranges(pending.landed)) | found
-            readback = seconds
             state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
             batch_first_seq = pending.first_of_batch
             recovered_from = "pending"

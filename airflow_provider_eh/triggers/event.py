@@ -56,7 +56,7 @@ from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.filters import load_filter
-from airflow_provider_eh.triggers.payload import batch_payload
+from airflow_provider_eh.triggers.payload import batch_payload, behind, last_reported
 from airflow_provider_eh.triggers.producer import START_POSITIONS, EventHubBatchProducer
 from airflow_provider_eh.triggers.reported import error_event
 
@@ -208,12 +208,9 @@ class EventHubEventTrigger(BaseEventTrigger):
         for partition, count in sorted(Counter(str(r["partition"]) for r in kept).items()):
             metrics.incr("eventhubs.trigger.events", count, hub=self.eventhub_name, consumer_group=self.consumer_group,
                          partition=partition)
-        last = {str(r["partition"]): r for r in batch}
-        for partition, record in sorted(last.items()):
-            end = record.get("last_enqueued")
+        for partition, record in sorted(last_reported(batch).items()):
             enqueued = record.get("enqueued_time")
-            metrics.checkpoint_lag(self.eventhub_name, self.consumer_group, partition,
-                                   None if end is None else max(0, int(end) - int(record["sequence_number"])),
+            metrics.checkpoint_lag(self.eventhub_name, self.consumer_group, str(partition), behind(record),
                                    datetime.fromisoformat(enqueued) if enqueued else None)
 
 

@@ -57,6 +57,16 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
     }
 
 
+def last_reported(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each partition's last record carrying the hub's figure (``last_enqueued``), by partition."""
+    return {r["partition"]: r for r in records if r.get("last_enqueued") is not None}
+
+
+def behind(record: Mapping[str, Any]) -> int:
+    """Events enqueued after ``record`` when it was delivered (a record of :func:`last_reported`)."""
+    return LastEnqueued(int(record["last_enqueued"])).lag(int(record["sequence_number"]))
+
+
 def batch_payload(
     records: Sequence[dict[str, Any]], *, namespace: str, eventhub: str, consumer_group: str,
     include_bodies: bool = False, max_body_bytes: int = 65536,
@@ -72,11 +82,7 @@ def batch_payload(
         p["count"] = len(seqs)
         if len(seqs) != p["last"] - p["first"] + 1:
             p["sequence_numbers"] = seqs
-    lag: dict[str, dict[str, int]] = {}
-    for r in records:  # each partition's last record carrying the hub's figure
-        if r.get("last_enqueued") is not None:
-            lag[r["partition"]] = {"last_enqueued": r["last_enqueued"],
-                                   "behind": max(0, r["last_enqueued"] - r["sequence_number"])}
+    lag = {p: {"last_enqueued": r["last_enqueued"], "behind": behind(r)} for p, r in last_reported(records).items()}
     payload: dict[str, Any] = {
         "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
         "events": len(records), "partitions": dict(sorted(partitions.items())), "lag": dict(sorted(lag.items())),
