@@ -158,8 +158,12 @@ class ProducerStateHook(BaseHook):
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
 
-    def get_store(self) -> ProducerStateStore:
-        """The store of the backend; each of its operations is timed as ``eventhubs.ledger.duration``."""
+    def get_store(self, *, create_container: bool = True) -> ProducerStateStore:
+        """The store of the backend; each of its operations is timed as ``eventhubs.ledger.duration``.
+
+        :param create_container: create the blob backend's container when missing (a reader that only reads
+            passes ``False``: it finds no state there instead).
+        """
         timer = ledger_timer(self.backend)
         if self.backend == "variable":
             return VariableProducerStateStore(AirflowVariables(), on_operation=timer)
@@ -168,7 +172,7 @@ class ProducerStateHook(BaseHook):
 
         assert self.container is not None
         hook = BlobStorageHook(self.wasb_conn_id)
-        client = hook.ensure_container(self.container)
+        client = hook.ensure_container(self.container) if create_container else hook.get_container_client(self.container)
         # a storage error the engine does not map itself is mapped naming this connection and container
         note_site(hook.failure_site(self.container, container_field="state_container", role="producer state"))
         return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
