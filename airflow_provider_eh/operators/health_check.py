@@ -13,6 +13,7 @@ The decision is :func:`assess`, pure: what was read, ``now`` and the two bounds 
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -168,7 +169,13 @@ def assess(hub: str, now: datetime, *, ledgers: dict[str, int], batches: Iterabl
 
 
 def _names(field: str, value: Any) -> list[str]:
-    """A templated list of group names (one name alone counts as a list of one), checked."""
+    """A templated list of group names, checked: one name alone counts as a list of one, and a list rendered
+    as text (``"['a', 'b']"``, a template without ``render_template_as_native_obj``) as that list."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{field}={value!r}: give a list of group names") from None
     names = [value] if isinstance(value, str) else list(value or [])
     if not all(isinstance(name, str) and name for name in names):
         raise ValueError(f"{field}={value!r}: give a list of group names")

@@ -120,6 +120,11 @@ def test_the_bounds_may_be_rendered_templates_and_a_timedelta() -> None:
     assert operator.checked() == (["g"], ["a"], 900.0, 1000)
     operator.max_batch_age = timedelta(hours=1)
     assert operator.checked()[2] == 3600.0 and operator.backend == "variable"
+    operator.producer_groups, operator.consumer_groups = "['g', 'h']", '["a"]'  # lists rendered as text
+    assert operator.checked()[:2] == (["g", "h"], ["a"])
+    operator.producer_groups = "['g'"
+    with pytest.raises(ValueError, match="producer_groups=\"\\['g'\": give a list of group names"):
+        operator.checked()
 
 
 def test_durations_read_as_people_say_them() -> None:
