@@ -287,7 +287,7 @@ class EventHubHealthCheckOperator(BaseOperator):
                 whole = False
             if not whole:
                 raise ValueError(f"max_lag={self.max_lag!r}: give a whole number of events, 0 or more")
-        if producers:
+        if producers:  # the hook refuses an unknown backend, and the blob backend without its container
             ProducerStateHook(self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container)
         return producers, consumers, max_age, max_lag
 
