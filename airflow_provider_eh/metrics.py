@@ -13,7 +13,9 @@ only, never a connection's fields; a character other than a letter, a digit or `
 value is sent as ``_`` (the consumer group ``$Default`` as ``_Default``).
 
 The engines (``publishing/``, ``ingest/``) import no Airflow: they return what happened (a partition's
-result with its read-back time, an ingested batch) and the Airflow layer emits it.
+result with its read-back time, an ingested batch) and the Airflow layer emits it. The producer state
+store times its own operations and tells a callback the hook gives it
+(:meth:`~airflow_provider_eh.hooks.producer_state.ProducerStateHook.get_store`), which emits them.
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ METRICS: dict[str, Metric] = {metric.name: metric for metric in (
            "Spark, the session and the passes over the output too), whether it succeeded or failed."),
     Metric("eventhubs.readback.duration", "timer", "milliseconds", PUBLISH_TAGS,
            "Reading a partition back to settle a batch in doubt before a publish sends (recovery)."),
+    Metric("eventhubs.ledger.duration", "timer", "milliseconds", (*PUBLISH_TAGS, "operation", "backend"),
+           "One operation on a partition's ledger in the producer state store, by `operation`: `claim`, `write` "
+           "(the intent before a send, the commit after it), `read`, `lookup` (is the batch committed), `record` "
+           "(a committed batch's records), `release`, `prune`, `history`; `backend` `blob` or `variable`."),
     Metric("eventhubs.ingest.rows", "counter", "rows", CONSUMER_TAGS,
            "Rows the ingest operator wrote to its table, committed with their SQL checkpoint."),
     Metric("eventhubs.ingest.dead_letters", "counter", "events", CONSUMER_TAGS,
@@ -184,3 +190,4 @@ def checkpoint_lags(progress: CheckpointProgress) -> None:
     """Each consumer group's lag on each target partition of a checkpoint read (the sensor's and its trigger's)."""
     for lag in progress.lags:
         checkpoint_lag(progress.eventhub_name, lag.consumer_group, lag.partition_id, lag.lag)
+

@@ -21,9 +21,11 @@ from typing import Any, TypeVar
 
 from airflow.sdk import BaseHook
 
+from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import note_site
 from airflow_provider_eh.errors import ProducerStateStoreError
-from airflow_provider_eh.publishing.state import ProducerStateStore
+from airflow_provider_eh.publishing.document import StateKey
+from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,16 @@ class AirflowVariables:
         DbVariable.delete(key)
 
 
+def ledger_timer(backend: str) -> OperationTimer:
+    """What a state store of ``backend`` tells each operation's duration: ``eventhubs.ledger.duration``."""
+
+    def timed(operation: str, key: StateKey, seconds: float) -> None:
+        metrics.timing("eventhubs.ledger.duration", seconds, hub=key.hub, producer_group=key.group,
+                       partition=key.partition, operation=operation, backend=backend)
+
+    return timed
+
+
 class ProducerStateHook(BaseHook):
     """
     The producer-state store of a publishing task.
@@ -146,15 +158,22 @@ class ProducerStateHook(BaseHook):
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
 
-    def get_store(self) -> ProducerStateStore:
+    def get_store(self, *, create_container: bool = True) -> ProducerStateStore:
+        """The store of the backend; each of its operations is timed as ``eventhubs.ledger.duration``.
+
+        :param create_container: create the blob backend's container when missing (a reader that only reads
+            passes ``False``: it finds no state there instead).
+        """
+        timer = ledger_timer(self.backend)
         if self.backend == "variable":
-            return VariableProducerStateStore(AirflowVariables())
+            return VariableProducerStateStore(AirflowVariables(), on_operation=timer)
         from airflow_provider_eh.hooks.blob import BlobStorageHook
         from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 
         assert self.container is not None
         hook = BlobStorageHook(self.wasb_conn_id)
-        client = hook.ensure_container(self.container)
+        client = hook.ensure_container(self.container) if create_container else hook.get_container_client(self.container)
         # a storage error the engine does not map itself is mapped naming this connection and container
         note_site(hook.failure_site(self.container, container_field="state_container", role="producer state"))
-        return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout)
+        return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
+                                      on_operation=timer)

@@ -33,7 +33,7 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError, Resour
 from airflow_provider_eh.errors import ProducerDisconnectedError, ProducerStateStoreError
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
-from airflow_provider_eh.publishing.state import ProducerStateStore
+from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore, timed
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -83,14 +83,20 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
     :param lease_seconds: blob lease duration, 15 to 60; a crashed publisher blocks the partition this long.
     :param claim_timeout: seconds to wait for another holder's lease to expire before giving up;
         ``None`` (default): :func:`default_claim_timeout`, long enough for a crashed holder's lease to expire.
+    :param on_operation: told the duration of each operation
+        (:data:`~airflow_provider_eh.publishing.state.OperationTimer`); ``None``: nothing is timed.
     """
 
-    def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float | None = None):
+    backend = "blob"
+
+    def __init__(self, container: ContainerClient, *, lease_seconds: int = 15, claim_timeout: float | None = None,
+                 on_operation: OperationTimer | None = None):
         if not 15 <= lease_seconds <= 60:
             raise ValueError(f"lease_seconds={lease_seconds!r}: must be between 15 and 60 (Azure Blob lease limits)")
         self.container = container
         self.lease_seconds = lease_seconds
         self.claim_timeout = default_claim_timeout(lease_seconds) if claim_timeout is None else float(claim_timeout)
+        self.on_operation = on_operation
 
     def describe(self, key: StateKey) -> str:
         return f"blob {self.container.container_name}/{key.blob_name}"
@@ -98,6 +104,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
     def reset_hint(self, key: StateKey) -> str:
         return f"delete blob {key.blob_name!r} in container {self.container.container_name!r}"
 
+    @timed("read")
     def read(self, key: StateKey) -> ProducerState | None:
         try:
             text = self.container.get_blob_client(key.blob_name).download_blob().readall()
@@ -169,6 +176,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
                 claim.mark_lost(f"lease renewal failed: {type(exc).__name__}")
                 return
 
+    @timed("write")
     def write(self, claim: BlobStateClaim, state: ProducerState) -> None:
         claim.check()
         blob = self.container.get_blob_client(claim.key.blob_name)
@@ -206,6 +214,7 @@ class BlobProducerStateStore(ProducerStateStore[BlobStateClaim]):
     def describe_record(self, key: StateKey, kind: str, name: str) -> str:
         return f"blob {self.container.container_name}/{key.record_blob_name(kind, name)}"
 
+    @timed("release")
     def release(self, claim: BlobStateClaim) -> None:
         claim.stop_renewal.set()
         try:

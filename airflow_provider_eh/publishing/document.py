@@ -16,7 +16,7 @@ the batch commits and never again (until pruning deletes it)::
                      "lease_only_batch_bytes"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
                      "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
-    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?}
+    PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?, "started_at"?}
     origin:         {"dag_id", "task_id", "run_id", "map_index", "try_number"} (what published the batch;
                     any JSON object the caller passes, the Airflow operators pass these)
 

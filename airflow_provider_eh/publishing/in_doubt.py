@@ -97,7 +97,7 @@ class InDoubt:
         theirs = found | set(from_ranges(pending.landed))
         state.partial[pending.batch_id] = PartialBatch(
             events=pending.events, fingerprint=pending.fingerprint, landed=to_ranges(theirs),
-            batch_first_seq=pending.first_of_batch, origin=pending.origin,
+            batch_first_seq=pending.first_of_batch, origin=pending.origin, started_at=pending.started_at,
         )
         state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
         state.pending = None

@@ -127,13 +127,14 @@ class PendingIntent(_Record):
 class PartialBatch(_Record):
     """A batch of another run found in doubt: the events of it that landed; its retry sends the rest."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "origin")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("batch_first_seq", "origin", "started_at")
 
     events: int
     fingerprint: str
     landed: list[list[int]]
     batch_first_seq: int | None = None
     origin: dict[str, Any] | None = None
+    started_at: str | None = None  # when the attempt that left it in doubt started (None: recorded before it was kept)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,19 @@ it; the backends (:mod:`~airflow_provider_eh.publishing.blob_store`,
 interface finds, writes, pages and prunes the committed batches' records, and moves a version 1
 document's batches into records on its first claim. The document and the records it is made of are
 described in :mod:`~airflow_provider_eh.publishing.document`.
+
+A store may be given an :data:`OperationTimer` (``on_operation``): each operation a caller makes
+(:data:`OPERATIONS`) is timed and reported to it with the state's key, so the Airflow layer can emit
+the ledger's latency without the engine importing Airflow. An operation's own inner calls (the
+claim's first write, a write's read-back) count as part of it, not again on their own.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -20,7 +27,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from airflow_provider_eh.errors import InvalidProducerStateError, ProducerDisconnectedError
 from airflow_provider_eh.publishing.claim import StateClaim
@@ -40,6 +47,53 @@ log = logging.getLogger(__name__)
 #: record calls made at once when many records are read, moved or deleted (a page, a migration, a prune)
 RECORD_THREADS = 16
 
+#: the operations a store times: its name for each, and what it is
+OPERATIONS = {
+    "claim": "take a partition's state: the blob lease or the Variable token, the owner level raised and written",
+    "write": "replace the claimed state document (compare-and-swap): the intent before a send, the commit after it",
+    "read": "read a state document without claiming it (on the Variables backend also each claim-token check)",
+    "lookup": "read a batch's committed record: is this batch committed already",
+    "record": "write a committed batch's two records",
+    "release": "give up the claim (the blob lease)",
+    "prune": "delete the records of the oldest committed batches",
+    "history": "read one page of committed batches",
+}
+
+#: called after each timed operation: ``(operation, key, seconds)``; it must not raise
+OperationTimer = Callable[[str, StateKey, float], None]
+
+_TIMING = threading.local()  # set while an operation of this thread is timed: its inner calls are part of it
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def timed(operation: str) -> Callable[[F], F]:
+    """Report the decorated store method's duration to the store's ``on_operation`` as ``operation`` (an
+    outermost call only). The method's first argument is a :class:`StateKey` or a claim holding one."""
+    assert operation in OPERATIONS, operation
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: ProducerStateStore[Any], target: Any, *args: Any, **kwargs: Any) -> Any:
+            timer = self.on_operation
+            if timer is None or getattr(_TIMING, "active", False):
+                return method(self, target, *args, **kwargs)
+            _TIMING.active = True
+            started = time.monotonic()
+            try:
+                return method(self, target, *args, **kwargs)
+            finally:
+                _TIMING.active = False
+                key = target if isinstance(target, StateKey) else target.key
+                try:
+                    timer(operation, key, time.monotonic() - started)
+                except Exception as exc:  # timing never fails an operation
+                    log.debug("%s: timing %s not reported: %s", key, operation, exc)
+
+        return cast(F, call)
+
+    return wrap
+
 
 C = TypeVar("C", bound=StateClaim)
 
@@ -47,6 +101,11 @@ C = TypeVar("C", bound=StateClaim)
 class ProducerStateStore(ABC, Generic[C]):
     """Claim, compare-and-swap writes and release of producer states; two backends implement it, each with
     its claim type ``C``."""
+
+    #: the backend's name, as metrics tag it
+    backend: str = ""
+    #: reported the duration of each operation (:func:`timed`); ``None``: nothing is timed
+    on_operation: OperationTimer | None = None
 
     #: how to reset a broken state, for error messages ("delete blob X", "delete Variable Y")
     @abstractmethod
@@ -109,11 +168,13 @@ class ProducerStateStore(ABC, Generic[C]):
                                             "it to forget that batch (a re-run of it then publishes it again).")
         return record
 
+    @timed("lookup")
     def find_committed(self, key: StateKey, batch_id: str) -> CommittedBatch | None:
         """The committed record of ``batch_id`` (one read), ``None`` when the batch is not committed (or was pruned)."""
         record = self._record(key, BATCH, record_name(batch_id))
         return record if record is not None and record.batch_id == batch_id else None
 
+    @timed("record")
     def record_committed(self, claim: C, record: CommittedBatch) -> None:
         """Write a committed batch's two records (by batch id and by ordinal), the claim checked first.
 
@@ -126,6 +187,7 @@ class ProducerStateStore(ABC, Generic[C]):
         self.put_record(claim, BATCH, record_name(record.batch_id), text)
         self.put_record(claim, HISTORY, history_name(record.ordinal), text)
 
+    @timed("history")
     def history(self, key: StateKey, *, before: int | None = None, limit: int = 50,
                 state: ProducerState | None = None) -> HistoryPage:
         """One page of a ledger's committed batches, newest first, read by ordinal (nothing is listed).
@@ -153,6 +215,7 @@ class ProducerStateStore(ABC, Generic[C]):
         lowest = ordinals[-1] if ordinals else ledger.first
         return HistoryPage(batches, ledger.count, lowest if lowest > ledger.first else None)
 
+    @timed("prune")
     def prune(self, claim: C, state: ProducerState, *, keep_last: int | None = None,
               older_than: datetime | None = None) -> int:
         """Delete the records of the oldest committed batches: all but the ``keep_last`` newest, and those
@@ -210,6 +273,7 @@ class ProducerStateStore(ABC, Generic[C]):
         log.info("%s: moved %d committed batches of a version 1 state document into ledger records in %.1fs",
                  claim.key, len(records), time.monotonic() - started)
 
+    @timed("claim")
     def claim(self, key: StateKey, *, owner_level: int | None = None, starting_sequence_number: int | None = None) -> C:
         """
         Take (group, partition): exclusive hold, owner level raised and written.

@@ -25,7 +25,7 @@ from typing import Protocol
 from airflow_provider_eh.errors import InvalidProducerStateError
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
-from airflow_provider_eh.publishing.state import ProducerStateStore
+from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore, timed
 
 
 class UnreadableVariableError(Exception):
@@ -76,12 +76,18 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
     :param prefix: Variable name prefix.
     :param hold_seconds: how long a confirmed claim token counts as held: a check of the token that
         takes longer (a pause, an API that does not answer) stops the sender.
+    :param on_operation: told the duration of each operation
+        (:data:`~airflow_provider_eh.publishing.state.OperationTimer`); ``None``: nothing is timed.
     """
 
-    def __init__(self, variables: Variables, *, prefix: str = "eh_producer_state", hold_seconds: float = 15.0):
+    backend = "variable"
+
+    def __init__(self, variables: Variables, *, prefix: str = "eh_producer_state", hold_seconds: float = 15.0,
+                 on_operation: OperationTimer | None = None):
         self.variables = variables
         self.prefix = prefix
         self.hold_seconds = hold_seconds
+        self.on_operation = on_operation
 
     def variable_name(self, key: StateKey) -> str:
         return f"{self.prefix}.{key.group}.{key.partition}".lower()
@@ -92,6 +98,7 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
     def reset_hint(self, key: StateKey) -> str:
         return f"delete Airflow Variable {self.variable_name(key)!r} (`airflow variables delete {self.variable_name(key)}`)"
 
+    @timed("read")
     def read(self, key: StateKey) -> ProducerState | None:
         try:
             text = self.variables.get(self.variable_name(key))
@@ -108,6 +115,7 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
         state = self.read(key) or ProducerState.new(key)
         return VariableStateClaim(key, state, self.describe(key), self)
 
+    @timed("write")
     def write(self, claim: VariableStateClaim, state: ProducerState) -> None:
         if claim.lost.is_set():
             claim.check()  # raises with the reason recorded
@@ -153,5 +161,6 @@ class VariableProducerStateStore(ProducerStateStore[VariableStateClaim]):
     def describe_record(self, key: StateKey, kind: str, name: str) -> str:
         return f"Airflow Variable {self.record_variable_name(key, kind, name)!r}"
 
+    @timed("release")
     def release(self, claim: VariableStateClaim) -> None:
         """Nothing to release: the token stays until the next claim replaces it."""

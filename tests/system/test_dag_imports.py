@@ -16,7 +16,7 @@ def test_every_dag_file_imports_without_errors() -> None:
     assert bag.import_errors == {}
     files = {Path(dag.fileloc).name for dag in bag.dags.values()}
     assert files == {p.name for p in DAGS.glob("*.py") if not p.name.startswith("_")}
-    assert {"eh_daily_orders", "eh_ingest_orders", "eh_quickstart"} <= set(bag.dag_ids)
+    assert {"eh_daily_orders", "eh_ingest_orders", "eh_quickstart", "eh_health_check"} <= set(bag.dag_ids)
 
 
 def test_ingest_dag_is_scheduled_on_the_hub_asset_the_publish_task_outputs() -> None:

@@ -64,7 +64,8 @@ def test_every_metric_is_under_the_prefix_with_a_kind_a_unit_known_tags_and_a_me
     for name, metric in metrics.METRICS.items():
         assert name == metric.name and name.startswith("eventhubs.")
         assert metric.kind in ("counter", "gauge", "timer") and metric.unit and metric.meaning.endswith(".")
-        assert set(metric.tags) <= {"hub", "producer_group", "partition", "consumer_group", "fence"}
+        assert set(metric.tags) <= {"hub", "producer_group", "partition", "consumer_group", "fence", "operation",
+                                    "backend"}
         assert metric.kind != "timer" or metric.unit == "milliseconds"
         # OpenTelemetry drops a name over 63 characters, Airflow's default prefix included
         assert len(f"airflow.{name}") <= 63
@@ -281,3 +282,14 @@ def test_the_event_trigger_counts_the_events_it_fires_with_and_the_lag_after_its
     assert stats.named("eventhubs.trigger.events") == [(2, {**tags, "partition": "0"}), (1, {**tags, "partition": "1"})]
     assert stats.named("eventhubs.checkpoint.lag") == [(14, {**tags, "partition": "0"}), (0, {**tags, "partition": "1"})]
     assert [round(v) for v, _ in stats.named("eventhubs.checkpoint.lag_seconds")] == [60, 0]
+
+
+def test_the_state_stores_of_the_hook_time_their_ledger_operations_by_operation_and_backend(stats: FakeStats) -> None:
+    from airflow_provider_eh.hooks.producer_state import ProducerStateHook
+    from airflow_provider_eh.publishing import StateKey
+
+    store = ProducerStateHook("variable").get_store()
+    assert store.on_operation is not None
+    store.on_operation("claim", StateKey("ns", "orders", "daily", "2"), 0.125)
+    assert stats.named("eventhubs.ledger.duration") == [(timedelta(milliseconds=125), {
+        "hub": "orders", "producer_group": "daily", "partition": "2", "operation": "claim", "backend": "variable"})]

@@ -14,7 +14,8 @@ from typing import Any
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 from airflow_provider_eh.plugins.redaction import failure
-from airflow_provider_eh.publishing.records import parse_time
+from airflow_provider_eh.publishing.open_batches import is_stale as is_stale  # the view's rule is the health check's
+from airflow_provider_eh.publishing.open_batches import open_batches as find_open_batches
 
 PRODUCER_STATE = "/producer-state/"
 READ_THREADS = 16
@@ -31,15 +32,6 @@ def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[tuple
     return found
 
 
-def is_stale(age_seconds: float | None, threshold: float) -> bool:
-    """An open batch is highlighted once it is older than the threshold; one of unknown age is not."""
-    return age_seconds is not None and age_seconds > threshold
-
-
-def _age(since: datetime | None, now: datetime) -> float | None:
-    return None if since is None else round((now - since).total_seconds(), 1)
-
-
 def committed_row(record: Any) -> dict[str, Any]:
     """One committed batch as the view shows it (a ledger record with its batch id)."""
     return {
@@ -52,19 +44,12 @@ def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dic
     """One ledger as the view shows it: next sequence number, owner level, last committed batch, open batches."""
     record = state.last_committed
     last = None if record is None else committed_row(record)
-    open_batches = []
-    if state.pending:
-        started = parse_time(state.pending.started_at) or modified
-        open_batches.append({
-            "kind": "pending", "batch_id": state.pending.batch_id, "events": state.pending.events,
-            "since": iso(started), "age_seconds": _age(started, now), "origin": state.pending.origin,
-        })
-    for batch_id, part in state.partial.items():
-        landed = sum(stop - start for start, stop in part.landed or [])  # [start, stop) ranges of event indexes
-        open_batches.append({
-            "kind": "partial", "batch_id": batch_id, "events": part.events, "landed": landed,
-            "since": iso(modified), "age_seconds": _age(modified, now), "origin": part.origin,
-        })
+    open_batches = [
+        {"kind": batch.kind, "batch_id": batch.batch_id, "events": batch.events,
+         **({} if batch.landed is None else {"landed": batch.landed}),
+         "since": iso(batch.since), "age_seconds": batch.age_seconds(now), "origin": batch.origin}
+        for batch in find_open_batches(state, modified)
+    ]
     return {
         "partition": state.partition,
         "owner_level": state.owner_level,

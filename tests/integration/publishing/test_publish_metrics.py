@@ -59,6 +59,7 @@ print(json.dumps({"state": str(run.state), "ti": str(run.get_task_instance("publ
 SENT = "airflow.eventhubs.publish.events.sent"
 PUBLISHED = "airflow.eventhubs.publish.batches.published"
 DURATION = "airflow.eventhubs.publish.duration"
+LEDGER = "airflow.eventhubs.ledger.duration"
 
 
 def run_publish(tmp_path: Path, container: str, metrics_env: dict[str, str]) -> None:
@@ -130,6 +131,12 @@ def test_a_publish_task_sends_its_metrics_to_statsd_with_their_tags(
     assert sorted(tags["partition"] for name, tags, value, _ in lines if name == PUBLISHED and value == 1) == ["0", "1"]
     assert [(tags, kind) for name, tags, _, kind in lines if name == DURATION] == [
         ({"hub": hub, "producer_group": "metrics-test"}, "ms")]
+    # the ledger's operations on each partition's blob state: claim, is the batch committed, the intent, the
+    # committed records, the commit, the release
+    ledger = Counter((tags["partition"], tags["operation"]) for name, tags, _, kind in lines if name == LEDGER and kind == "ms"
+                     and tags["backend"] == "blob" and (tags["hub"], tags["producer_group"]) == (hub, "metrics-test"))
+    assert ledger == {(p, op): 2 if op == "write" else 1 for p in ("0", "1")
+                      for op in ("claim", "lookup", "write", "record", "release")}
     assert not [name for name, *_ in lines if name.startswith("airflow.eventhubs.") and name[8:] not in _metric_names()]
 
 

@@ -190,11 +190,13 @@ def test_ledger_pending_own_batch_resends_only_missing_with_fresh_sequence_numbe
 
 def test_ledger_other_runs_pending_becomes_partial_and_its_retry_sends_the_rest(engine: Any) -> None:
     pub, log = engine
-    pub.begin("0", "a" * 64, 6, "fpa")  # run A crashed after its first 2 events landed
+    a = pub.begin("0", "a" * 64, 6, "fpa")  # run A crashed after its first 2 events landed
+    started = pub.store.read(a.key).pending.started_at
     log["landed"] = {0: 0, 1: 1}
     b = pub.begin("0", "b" * 64, 3, "fpb")
     state = pub.store.read(b.key)
     assert state.partial["a" * 64].landed == [[0, 2]] and b.plan.first_seq == 6
+    assert state.partial["a" * 64].started_at == started is not None  # its age counts from A's attempt
     assert pub.commit(b, report(b.plan)).readback_seconds is not None  # B read A's batch back to set it aside
     log["landed"] = {}
     a = pub.begin("0", "a" * 64, 6, "fpa")
