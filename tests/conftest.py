@@ -117,11 +117,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def airflow_db() -> Path:
     """A fresh Airflow metadata DB (SQLite) in the session's own, new AIRFLOW_HOME.
 
-    Migrated in a child process, as ``airflow db migrate`` runs in production. The home is new, so
-    there is nothing to reset; pooled in-process connections opened before (by a DAG import, say)
-    are dropped so that they reopen on the migrated file.
+    Migrated in a child process, as ``airflow db migrate`` runs in production (a copy of this process's
+    one migrated DB, :func:`tests.support.airflow_home.copy_migrated_db`, where no file is there yet).
+    The home is new, so there is nothing to reset; pooled in-process connections opened before (by a
+    DAG import, say) are dropped so that they reopen on the migrated file.
     """
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
+    from tests.support.airflow_home import copy_migrated_db
+
+    db = _AIRFLOW_HOME / "airflow.db"
+    if db.exists():  # opened already (an empty file): migrated in place
+        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
+    else:
+        copy_migrated_db(db)
     if "airflow.settings" in sys.modules:
         from airflow import settings
 

@@ -70,8 +70,10 @@ PACKAGES = (
 # after its last heartbeat instead of 5 minutes; a task queued to a worker that died before starting
 # it (Celery acknowledges late, so the broker hands its message out again only after the visibility
 # timeout, a day) requeued 90 s after it was queued instead of 10 minutes; and the tasks of a
-# scheduler that died without ending its job adopted by the next one within 30 s of that job's last
-# heartbeat instead of 5 minutes (until then no scheduler fails them for their missing heartbeats).
+# scheduler that died without ending its job adopted by the next one within 40 s of that job's last
+# heartbeat instead of 5 minutes (until then no scheduler fails them for their missing heartbeats):
+# the job counts as dead 30 s after its last heartbeat, and the next scheduler looks for orphans at
+# its start (too early after a crash) and then every 10 s.
 SETTINGS = {
     "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
     "AIRFLOW__CORE__PARALLELISM": "8",
@@ -80,7 +82,7 @@ SETTINGS = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "90",
     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
-    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
     "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",

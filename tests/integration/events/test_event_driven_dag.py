@@ -46,6 +46,7 @@ import pytest
 from airflow_provider_eh.client.readback import read_hub
 from tests.support.events import start_triggerer, stop_group, triggerer_pids
 from eventhubs_local.ports import free_port
+from tests.support.airflow_home import copy_migrated_db
 from tests.support.standalone import AirflowStandalone, standalone_env
 from tests.support.delivery import (
     BATCH_WINDOW,
@@ -98,6 +99,7 @@ def live(example_stack: ExampleStack, tmp_path: Path) -> Iterator[Live]:
     port = free_port()
     env = standalone_env(home, port, example_stack.env)
     env.update(standalone_settings(hub, tmp_path / "dags"))
+    copy_migrated_db(home / "airflow.db")  # standalone's own migration then finds nothing to do
     instance = AirflowStandalone(env, port, tmp_path / "standalone.log")
     state = Live(instance, env, hub, home, SinkSampler(example_stack.db))
     try:

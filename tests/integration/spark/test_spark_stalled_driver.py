@@ -6,7 +6,9 @@ its own). Its executors send slowly (the endpoint acknowledges each SDK batch af
 namespace would) to an endpoint without idempotent producers, so that the hub fences nothing and the
 driver's claim is the only fence. Once its first SDK batch is in the hub, the driver's Python process
 (the task, which holds the claims) is stopped with SIGSTOP; its JVM and its executors run on. Its
-lease runs out, a second run claims, recovers by read-back and commits; then the driver is resumed.
+lease runs out, a second run claims, recovers by read-back and commits (its own sends at full speed:
+the delay is lifted once its intent is written, after its read-back, and whatever the first run's
+executors sent from then on would land twice all the same); then the driver is resumed.
 The executors asked the driver's hold relay before each SDK batch and got no answer from the stopped
 driver: they stopped by the claim's deadline, before the lease could expire, so the hub holds every
 row once. Cut off from blob storage instead (a TCP proxy freezes the driver's blob traffic; the hub
@@ -34,6 +36,7 @@ from typing import Any
 import pytest
 from spark_kit import SparkSetup, batch, write_orders
 
+from airflow_provider_eh import steps
 from eventhubs_local import EmulatorProcess
 from tests.support.proxy import FaultProxy
 from tests.conftest import unique_name
@@ -46,6 +49,14 @@ ACK_DELAY_MS = 3000
 # four times as many, each waiting out the ack delay): what is timed above, and what the claim's deadline fences
 WHOLE_BATCHES = {"lease_only_batch_bytes": 1024 * 1024}
 THROTTLE_BYTES_PER_S = 150_000  # ~13 MB of output: about 90 s for the first run's executors
+
+
+def _clear_faults_after_intent(admin: Any) -> steps.StepObserver:
+    """A step observer (this process's publish) clearing the endpoint's faults at its ``after_intent``."""
+    def observer(step: str, count: int, detail: Any) -> None:
+        if step == "after_intent":
+            admin.clear_faults()
+    return observer
 
 
 def _wait_for_the_first_batch(setup: SparkSetup, first: Any) -> None:
@@ -71,6 +82,9 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
         plain.admin.set_fault("delay_ack", hub=hub, ms=ACK_DELAY_MS)
         first = on_plain.start(path, batch_id, blob=setup.azurite.connection_string.replace(f":{port}/", f":{proxy.port}/"),
                                publisher=WHOLE_BATCHES)
+        # the second run (this process's) sends at full speed: its intent is written after its claim and
+        # read-back, so what the first run's executors would send from then on lands twice, delayed or not
+        stop_observing = steps.observe(_clear_faults_after_intent(plain.admin))
         try:
             _wait_for_the_first_batch(on_plain, first)
             if stall == "paused":
@@ -83,6 +97,7 @@ def test_executors_of_a_stalled_driver_stop_by_its_deadline_and_each_row_lands_o
             assert results["0"].status == "recovered" and results["0"].fencing == "lease"
             assert results["0"].landed_count >= stopped_at
         finally:
+            stop_observing()
             first.send_signal(signal.SIGCONT)
             proxy.thaw()
         out, err = first.communicate(timeout=240)
