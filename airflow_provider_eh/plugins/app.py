@@ -124,7 +124,7 @@ def create_app() -> FastAPI:
 
     from airflow_provider_eh.plugins.tabs import tab_router  # the Event Hubs tab of task-instance pages
 
-    app.include_router(tab_router(get_user))
+    app.include_router(tab_router(get_user, _answer, connection_teams))
 
     @app.get("/api/overview")
     def overview(

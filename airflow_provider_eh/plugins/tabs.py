@@ -24,7 +24,8 @@ scrubbed of those connections' secrets and of what Airflow's masker holds.
 
 import ast
 import html
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -39,6 +40,7 @@ from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso, pa
 from airflow_provider_eh.plugins.redaction import scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
 
+STATIC = Path(__file__).with_name("static")
 #: the template fields that tell each kind of task, whatever its class is called
 KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("publish", links.PUBLISH_FIELDS),
@@ -84,8 +86,6 @@ def as_list(value: Any) -> list[str]:
 def render_tab(base: str) -> str:
     """The tab's page for an Airflow served at ``base`` (a path ending in ``/``)."""
     view = f"{base}{URL_PREFIX.strip('/')}/"
-    from airflow_provider_eh.plugins.app import STATIC
-
     return (STATIC / "tab.html").read_text().replace("{{ view_base }}", html.escape(view, quote=True))
 
 
@@ -315,10 +315,16 @@ def ingest_tab(facts: TaskInstanceFacts) -> dict[str, Any]:
                                    sql_conn_id=facts.text("sql_conn_id"), sink_consumer_group=facts.text("consumer_group"))}
 
 
-def tab_router(get_user: Any) -> APIRouter:
-    """The tab's page, its script and its API, behind ``get_user`` and the auth manager."""
-    from airflow_provider_eh.plugins.app import STATIC, _answer, connection_teams
+def tab_router(
+    get_user: Any,
+    answer_of: Callable[[Reading, Callable[[], dict[str, Any]]], dict[str, Any]],
+    connection_teams: Callable[[Iterable[str]], dict[str, str | None]],
+) -> APIRouter:
+    """The tab's page, its script and its API, behind ``get_user`` and the auth manager.
 
+    :param answer_of: the view's answer maker (``app._answer``: failures in words fit to show, scrubbed).
+    :param connection_teams: the view's ``conn_id -> team`` lookup for the connection check.
+    """
     router = APIRouter()
 
     @router.get("/tab", response_class=HTMLResponse)
@@ -369,6 +375,6 @@ def tab_router(get_user: Any) -> APIRouter:
                 return {**answer, "checkpoint_sensor": sensor_tab(facts)}
             return {**answer, "ingest": ingest_tab(facts)}
 
-        return _answer(reading, build)
+        return answer_of(reading, build)
 
     return router
