@@ -180,9 +180,9 @@ def test_browser_finds_the_tab_on_each_kind_of_task_instance_page(view_stack: Vi
         page.goto(f"{base}/dags/{DAG_ID}/runs/{quote(run['dag_run_id'], safe='')}/tasks/{task_id}")
         # Airflow's own tab bar on the task instance page holds the provider's tab
         page.wait_for("Array.from(document.querySelectorAll('a')).some(a => a.textContent.trim() === 'Event Hubs' "
-                      "&& a.getAttribute('href').includes('/plugin/'))")
+                      "&& (a.getAttribute('href') || '').endsWith('/plugin/eventhubs-tab'))")
         page.eval("Array.from(document.querySelectorAll('a')).find(a => a.textContent.trim() === 'Event Hubs' "
-                  "&& a.getAttribute('href').includes('/plugin/')).click()")
+                  "&& (a.getAttribute('href') || '').endsWith('/plugin/eventhubs-tab')).click()")
         page.wait_for(f"{frame} !== null && {inside} && {inside}.body && {inside}.body.dataset.loaded === 'true'")
 
     def cells(selector: str, *columns: str) -> list[list[str]]:
