@@ -83,7 +83,7 @@ def test_tab_api_shows_the_publish_the_sensor_and_the_ingest_of_the_run(view_sta
     for pid, row in by_partition.items():
         assert row["rows"] == in_sink[pid] and row["dead_letters"] == dead_in_sink[pid]
         assert row["events"] == row["rows"] + row["dead_letters"] + row["duplicates"]
-        assert row["checkpoint"] == row["target"] >= returned[pid]["last_seq"]
+        assert row["checkpoint"] == row["target"] >= returned[pid]["service_last_sequence_number"]
     assert ingest["totals"]["rows"] == sum(in_sink.values()) and ingest["totals"]["dead_letters"] == 2 == sum(dead_in_sink.values())
     assert in_sink["0"] > DAG_EVENTS // PARTITIONS  # more than the DAG's own events: the hub's earlier ones too
 
