@@ -271,10 +271,13 @@ class BasePublishOperator(HubLineage, BaseOperator):
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, Any]]:
         """
         Log each partition's outcome; the XCom value: per partition ``{events, first_seq, last_seq,
-        service_last_sequence_number, fencing, lease_only_batch_bytes}`` (``fencing``: ``"hub"`` or
-        ``"lease"`` when the batch's send was fenced so, ``""`` when nothing was sent;
-        ``lease_only_batch_bytes``: under ``"lease"``, the most bytes of one SDK batch, what a stall could
-        land twice; else ``None``). A re-run of a committed batch returns what the ledger recorded.
+        service_last_sequence_number, fencing, lease_only_batch_bytes, status, landed, resent,
+        readback_seconds}`` (``fencing``: ``"hub"`` or ``"lease"`` when the batch's send was fenced so, ``""``
+        when nothing was sent; ``lease_only_batch_bytes``: under ``"lease"``, the most bytes of one SDK batch,
+        what a stall could land twice; else ``None``; ``status``: ``"published"``, ``"recovered"`` (a batch
+        in doubt settled: ``landed`` of its events found in the hub, ``resent`` sent again) or
+        ``"already_committed"``; ``readback_seconds``: how long the read-back of a batch in doubt took,
+        ``None`` when nothing was in doubt). A re-run of a committed batch returns what the ledger recorded.
         Each partition's outcome is counted in the metrics (:meth:`count`).
         """
         self.count(result for _, result in sorted(results.items()))
@@ -289,5 +292,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
                 else f" (SDK batches of at most {result.lease_only_batch_bytes} bytes)",
             )
         return {pid: {**result.sequence_range(), "fencing": result.fencing,
-                      "lease_only_batch_bytes": result.lease_only_batch_bytes}
+                      "lease_only_batch_bytes": result.lease_only_batch_bytes, "status": result.status,
+                      "landed": result.landed_count, "resent": result.resent,
+                      "readback_seconds": result.readback_seconds}
                 for pid, result in sorted(results.items())}

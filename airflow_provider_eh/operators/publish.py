@@ -43,8 +43,10 @@ class EventHubPublishOperator(BasePublishOperator):
     :func:`airflow_provider_eh.publishing.partition_for_key`), not the service's.
 
     Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number, fencing,
-    lease_only_batch_bytes}``: ``fencing`` is ``"hub"`` or ``"lease"``, the fence that held the send, and
-    ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"`` (``None`` under ``"hub"``).
+    lease_only_batch_bytes, status, landed, resent, readback_seconds}``: ``fencing`` is ``"hub"`` or ``"lease"``,
+    the fence that held the send, ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"``
+    (``None`` under ``"hub"``), ``status`` ``"published"``, ``"recovered"`` or ``"already_committed"``, and
+    ``landed``, ``resent`` and ``readback_seconds`` what settling a batch in doubt found, sent and took.
 
     :param events: a list of events, a callable ``(context) -> iterable of events``, or an upstream
         task's output (``upstream.output``), which makes that task upstream of this one. (templated)

@@ -86,8 +86,10 @@ class SparkToEventHubOperator(BasePublishOperator):
     are ordered by ``order_by``, ties broken by a hash of the event, so every retry sends the same batch.
 
     Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number, fencing,
-    lease_only_batch_bytes}``: ``fencing`` is ``"hub"`` or ``"lease"``, the fence that held the send, and
-    ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"`` (``None`` under ``"hub"``).
+    lease_only_batch_bytes, status, landed, resent, readback_seconds}``: ``fencing`` is ``"hub"`` or ``"lease"``,
+    the fence that held the send, ``lease_only_batch_bytes`` the most bytes of one SDK batch under ``"lease"``
+    (``None`` under ``"hub"``), ``status`` ``"published"``, ``"recovered"`` or ``"already_committed"``, and
+    ``landed``, ``resent`` and ``readback_seconds`` what settling a batch in doubt found, sent and took.
 
     :param path: the output's path (templated), e.g. ``"/data/orders/{{ ds }}"``.
     :param format: ``parquet`` (default), ``json``, ``csv``, ``orc``, or ``delta`` with ``delta-spark`` installed.

@@ -122,6 +122,10 @@ def create_app() -> FastAPI:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no static file {name!r}")
         return FileResponse(STATIC / name, media_type="text/javascript" if name.endswith(".js") else "text/css")
 
+    from airflow_provider_eh.plugins.tabs import tab_router  # the Event Hubs tab of task-instance pages
+
+    app.include_router(tab_router(get_user, _answer, connection_teams))
+
     @app.get("/api/overview")
     def overview(
         source: Annotated[Source, Depends(authorized_source)],

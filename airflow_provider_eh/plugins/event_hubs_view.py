@@ -3,13 +3,14 @@
 Registered through the package's ``airflow.plugins`` entry point (``pyproject.toml``), not the
 provider info's ``plugins`` list: Airflow reads that list only with ``[core] lazy_discover_providers``
 off. Airflow's API server mounts the FastAPI app at :data:`URL_PREFIX` under ``[api] base_url``'s
-path, and the UI lists the page in its navigation (Browse menu). Switch it off with::
+path, and the UI lists the page in its navigation (Browse menu) and shows an Event Hubs tab on every
+task instance page (:mod:`~airflow_provider_eh.plugins.tabs`). Switch it off with::
 
     [azure_event_hubs]
     view_enabled = False
 
-or ``AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED=False``; the plugin then contributes no route and no menu
-entry. The option is declared in the provider's configuration (``airflow config list`` shows it).
+or ``AIRFLOW__AZURE_EVENT_HUBS__VIEW_ENABLED=False``; the plugin then contributes no route, no menu
+entry and no tab. The option is declared in the provider's configuration (``airflow config list`` shows it).
 """
 
 from __future__ import annotations
@@ -39,15 +40,25 @@ def _fastapi_apps() -> list[dict[str, Any]]:
     return [{"name": "Event Hubs view", "app": create_app(), "url_prefix": URL_PREFIX}]
 
 
+#: the task-instance tab's query: Airflow's UI fills the placeholders in (raw in 3.1, URL-encoded later)
+TAB_QUERY = "dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}"
+
+
 def _external_views() -> list[dict[str, Any]]:
     if not view_enabled():
         return []
+    view = f"{base_path()}{URL_PREFIX.strip('/')}/"
     return [{
         "name": "Event Hubs",
-        "href": f"{base_path()}{URL_PREFIX.strip('/')}/",
+        "href": view,
         "url_route": "eventhubs",
         "destination": "nav",
         "category": "browse",
+    }, {
+        "name": "Event Hubs",
+        "href": f"{view}tab?{TAB_QUERY}",
+        "url_route": "eventhubs-tab",
+        "destination": "task_instance",
     }]
 
 

@@ -195,4 +195,6 @@
   FIELDS.forEach(function (f) { if (initial[f]) form.elements[f].value = initial[f]; });
   form.addEventListener("submit", function (ev) { ev.preventDefault(); load(); });
   if (initial.conn_id) load();
+  // a link to a ledger's history (the task-instance tab's): opened under the table
+  if (initial.history_group && initial.history_partition) showHistory(initial.history_group, initial.history_partition, null, true);
 })();

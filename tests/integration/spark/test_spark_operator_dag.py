@@ -60,7 +60,9 @@ def test_dag_run_publishes_the_interval_output_once_and_rerun_is_a_no_op(
     assert list(outcome["xcom"]) == ["publish.return_value"]
     assert sorted(returned) == ["0", "1", "2", "3"]
     assert all(set(v) == {"events", "first_seq", "last_seq", "service_last_sequence_number", "fencing",
-                          "lease_only_batch_bytes"} for v in returned.values())
+                          "lease_only_batch_bytes", "status", "landed", "resent", "readback_seconds"}
+               for v in returned.values())
+    assert {v["status"] for v in returned.values()} == {"published"}
     assert {v["fencing"] for v in returned.values() if v["events"]} == {"hub"}  # executors sent on fenced links
     assert {v["lease_only_batch_bytes"] for v in returned.values() if v["events"]} == {None}  # no bound under the hub's
     assert sum(v["events"] for v in returned.values()) == 3000

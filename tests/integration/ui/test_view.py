@@ -14,6 +14,13 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from tab_checks import (  # noqa: F401  (the task-instance tab's tests, on this module's view_stack)
+    test_browser_finds_the_tab_on_each_kind_of_task_instance_page,
+    test_no_secret_reaches_a_tab_answer,
+    test_tab_api_shows_the_publish_the_sensor_and_the_ingest_of_the_run,
+    test_tab_refuses_a_user_who_may_not_read_the_dag,
+    test_tab_refuses_anonymous_401_and_a_user_without_connection_access_403,
+)
 from ui_kit import (
     BACKLOG_CHECKPOINT, BASE_PATH, DAG_EVENTS, DAG_ID, HISTORY_BATCHES, KEYS, MARK, PARTITIONS, REPLAY_EVENTS, REPLAY_PARTIAL_EVENTS,
     REPLAY_PARTITION, ViewStack,
@@ -299,7 +306,7 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         browser.stop()
 
 
-def test_view_enabled_false_removes_the_routes_and_the_menu_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_view_enabled_false_removes_the_routes_the_menu_entry_and_the_tab(monkeypatch: pytest.MonkeyPatch) -> None:
     # Airflow's own plugin loading and mounting (init_plugins is what the API server runs), switched off then on
     from fastapi import FastAPI
 
@@ -317,10 +324,13 @@ def test_view_enabled_false_removes_the_routes_and_the_menu_entry(monkeypatch: p
             init_plugins(app)
             results[enabled] = {
                 "mounted": "/eventhubs" in [getattr(route, "path", "") for route in app.routes],
-                "views": [view["href"] for view in plugins_manager._get_ui_plugins()[0] if view["href"].startswith("/eventhubs")],
+                "views": [(view["href"], view["destination"]) for view in plugins_manager._get_ui_plugins()[0]
+                          if view["href"].startswith("/eventhubs")],
             }
     finally:
         for cached in caches:
             cached.cache_clear()
-    assert results["True"] == {"mounted": True, "views": ["/eventhubs/"]}
+    assert results["True"] == {"mounted": True, "views": [  # the page in the navigation, the tab on task instance pages
+        ("/eventhubs/", "nav"), ("/eventhubs/tab?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}",
+                                 "task_instance")]}
     assert results["False"] == {"mounted": False, "views": []}

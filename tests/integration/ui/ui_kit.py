@@ -12,7 +12,9 @@ the same services. Before the tests run, the hub gets:
   partition 2: the killed one is left partial; three one-event batches of group ``history`` on partition 1;
 * all of that ingested by ``analytics``; then a publish by a subclass of ``EventHubPublishOperator``
   with a templated ``generation`` of 1 in a DAG run of the instance (group ``eh_view_publish.publish``),
-  so ``analytics`` lags by the DAG's events;
+  so ``analytics`` lags by the DAG's events; the same run then ingests the hub as ``airflow-ingest`` into
+  a sink of its own (the two poison events dead-lettered, checkpoints in a container of its own), a
+  checkpoint sensor waits for that group to reach what the publish returned, and a plain ``@task`` ends it;
 * a publish killed after writing its intent (group ``backfill``): a pending batch;
 * everything ingested by ``$Default`` (two dead letters ``rejected``); both consumers mirror their
   checkpoints to the checkpoint container in the SDK's layout;
@@ -62,6 +64,7 @@ BASE_PATH = "/airflow"  # the instance is served under a sub-path
 REPLAY_PARTITION, REPLAY_PARTIAL_EVENTS, REPLAY_EVENTS = "2", 3, 2
 HISTORY_BATCHES = 3  # one-event batches of group ``history`` on partition 1: a ledger of more than one page
 BACKLOG_CHECKPOINT = 1  # the backlog group processed the first two events of every partition
+INGEST_GROUP = "airflow-ingest"  # the DAG's ingest task reads as this group, into its own sink
 
 MARK = uuid.uuid4().hex[:12]
 ACCOUNT = "viewacct"
@@ -72,22 +75,49 @@ KEYS = {
     "refused account key": base64.b64encode(f"WrongWasbViewKey-{MARK}".encode()).decode(),
 }
 
-# A team's own subclass with a templated generation: the view links its batches all the same.
+# A team's own subclass with a templated generation: the view links its batches all the same. Then the
+# hub is ingested as ``INGEST_GROUP`` (poison events dead-lettered) and a checkpoint sensor waits for that
+# group to reach what was published: the three kinds of task instance the Event Hubs tab describes.
 DAG_FILE = '''
-from airflow.sdk import DAG
+from airflow.sdk import DAG, task
+from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
 
 class AuditedPublishOperator(EventHubPublishOperator):
     """Another class name, the same publishing."""
 
 
+def row(event):
+    body = event.json()
+    if body.get("poison"):
+        raise ValueError("poison event %s" % body["id"])
+    return {{"id": body["id"], "partition_id": event.partition_id, "sequence_number": event.sequence_number}}
+
+
 with DAG("{dag_id}", schedule=None, catchup=False, params={{"generation": 1}}):
-    AuditedPublishOperator(
+    publish = AuditedPublishOperator(
         task_id="publish", event_hubs_conn_id="eh_view", eventhub_name="{hub}", wasb_conn_id="wasb_view",
         state_container="{state}", generation="{{{{ params.generation }}}}",
         events=[{{"body": {{"id": "d-%d" % i}}, "partition_id": str(i % {partitions})}} for i in range({events})],
     )
+    ingest = EventHubIngestOperator(
+        task_id="ingest", table="events", sql_conn_id="sink_dag", row_function=row, event_hubs_conn_id="eh_view",
+        eventhub_name="{hub}", consumer_group="{ingest_group}", wasb_conn_id="wasb_view",
+        checkpoint_container="{dag_checkpoints}", max_wait_time=0.3,
+    )
+    sensor = EventHubCheckpointSensor(
+        task_id="wait_for_ingest", container="{dag_checkpoints}", consumer_groups=["{ingest_group}"],
+        targets=publish.output, eventhub_name="{hub}", event_hubs_conn_id="eh_view", wasb_conn_id="wasb_view",
+        poke_interval=1, timeout=120,
+    )
+
+    @task
+    def report():
+        return "not an Event Hubs task"
+
+    publish >> ingest >> sensor >> report()
 '''
 
 
@@ -110,7 +140,7 @@ class UserStandalone(AirflowStandalone):
         token = self.token("admin")
         if self.client is not None:
             self.client.close()
-        self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        self.client = httpx.Client(base_url=f"{self.base}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
 
 def poison_row(event: Any) -> dict[str, Any]:
@@ -127,6 +157,7 @@ class ViewStack:
     state_container: str
     checkpoint_container: str
     sink_db: Path
+    dag_sink_db: Path  # the DAG's ingest task's sink
     eh_conn_str: str
     blob_conn_str: str
     crashed_batch: str
@@ -187,7 +218,7 @@ def view_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewStack]:
 
 def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> Iterator[ViewStack]:
     hub = f"hub-{uuid.uuid4().hex[:12]}"
-    event_hubs.admin.create_hub(hub, partitions=PARTITIONS, consumer_groups=["analytics"])
+    event_hubs.admin.create_hub(hub, partitions=PARTITIONS, consumer_groups=["analytics", INGEST_GROUP])
     blob_conn_str = _blob_conn_str(azurite.port, KEYS["account key"])
     blob = SimpleNamespace(connection_string=blob_conn_str)  # what PublishSetup reads of an Azurite
     service = BlobServiceClient.from_connection_string(blob_conn_str)
@@ -197,14 +228,16 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
     eh_conn_str = event_hubs.connection_string(hub)
     refused_eh = eh_conn_str.replace(f"SharedAccessKey={KEYS['SAS key']}", f"SharedAccessKey={KEYS['refused SAS key']}")
     assert refused_eh != eh_conn_str
-    sink_db = out / "sink.db"
-    with sqlite3.connect(sink_db) as conn:
-        conn.execute("CREATE TABLE events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)")
+    sink_db, dag_sink_db = out / "sink.db", out / "dag_sink.db"
+    for db in (sink_db, dag_sink_db):
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE events (id TEXT NOT NULL, partition_id TEXT NOT NULL, sequence_number BIGINT NOT NULL)")
 
     dags = out / "dags"
     dags.mkdir()
     (dags / "eh_view_publish.py").write_text(DAG_FILE.format(
-        dag_id=DAG_ID, hub=hub, state=state_container, partitions=PARTITIONS, events=DAG_EVENTS))
+        dag_id=DAG_ID, hub=hub, state=state_container, partitions=PARTITIONS, events=DAG_EVENTS,
+        ingest_group=INGEST_GROUP, dag_checkpoints=f"dag-{checkpoint_container}"))
     home = out / "airflow-home"
     home.mkdir()
     passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
@@ -224,6 +257,7 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
         "AIRFLOW_CONN_WASB_REFUSED": json.dumps({"conn_type": "wasb", "extra": {
             "connection_string": _blob_conn_str(azurite.port, KEYS["refused account key"])}}),
         "AIRFLOW_CONN_SINK_VIEW": json.dumps({"conn_type": "sqlite", "host": str(sink_db)}),
+        "AIRFLOW_CONN_SINK_DAG": json.dumps({"conn_type": "sqlite", "host": str(dag_sink_db)}),
     })
     airflow = UserStandalone(env, port, out / "standalone.log")
     airflow.passwords = passwords
@@ -283,7 +317,7 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
                 "consumer_group": "backlog", "partition_id": str(pid),
                 "sequence_number": BACKLOG_CHECKPOINT, "offset": str(BACKLOG_CHECKPOINT),
             })
-        stack = ViewStack(airflow, hub, state_container, checkpoint_container, sink_db, eh_conn_str,
+        stack = ViewStack(airflow, hub, state_container, checkpoint_container, sink_db, dag_sink_db, eh_conn_str,
                           blob_conn_str, crashed_batch, partial_batch, (stamped_sent[0], stamped_sent[1]), time.time(), out)
         stack.params = {
             "conn_id": "eh_view", "hub": hub, "wasb_conn_id": "wasb_view", "state_container": state_container,

@@ -31,3 +31,16 @@ def test_the_xcom_names_the_fence_and_the_bound_in_force_per_partition() -> None
     xcom = operator.report("b" * 64, results)
     assert (xcom["0"]["fencing"], xcom["0"]["lease_only_batch_bytes"]) == ("lease", 65536)
     assert (xcom["1"]["fencing"], xcom["1"]["lease_only_batch_bytes"]) == ("hub", None)
+
+
+def test_the_xcom_says_each_partitions_outcome_and_what_recovery_found() -> None:
+    operator = EventHubPublishOperator(task_id="publish", events=[])
+    results = {
+        "0": PartitionResult("0", 10, 0, 9, 9, "recovered", landed_count=4, resent=6, readback_seconds=0.25),
+        "1": PartitionResult("1", 5, 10, 14, 14, "published"),
+    }
+    xcom = operator.report("b" * 64, results)
+    assert {k: xcom["0"][k] for k in ("status", "landed", "resent", "readback_seconds")} == {
+        "status": "recovered", "landed": 4, "resent": 6, "readback_seconds": 0.25}
+    assert {k: xcom["1"][k] for k in ("status", "landed", "resent", "readback_seconds")} == {
+        "status": "published", "landed": 0, "resent": 0, "readback_seconds": None}
