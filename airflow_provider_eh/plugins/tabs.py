@@ -153,7 +153,7 @@ class TaskInstanceFacts:
 
     def connection_ids(self) -> list[str]:
         ids = [self.text("event_hubs_conn_id")]
-        if self.kind == "publish" and self._blob_backend():
+        if self.kind == "publish" and self.blob_backend():
             ids.append(self.text("wasb_conn_id"))
         if self.kind == "checkpoint_sensor" or (self.kind == "ingest" and self.text("checkpoint_container")):
             ids.append(self.text("wasb_conn_id"))
@@ -161,7 +161,7 @@ class TaskInstanceFacts:
             ids.append(self.text("sql_conn_id"))
         return [i for i in dict.fromkeys(ids) if i]
 
-    def _blob_backend(self) -> bool:
+    def blob_backend(self) -> bool:
         return (self.text("state_backend") or ("blob" if self.text("state_container") else "variable")) == "blob"
 
     def about(self) -> dict[str, Any]:
@@ -369,7 +369,7 @@ def tab_router(
             for conn_id in facts.connection_ids():  # their secrets, for the scrub
                 reading.connection(conn_id)
             if facts.kind == "publish":
-                blob = facts._blob_backend() and facts.text("state_container")
+                blob = facts.blob_backend() and facts.text("state_container")
                 return {**answer, "publish": publish_tab(facts, reading if blob else None)}
             if facts.kind == "checkpoint_sensor":
                 return {**answer, "checkpoint_sensor": sensor_tab(facts)}
