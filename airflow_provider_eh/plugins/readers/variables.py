@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_eh.publishing.variable_store import UnreadableVariableError
-
 PREFIX = "eh_producer_state"
 RECORD_KINDS = ("batch", "history")
 
@@ -105,16 +103,15 @@ def read_values(keys: list[str]) -> dict[str, str]:
     from airflow.models.variable import Variable
     from airflow.utils.session import create_session
 
+    from airflow_provider_eh.hooks.producer_state import variable_value
+
     out: dict[str, str] = {}
     if not keys:
         return out
     with create_session() as session:
         for start in range(0, len(keys), 500):
             for row in session.scalars(select(Variable).where(Variable.key.in_(keys[start:start + 500]))):
-                value = row.val
-                if value is None and row._val is not None:
-                    raise UnreadableVariableError(
-                        f"Airflow Variable {row.key!r} exists but cannot be decrypted (the Fernet key changed?)")
+                value = variable_value(row)
                 if value is not None:
                     out[row.key] = value
     return out
