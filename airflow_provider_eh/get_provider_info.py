@@ -92,6 +92,24 @@ _EVENT_HUBS_CONNECTION: dict[str, Any] = {
             ),
             "schema": _TEXT,
         },
+        "wasb_conn_id": {
+            "label": "Blob connection (view)",
+            "description": (
+                "The wasb connection of this namespace's producer state and checkpoints, for the Event Hubs view. "
+                "Empty: [azure_event_hubs] view_wasb_conn_id, else wasb_default."
+            ),
+            "schema": _TEXT,
+        },
+        "state_container": {
+            "label": "State container (view)",
+            "description": "The container of the producer state (Blob backend), for the Event Hubs view.",
+            "schema": _TEXT,
+        },
+        "checkpoint_container": {
+            "label": "Checkpoint container (view)",
+            "description": "The container of the consumer groups' checkpoints, for the Event Hubs view.",
+            "schema": _TEXT,
+        },
         "ca_bundle": {
             "label": "CA bundle",
             "description": (
@@ -125,7 +143,7 @@ _MODULES: dict[str, list[str]] = {
 # Options of the provider's own section; Airflow lists them (``airflow config list``) with their defaults.
 _CONFIG: dict[str, Any] = {
     "azure_event_hubs": {
-        "description": "The Event Hubs view in the Airflow UI (plugin ``azure_event_hubs_view``).",
+        "description": "The Event Hubs view in the Airflow UI (plugin ``azure_event_hubs_view``): on or off, where it reads.",
         "options": {
             "view_enabled": {
                 "description": (
@@ -137,6 +155,36 @@ _CONFIG: dict[str, Any] = {
                 "type": "boolean",
                 "example": "False",
                 "default": "True",
+            },
+            "view_wasb_conn_id": {
+                "description": (
+                    "The wasb connection the Event Hubs view reads producer state and checkpoints through, for "
+                    "Event Hubs connections whose 'wasb_conn_id' field is empty."
+                ),
+                "version_added": None,
+                "type": "string",
+                "example": "wasb_state",
+                "default": "wasb_default",
+            },
+            "view_state_container": {
+                "description": (
+                    "The container of the producer state (Blob backend) the Event Hubs view reads, for Event Hubs "
+                    "connections whose 'state_container' field is empty. Empty: only Airflow Variables are read."
+                ),
+                "version_added": None,
+                "type": "string",
+                "example": "eh-state",
+                "default": "",
+            },
+            "view_checkpoint_container": {
+                "description": (
+                    "The container of the consumer groups' checkpoints the Event Hubs view reads, for Event Hubs "
+                    "connections whose 'checkpoint_container' field is empty. Empty: no consumer group is shown."
+                ),
+                "version_added": None,
+                "type": "string",
+                "example": "eh-checkpoints",
+                "default": "",
             },
         },
     },

@@ -47,6 +47,17 @@ def _one_at_a_time(call: Callable[..., T]) -> Callable[..., T]:
     return serialised
 
 
+def variable_value(row: Any) -> str | None:
+    """The value of a row of Airflow's Variable model, decrypted; :class:`UnreadableVariableError` when it is
+    stored but cannot be decrypted (never to be mistaken for an absent value)."""
+    value = row.val
+    if value is None and row._val is not None:
+        raise UnreadableVariableError(
+            f"Airflow Variable {row.key!r} exists but cannot be decrypted (the Fernet key changed?)"
+        )
+    return value
+
+
 class AirflowVariables:
     """
     ``airflow.sdk.Variable`` behind the calls the Variables store makes
@@ -84,14 +95,7 @@ class AirflowVariables:
 
         with create_session() as session:
             row = session.scalar(select(DbVariable).where(DbVariable.key == key))
-            if row is None:
-                return None
-            value = row.val
-            if value is None and row._val is not None:
-                raise UnreadableVariableError(
-                    f"Airflow Variable {key!r} exists but cannot be decrypted (the Fernet key changed?)"
-                )
-            return value
+            return None if row is None else variable_value(row)
 
     @_one_at_a_time
     def set(self, key: str, value: str) -> None:

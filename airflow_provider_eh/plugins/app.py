@@ -32,6 +32,8 @@ from airflow_provider_eh.errors import ViewReadError
 from airflow_provider_eh.plugins import links
 from airflow_provider_eh.plugins.readers.consumers import consumer_groups
 from airflow_provider_eh.plugins.readers.dead_letters import dead_letters
+from airflow_provider_eh.plugins.readers.discovery import connection_summary, event_hubs_connection_ids, settle
+from airflow_provider_eh.plugins.readers.discovery import hubs as discovered_hubs
 from airflow_provider_eh.plugins.readers.ledgers import is_stale, ledger_history, producer_groups
 from airflow_provider_eh.plugins.readers.partitions import partition_properties
 from airflow_provider_eh.plugins.readers.reading import Reading, Source
@@ -63,7 +65,7 @@ def render_page(base: str) -> str:
 def source_from(
     conn_id: Annotated[str, Query(description="the azure_event_hubs connection")],
     hub: Annotated[str | None, Query(description="the hub; default: the connection's")] = None,
-    wasb_conn_id: str = "wasb_default",
+    wasb_conn_id: Annotated[str | None, Query(description="default: the connection's, the configuration's, wasb_default")] = None,
     state_container: str | None = None,
     checkpoint_container: str | None = None,
     consumer_groups: Annotated[str | None, Query(description="comma-separated; default: those with checkpoints")] = None,
@@ -75,7 +77,7 @@ def source_from(
     """The view's ``Source`` that a request's query parameters describe (a FastAPI dependency of the API routes)."""
     groups = tuple(g.strip() for g in (consumer_groups or "").split(",") if g.strip())
     return Source(
-        event_hubs_conn_id=conn_id, eventhub_name=hub or None, wasb_conn_id=wasb_conn_id,
+        event_hubs_conn_id=conn_id, eventhub_name=hub or None, wasb_conn_id=wasb_conn_id or None,
         state_container=state_container or None, checkpoint_container=checkpoint_container or None,
         consumer_groups=groups, sql_conn_id=sql_conn_id or None, sink_consumer_group=sink_consumer_group,
         sink_prefix=sink_prefix or None, lag_consumer_group=lag_consumer_group or "$Default",
@@ -93,24 +95,59 @@ def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
     return {conn_id: Connection.get_team_name(conn_id) for conn_id in conn_ids}
 
 
+def variable_reader(manager: Any, user: Any) -> Callable[[str], bool]:
+    """Whether the user may read an Airflow Variable (the Variables backend's producer states), as the auth
+    manager says, with the Variable's team under ``[core] multi_team``."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import VariableDetails
+    from airflow.configuration import conf
+
+    teams = conf.getboolean("core", "multi_team", fallback=False)
+
+    def may_read(key: str) -> bool:
+        team = None
+        if teams:
+            from airflow.models.variable import Variable
+
+            team = Variable.get_team_name(key)
+        return bool(manager.is_authorized_variable(method="GET", details=VariableDetails(key=key, team_name=team), user=user))
+
+    return may_read
+
+
 def create_app() -> FastAPI:
     """The view's FastAPI app: the page, its static files and the JSON API, each route checking that the
     user may read the connections it uses."""
     get_user = _get_user_dep()
     app = FastAPI(title="Event Hubs view", docs_url=None, redoc_url=None, openapi_url=None)
 
-    def authorized_source(
-        source: Annotated[Source, Depends(source_from)], user: Any = Depends(get_user)
-    ) -> Source:
-        from airflow.api_fastapi.app import get_auth_manager
+    def check_connections(manager: Any, user: Any, conn_ids: Iterable[str]) -> None:
         from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
 
-        manager = get_auth_manager()
-        for conn_id, team in connection_teams(source.connection_ids()).items():
+        for conn_id, team in connection_teams(conn_ids).items():
             details = ConnectionDetails(conn_id=conn_id, team_name=team)
             if not manager.is_authorized_connection(method="GET", details=details, user=user):
                 raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read connection {conn_id!r}")
-        return source
+
+    def settled_source(
+        source: Annotated[Source, Depends(source_from)], user: Any = Depends(get_user)
+    ) -> tuple[Source, dict[str, str]]:
+        """The request's source once the user may read its Event Hubs connection, with what it leaves unset
+        taken from that connection or the configuration, and the user may read every connection it then uses."""
+        from airflow.api_fastapi.app import get_auth_manager
+
+        manager = get_auth_manager()
+        check_connections(manager, user, [source.event_hubs_conn_id])
+        reading = Reading(source)
+        try:
+            extras = reading.connection(source.event_hubs_conn_id).extra_dejson or {}
+        except ViewReadError as exc:
+            raise HTTPException(exc.status_code, exc.message) from None
+        settled, origins = settle(source, extras)
+        check_connections(manager, user, settled.connection_ids()[1:])
+        return settled, origins
+
+    def authorized_source(settled: Annotated[tuple[Source, dict[str, str]], Depends(settled_source)]) -> Source:
+        return settled[0]
 
     @app.get("/", response_class=HTMLResponse)
     def page(user: Any = Depends(get_user)) -> HTMLResponse:
@@ -118,7 +155,7 @@ def create_app() -> FastAPI:
 
     @app.get("/static/{name}")
     def static(name: str, user: Any = Depends(get_user)) -> FileResponse:
-        if name not in {"view.js", "view.css"}:
+        if name not in {"view.js", "view.css", "format.js"}:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no static file {name!r}")
         return FileResponse(STATIC / name, media_type="text/javascript" if name.endswith(".js") else "text/css")
 
@@ -140,7 +177,8 @@ def create_app() -> FastAPI:
             return links.readable_dags(manager, user, links.dag_teams(dag_ids))
 
         reading = Reading(source)
-        return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read))
+        may_read_variable = variable_reader(manager, user)
+        return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read, may_read_variable))
 
     @app.get("/api/history")
     def history(
@@ -150,13 +188,20 @@ def create_app() -> FastAPI:
         user: Any = Depends(get_user),
         before: Annotated[int | None, Query(ge=0)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        backend: Annotated[str, Query(pattern="^(blob|variable)$", description="where the ledger is kept")] = "blob",
     ) -> dict[str, Any]:
         from airflow.api_fastapi.app import get_auth_manager
 
         manager = get_auth_manager()
+        if backend == "variable":
+            from airflow_provider_eh.plugins.readers.variables import state_key
+
+            key = state_key(group, partition)
+            if not variable_reader(manager, user)(key):
+                raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read Airflow Variable {key!r}")
 
         def build() -> dict[str, Any]:
-            page = ledger_history(reading, group, partition, before, limit)
+            page = ledger_history(reading, group, partition, before, limit, backend)
             _link_batches([(group, b) for b in page["batches"]],
                           lambda dag_ids: links.readable_dags(manager, user, links.dag_teams(dag_ids)))
             return page
@@ -176,6 +221,31 @@ def create_app() -> FastAPI:
             }
 
         return _answer(reading, build)
+
+    @app.get("/api/connections")
+    def connections(user: Any = Depends(get_user)) -> dict[str, Any]:
+        """The ``azure_event_hubs`` connections the user may read, each with its namespace and own hub."""
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+
+        manager = get_auth_manager()
+        readable = [conn_id for conn_id, team in connection_teams(event_hubs_connection_ids()).items()
+                    if manager.is_authorized_connection(method="GET", user=user,
+                                                        details=ConnectionDetails(conn_id=conn_id, team_name=team))]
+        reading = Reading(Source(event_hubs_conn_id=""))
+        return _answer(reading, lambda: {"connections": [connection_summary(reading, c) for c in readable]})
+
+    @app.get("/api/hubs")
+    def hubs(
+        settled: Annotated[tuple[Source, dict[str, str]], Depends(settled_source)], user: Any = Depends(get_user)
+    ) -> dict[str, Any]:
+        """The hubs found for a connection (its own, those of the state and checkpoint stores) and where its state lives."""
+        from airflow.api_fastapi.app import get_auth_manager
+
+        source, origins = settled
+        reading = Reading(source)
+        may_read_variable = variable_reader(get_auth_manager(), user)
+        return _answer(reading, lambda: discovered_hubs(reading, origins, may_read_variable))
 
     return app
 
@@ -212,7 +282,8 @@ def _link_batches(batches: list[tuple[str, dict[str, Any]]], may_read: Callable[
         batch["task_instance"] = found.get(batch["batch_id"])
 
 
-def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]]) -> dict[str, Any]:
+def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[str]], set[str]],
+              may_read_variable: Callable[[str], bool] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -227,7 +298,7 @@ def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[s
     endpoint = reading.endpoint
     with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
         props_future = pool.submit(timed, "partitions", lambda: partition_properties(reading))
-        producers = timed("producer_groups", lambda: producer_groups(reading, now))
+        producers = timed("producer_groups", lambda: producer_groups(reading, now, may_read_variable))
         props = props_future.result()
     batches = []
     for group in producers:

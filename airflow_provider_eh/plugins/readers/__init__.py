@@ -7,6 +7,10 @@ built once):
 
 - :mod:`~airflow_provider_eh.plugins.readers.reading`: the source, the request's reads, and how times
   and partition ids are written and ordered;
+- :mod:`~airflow_provider_eh.plugins.readers.discovery`: the ``azure_event_hubs`` connections, where their
+  state lives (the request, the connection's fields, the provider's configuration) and the hubs found;
+- :mod:`~airflow_provider_eh.plugins.readers.variables`: producer states of the Airflow Variables backend,
+  read from the metadata database without writing;
 - :mod:`~airflow_provider_eh.plugins.readers.partitions`: the hub's partitions, through the SDK's
   management requests (shared between requests for a few seconds);
 - :mod:`~airflow_provider_eh.plugins.readers.ledgers`: producer ledgers, through the state store's

@@ -6,7 +6,7 @@ decoding and checks as the engine); the view never writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +18,7 @@ from airflow_provider_eh.publishing.open_batches import is_stale as is_stale  # 
 from airflow_provider_eh.publishing.open_batches import open_batches as find_open_batches
 
 PRODUCER_STATE = "/producer-state/"
+BACKENDS = ("blob", "variable")
 READ_THREADS = 16
 
 
@@ -61,26 +62,38 @@ def summarise_state(state: Any, modified: datetime | None, now: datetime) -> dic
     }
 
 
-def group_ledgers(rows: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """``(group, partition row)`` pairs as groups in name order, each with its partitions in partition order."""
+def group_ledgers(rows: Iterable[tuple[str, dict[str, Any]]], backend: str | None = None) -> list[dict[str, Any]]:
+    """``(group, partition row)`` pairs as groups in name order, each with its partitions in partition order
+    (and its ``backend`` when given)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for group, row in rows:
         groups.setdefault(group, []).append(row)
     return [
-        {"group": group, "partitions": sorted(found, key=lambda r: partition_sort_key(r["partition"]))}
+        {"group": group, **({"backend": backend} if backend else {}),
+         "partitions": sorted(found, key=lambda r: partition_sort_key(r["partition"]))}
         for group, found in sorted(groups.items())
     ]
 
 
-def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Producer groups of the hub in ``state_container`` (Blob backend), each with its partitions' ledgers."""
+def producer_groups(reading: Reading, now: datetime | None = None,
+                    may_read_variable: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
+    """Producer groups of the hub, each with its partitions' ledgers: those in ``state_container`` (Blob
+    backend, ``"backend": "blob"``) and, when ``may_read_variable`` is given, those in Airflow Variables
+    that it allows (``"backend": "variable"``); a group in both is shown twice."""
+    now = now or datetime.now(UTC)
+    groups = group_ledgers(_blob_ledgers(reading, now), "blob")
+    if may_read_variable is not None:
+        groups += group_ledgers(_variable_ledgers(reading, now, may_read_variable), "variable")
+    return sorted(groups, key=lambda g: (g["group"], g["backend"]))
+
+
+def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, Any]]]:
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
     from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
     if not source.state_container:
         return []
-    now = now or datetime.now(UTC)
     endpoint = reading.endpoint
     container = reading.container(source.state_container)
     store = BlobProducerStateStore(container)
@@ -106,21 +119,57 @@ def producer_groups(reading: Reading, now: datetime | None = None) -> list[dict[
         return state.group, summarise_state(state, modified, now)
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        return group_ledgers(pool.map(read, blobs))
+        return list(pool.map(read, blobs))
 
 
-def ledger_history(reading: Reading, group: str, partition: str, before: int | None, limit: int) -> dict[str, Any]:
+def _variable_ledgers(reading: Reading, now: datetime, may_read: Callable[[str], bool]) -> list[tuple[str, dict[str, Any]]]:
+    """The hub's ledgers kept in Airflow Variables (one query for the keys, one for the documents)."""
+    from airflow_provider_eh.plugins.readers.variables import store_of, variable_states
+    from airflow_provider_eh.publishing.document import StateKey
+
+    endpoint = reading.endpoint
+    try:
+        states = [s for s in variable_states(may_read)
+                  if (s.namespace.lower(), s.hub.lower()) == (endpoint.namespace.lower(), endpoint.eventhub_name.lower())]
+    except Exception as exc:
+        raise failure("reading producer states in Airflow Variables", exc,
+                      "Check the API server's metadata database and Fernet key.") from None
+    store = store_of(states)
+    rows = []
+    for state in states:
+        try:
+            decoded = store.decode(StateKey.of(endpoint, state.group, state.partition), state.text)
+        except EventHubsProviderError as exc:
+            rows.append((state.group, {"partition": state.partition, "error": f"{type(exc).__name__}: {exc}"}))
+            continue
+        rows.append((decoded.group, summarise_state(decoded, None, now)))
+    return rows
+
+
+def ledger_history(reading: Reading, group: str, partition: str, before: int | None, limit: int,
+                   backend: str = "blob") -> dict[str, Any]:
     """One page of a partition's committed batches, newest first (the ledger's history records, read by
     ordinal: a page costs ``limit`` small reads however long the history)."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
     from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
+    endpoint = reading.endpoint
+    key = StateKey.of(endpoint, group, partition)
+    if backend == "variable":
+        from airflow_provider_eh.plugins.readers.variables import store_of
+
+        try:
+            page = store_of(()).history(key, before=before, limit=limit)
+        except EventHubsProviderError as exc:
+            raise ViewReadError(f"{type(exc).__name__}: {exc}", 502) from None
+        except Exception as exc:
+            raise failure(f"reading the ledger history of {key} in Airflow Variables", exc,
+                          "Check the API server's metadata database and Fernet key.") from None
+        return _history_page(group, partition, page)
     if not source.state_container:
         raise ViewReadError("the ledger's history is read from the state container: name state_container", 400)
-    endpoint = reading.endpoint
     store = BlobProducerStateStore(reading.container(source.state_container))
-    key = StateKey.of(endpoint, group, partition)
     try:
         page = store.history(key, before=before, limit=limit)
     except EventHubsProviderError as exc:  # the package's own words: which record, what is wrong with it
@@ -129,6 +178,10 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
         raise read_failure(f"reading the ledger history of {key}", exc,
                            reading.blob_site(source.state_container, "state_container", "producer state"),
                            CONTAINER_HINT) from None
+    return _history_page(group, partition, page)
+
+
+def _history_page(group: str, partition: str, page: Any) -> dict[str, Any]:
     return {
         "group": group, "partition": partition, "total": page.total, "before": page.before,
         "batches": [{**committed_row(r), "ordinal": r.ordinal} for r in page.batches],

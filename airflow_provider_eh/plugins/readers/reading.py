@@ -31,6 +31,8 @@ from airflow_provider_eh.errors import (
 )
 from airflow_provider_eh.plugins.redaction import connection_secrets, failure, log_failure
 
+#: the ``wasb`` connection a source uses when neither it, its Event Hubs connection nor the configuration names one
+DEFAULT_WASB_CONN_ID = "wasb_default"
 #: what to check when a container of the view's source cannot be listed or read
 CONTAINER_HINT = "Check that the container exists and that the connection may read it."
 
@@ -41,7 +43,7 @@ class Source:
 
     event_hubs_conn_id: str
     eventhub_name: str | None = None
-    wasb_conn_id: str = "wasb_default"
+    wasb_conn_id: str | None = None  # None: wasb_default (once settled: the connection's or the configuration's)
     state_container: str | None = None
     checkpoint_container: str | None = None
     consumer_groups: tuple[str, ...] = ()
@@ -53,7 +55,7 @@ class Source:
     def connection_ids(self) -> list[str]:
         ids = [self.event_hubs_conn_id]
         if self.state_container or self.checkpoint_container:
-            ids.append(self.wasb_conn_id)
+            ids.append(self.wasb_conn_id or DEFAULT_WASB_CONN_ID)
         if self.sql_conn_id:
             ids.append(self.sql_conn_id)
         return ids
@@ -103,7 +105,8 @@ class Reading:
                 self.secrets |= connection_secrets(conn)
             return self._connections[conn_id]
 
-    def _hook(self, base: type, conn_id: str, *args: Any) -> Any:
+    def hook(self, base: type, conn_id: str, *args: Any) -> Any:
+        """A ``base`` hook of ``conn_id`` that uses this reading's copy of the connection."""
         hook = _one_read(base)(conn_id, *args)
         hook.seeded = self.connection(conn_id)
         return hook
@@ -112,7 +115,7 @@ class Reading:
     def endpoint(self) -> Any:
         from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 
-        hook = self._hook(EventHubsHook, self.source.event_hubs_conn_id, self.source.eventhub_name)
+        hook = self.hook(EventHubsHook, self.source.event_hubs_conn_id, self.source.eventhub_name)
         try:
             return hook.get_endpoint()
         except ConnectionConfigError as exc:
@@ -122,7 +125,7 @@ class Reading:
     def blob_hook(self) -> Any:
         from airflow_provider_eh.hooks.blob import BlobStorageHook
 
-        return self._hook(BlobStorageHook, self.source.wasb_conn_id)
+        return self.hook(BlobStorageHook, self.source.wasb_conn_id or DEFAULT_WASB_CONN_ID)
 
     def container(self, name: str) -> Any:
         try:

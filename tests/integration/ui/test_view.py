@@ -22,8 +22,9 @@ from tab_checks import (  # noqa: F401  (the task-instance tab's tests, on this 
     test_tab_refuses_anonymous_401_and_a_user_without_connection_access_403,
 )
 from ui_kit import (
-    BACKLOG_CHECKPOINT, BASE_PATH, DAG_EVENTS, DAG_ID, HISTORY_BATCHES, KEYS, MARK, PARTITIONS, REPLAY_EVENTS, REPLAY_PARTIAL_EVENTS,
-    REPLAY_PARTITION, ViewStack,
+    BACKLOG_CHECKPOINT, BASE_PATH, CHECKPOINT_GROUP, DAG_EVENTS, DAG_ID, HISTORY_BATCHES, KEYS, LOGICAL_DATE, MARK, PARTITIONS,
+    REPLAY_EVENTS,
+    REPLAY_PARTIAL_EVENTS, REPLAY_PARTITION, VARIABLES_DAG_ID, VARIABLES_EVENTS, VARIABLES_PARTITIONS, ViewStack,
 )
 
 from airflow_provider_eh.client.readback import read_hub
@@ -46,6 +47,15 @@ def _await_lag_times(view_stack: ViewStack, token: str, timeout: float = 120) ->
             return body
         assert time.monotonic() < deadline, f"lag in time still unknown after {timeout} s: {body}"
         time.sleep(1)
+
+
+def _bare(view_stack: ViewStack, path: str, token: str | None = None, **params: str) -> httpx.Response:
+    """A request of the view's API with only ``params``: nothing the stack would otherwise name."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{view_stack.airflow.base}/eventhubs{path}", params=params, headers=headers, timeout=120)
+
+
+BLOB_GROUPS = {f"{DAG_ID}.publish", "replay", "history", "backfill"}
 
 
 def _time(text: str) -> datetime:  # the REST API writes "Z", the view "+00:00"
@@ -164,6 +174,69 @@ def test_api_shows_the_publish_the_crashed_publish_and_the_ingest_run(view_stack
     assert {g["consumer_group"] for g in refreshed.json()["consumer_groups"]} == {"analytics", "$default", "backlog"}
 
 
+def test_api_finds_connections_hubs_and_groups_of_both_state_backends_with_nothing_named(view_stack: ViewStack) -> None:
+    token = view_stack.airflow.token("admin")
+    listed = _bare(view_stack, "/api/connections", token)
+    assert listed.status_code == 200, listed.text
+    connections = {c["conn_id"]: c for c in listed.json()["connections"]}
+    # every azure_event_hubs connection (environment variables here), no other type
+    assert set(connections) == {"azure_event_hubs_default", "eh_view", "eh_refused"}
+    assert connections["eh_view"]["hub"] == view_stack.hub and connections["eh_view"]["namespace"].startswith("127.0.0.1:")
+
+    # the default connection names the blob connection and state container, the configuration the checkpoint container
+    found = _bare(view_stack, "/api/hubs", token, conn_id="azure_event_hubs_default")
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert body["settings"] == {
+        "wasb_conn_id": {"value": "wasb_view", "from": "connection"},
+        "state_container": {"value": view_stack.state_container, "from": "connection"},
+        "checkpoint_container": {"value": view_stack.checkpoint_container, "from": "config"},
+    }
+    assert body["problems"] == [] and body["hub"] == view_stack.hub
+    assert {h["name"]: h["found_in"] for h in body["hubs"]} == {
+        view_stack.hub: ["checkpoint container", "connection", "state container"],
+        view_stack.variables_hub: ["Airflow Variables"],  # published to on the Variables backend only
+        view_stack.checkpoint_hub: ["checkpoint container"],  # named by a consumer group's checkpoints only
+    }
+    # a connection without those fields: the state container is not found, the rest is
+    plain = _bare(view_stack, "/api/hubs", token, conn_id="eh_view").json()
+    assert plain["settings"]["state_container"] == {"value": None, "from": "none"}
+    assert plain["settings"]["wasb_conn_id"] == {"value": "wasb_view", "from": "config"}
+    assert {h["name"] for h in plain["hubs"]} == {view_stack.hub, view_stack.variables_hub, view_stack.checkpoint_hub}
+
+    # the connection's own hub, with nothing else named: both backends' groups, every consumer group
+    overview = _bare(view_stack, "/api/overview", token, conn_id="azure_event_hubs_default")
+    assert overview.status_code == 200, overview.text
+    own = overview.json()
+    assert own["hub"] == view_stack.hub
+    assert {g["group"]: g["backend"] for g in own["producer_groups"]} == dict.fromkeys(BLOB_GROUPS, "blob")
+    assert {g["consumer_group"] for g in own["consumer_groups"]} == {"analytics", "$default", "backlog"}
+    # the hub of the Variables backend's group: its ledger read from Airflow Variables, linked to its task instance
+    variables = _bare(view_stack, "/api/overview", token, conn_id="azure_event_hubs_default", hub=view_stack.variables_hub).json()
+    (group,) = variables["producer_groups"]
+    assert (group["group"], group["backend"]) == (f"{VARIABLES_DAG_ID}.publish", "variable")
+    assert [p["partition"] for p in group["partitions"]] == [str(p) for p in range(VARIABLES_PARTITIONS)]
+    for row in group["partitions"]:
+        assert row["last_committed"]["events"] == VARIABLES_EVENTS // VARIABLES_PARTITIONS
+        assert row["next_sequence_number"] == VARIABLES_EVENTS // VARIABLES_PARTITIONS
+        assert row["last_committed"]["task_instance"]["dag_id"] == VARIABLES_DAG_ID
+    page = _bare(view_stack, "/api/history", token, conn_id="azure_event_hubs_default", hub=view_stack.variables_hub,
+                 group=f"{VARIABLES_DAG_ID}.publish", partition="1", backend="variable")
+    assert page.status_code == 200, page.text
+    assert [b["batch_id"] for b in page.json()["batches"]] == [group["partitions"][1]["last_committed"]["batch_id"]]
+    audited = _bare(view_stack, "/api/overview", token, conn_id="azure_event_hubs_default", hub=view_stack.checkpoint_hub).json()
+    assert [(g["consumer_group"], [p["lag_events"] for p in g["partitions"]]) for g in audited["consumer_groups"]] == [
+        (CHECKPOINT_GROUP, [1])]
+
+    # who may not read connections gets none listed, and 403 for a connection's hubs
+    viewer = view_stack.airflow.token("viewer")
+    assert _bare(view_stack, "/api/connections", viewer).json() == {"connections": []}
+    refused = _bare(view_stack, "/api/hubs", viewer, conn_id="azure_event_hubs_default")
+    assert refused.status_code == 403 and "azure_event_hubs_default" in refused.json()["detail"]
+    for path in ("/api/connections", "/api/hubs", "/static/format.js"):
+        assert _bare(view_stack, path, conn_id="eh_view").status_code == 401, path
+
+
 def airflow_endpoint(view_stack: ViewStack):
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
@@ -189,7 +262,10 @@ def test_anonymous_requests_get_401_and_a_user_without_connection_access_403(vie
 
 def test_no_secret_reaches_a_response_also_when_a_key_is_refused_or_a_container_missing(view_stack: ViewStack) -> None:
     token = view_stack.airflow.token("admin")
-    answers = {p: view_stack.view(p, token) for p in ("/api/overview", "/api/consumers", "/", "/static/view.js")}
+    answers = {p: view_stack.view(p, token) for p in ("/api/overview", "/api/consumers", "/", "/static/view.js", "/api/hubs")}
+    answers["/api/connections"] = _bare(view_stack, "/api/connections", token)
+    for conn_id in ("azure_event_hubs_default", "eh_refused"):
+        answers[f"/api/hubs {conn_id}"] = _bare(view_stack, "/api/hubs", token, conn_id=conn_id)
     failing = {
         "missing sink connection": ({"sql_conn_id": "missing_conn"}, 404, ["'missing_conn'", "not defined"]),
         # a setting to fix: 400; what is not there: 404 (a 5xx says a refresh may help)
@@ -215,6 +291,99 @@ def test_no_secret_reaches_a_response_also_when_a_key_is_refused_or_a_container_
         assert MARK not in answer.text.replace(f"nothing-{MARK}", "").replace(f"nocp-{MARK}", ""), name
 
 
+def _log_in(page, view_stack: ViewStack) -> None:
+    page.goto(f"{view_stack.airflow.base}/auth/login")
+    page.wait_for("document.querySelector('input[name=username]') !== null")
+    page.type("input[name=username]", "admin")
+    page.type("input[name=password]", view_stack.airflow.passwords["admin"])
+    page.click("button[type=submit]")
+    page.wait_for("document.cookie.includes('_token=')")
+
+
+ROWS_JS = ("Array.from(document.querySelectorAll('#producers tr.producer-row')).map(r => [r.dataset.group, r.dataset.backend, "
+           "r.dataset.partition])")
+CHARTS_JS = ("Array.from(document.querySelectorAll('.lag-chart')).map(c => [c.dataset.group, "
+             "Array.from(c.querySelectorAll('.bar')).map(b => b.dataset.partition)])")
+
+
+@pytest.mark.requires("chromium")
+def test_browser_opens_with_nothing_typed_finds_every_hub_and_keeps_its_state_in_the_url(
+        view_stack: ViewStack, tmp_path: Path) -> None:
+    from cdp import Chromium
+
+    base = view_stack.airflow.base
+    browser = Chromium(tmp_path / "chromium")
+    page = None
+    try:
+        page = browser.page()
+        _log_in(page, view_stack)
+        page.goto(f"{base}/eventhubs/")
+        page.eval("localStorage.clear()")  # nothing remembered from an earlier visit either
+        page.goto(f"{base}/eventhubs/")
+        page.wait_for("document.querySelectorAll('#producers tr.producer-row').length > 0 && "
+                      "document.querySelectorAll('.lag-chart').length > 0")
+        # no field filled, and none needed: the selection is in the URL
+        assert page.eval("Array.from(document.querySelectorAll('#settings input')).every(i => i.value === '')")
+        assert page.eval("document.querySelectorAll('#not-found li').length") == 0
+        url = page.eval("Object.fromEntries(new URLSearchParams(location.search))")
+        assert url == {"conn_id": "azure_event_hubs_default", "hub": view_stack.hub}
+        assert page.eval("Array.from(document.querySelectorAll('#connections a.conn-link')).map(a => a.dataset.conn)") == [
+            "azure_event_hubs_default", "eh_refused", "eh_view"]
+        hubs = page.eval("Array.from(document.querySelectorAll('#hubs a.hub-link')).map(a => a.dataset.hub)")
+        assert sorted(hubs) == sorted([view_stack.hub, view_stack.variables_hub, view_stack.checkpoint_hub])
+        rows = page.eval(ROWS_JS)
+        assert {(g, b) for g, b, _ in rows} == {(g, "blob") for g in BLOB_GROUPS}
+        assert sorted(p for g, _, p in rows if g == f"{DAG_ID}.publish") == [str(p) for p in range(PARTITIONS)]
+        charts = dict(page.eval(CHARTS_JS))
+        assert charts == {g: [str(p) for p in range(PARTITIONS)] for g in ("analytics", "$default", "backlog")}
+        # times for people: relative, the exact time on hover; an interval as its schedule names it
+        committed = page.eval("Array.from(document.querySelectorAll('#producers .committed-at time')).map(t => "
+                              "[t.textContent, t.getAttribute('datetime'), t.title])")
+        assert committed and all(text.endswith(" ago") or text == "just now" for text, _, _ in committed), committed
+        for _, iso, title in committed:
+            assert title.startswith(iso) and f"\nUTC: {iso[:10]} {iso[11:19]}\nlocal: " in title
+        link = page.eval(f"document.querySelector('tr[data-group=\"{DAG_ID}.publish\"] a.ti-link').textContent")
+        assert link == f"{DAG_ID}.publish [{LOGICAL_DATE[:10]} 00:00]", link  # a manual run's interval: its logical date
+
+        # another hub: its Variables backend group; the URL follows, back returns
+        page.eval(f"document.querySelector('#hubs a[data-hub=\"{view_stack.variables_hub}\"]').click()")
+        page.wait_for("document.querySelector('#producers tr.producer-row[data-backend=variable]') !== null")
+        assert page.eval(ROWS_JS) == [[f"{VARIABLES_DAG_ID}.publish", "variable", str(p)] for p in range(VARIABLES_PARTITIONS)]
+        assert page.eval("new URLSearchParams(location.search).get('hub')") == view_stack.variables_hub
+        page.eval("history.back()")
+        page.wait_for(f"new URLSearchParams(location.search).get('hub') === {json.dumps(view_stack.hub)} && "
+                      "document.querySelectorAll('#producers tr.producer-row[data-backend=blob]').length > 0")
+        assert page.eval("document.querySelector('#hubs a.selected').dataset.hub") == view_stack.hub
+        page.eval("history.forward()")
+        page.wait_for("document.querySelector('#producers tr.producer-row[data-backend=variable]') !== null")
+        # the hub only a consumer group's checkpoints name
+        page.eval(f"document.querySelector('#hubs a[data-hub=\"{view_stack.checkpoint_hub}\"]').click()")
+        page.wait_for(f"document.querySelector('.lag-chart[data-group={CHECKPOINT_GROUP}] .bar') !== null")
+        assert page.eval(CHARTS_JS) == [[CHECKPOINT_GROUP, ["0"]]]
+
+        # a ledger's history is a state too: the link pasted elsewhere reopens the same view
+        page.eval("history.go(-2)")
+        page.wait_for("document.querySelector('tr[data-group=history] .history-open') !== null && "
+                      f"new URLSearchParams(location.search).get('hub') === {json.dumps(view_stack.hub)}")
+        page.eval("document.querySelector('tr[data-group=history] .history-open').click()")
+        page.wait_for("document.querySelectorAll('#history tr.history-row').length > 0")
+        shared = page.eval("location.href")
+        assert "history_group=history" in shared and "history_partition=1" in shared
+        page.goto("about:blank")
+        page.goto(shared)
+        page.wait_for("document.querySelectorAll('#history tr.history-row').length > 0 && "
+                      "document.querySelectorAll('#producers tr.producer-row').length > 0")
+        assert page.eval("location.href") == shared
+        assert page.eval("document.querySelector('#hubs a.selected').dataset.hub") == view_stack.hub
+        assert page.eval("Array.from(document.querySelectorAll('#history tr.history-row')).map(r => r.dataset.ordinal)") == [
+            str(o) for o in reversed(range(HISTORY_BATCHES))]
+        page.screenshot(tmp_path / "eventhubs-view-found.png")
+    finally:
+        if page is not None:
+            page.close()
+        browser.stop()
+
+
 @pytest.mark.requires("chromium")
 def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: ViewStack, tmp_path: Path) -> None:
     from cdp import Chromium
@@ -224,12 +393,7 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
     page = None
     try:
         page = browser.page()
-        page.goto(f"{base}/auth/login")
-        page.wait_for("document.querySelector('input[name=username]') !== null")
-        page.type("input[name=username]", "admin")
-        page.type("input[name=password]", view_stack.airflow.passwords["admin"])
-        page.click("button[type=submit]")
-        page.wait_for("document.cookie.includes('_token=')")
+        _log_in(page, view_stack)
         query = "&".join(f"{k}={v}" for k, v in {**view_stack.params, "consumer_groups": "analytics,$Default",
                                                   "pending_threshold_seconds": "1"}.items())
         page.goto(f"{base}/eventhubs/?{query}")
@@ -275,8 +439,9 @@ def test_browser_logs_in_and_sees_producers_lag_and_dead_letters(view_stack: Vie
         page.wait_for(f"{rows_js}.every(r => !r.textContent.includes('age unknown'))", timeout=60)  # filled in on refresh
         texts = page.eval(f"{rows_js}.map(r => r.textContent)")
         assert len(texts) == PARTITIONS and all("events, " in t and "age unknown" not in t for t in texts), texts
-        before = page.eval("document.getElementById('consumers-read-at').textContent")
-        page.wait_for(f"document.getElementById('consumers-read-at').textContent !== {json.dumps(before)}", timeout=30)
+        read_at = "document.querySelector('#consumers-read-at time').getAttribute('datetime')"
+        before = page.eval(read_at)
+        page.wait_for(f"{read_at} !== {json.dumps(before)}", timeout=30)
         shot = page.screenshot(tmp_path / "eventhubs-view.png")
         assert shot.stat().st_size > 10_000
 

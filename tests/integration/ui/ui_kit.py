@@ -20,6 +20,14 @@ the same services. Before the tests run, the hub gets:
   checkpoints to the checkpoint container in the SDK's layout;
 * last, checkpoints of ``backlog`` written by the SDK's ``BlobCheckpointStore`` at sequence number 1
   of every partition: a group behind by a backlog enqueued before its checkpoint was written.
+
+Two more hubs of the namespace, for the view to find by itself: ``VARIABLES_HUB``, published to by a
+second DAG on the Airflow Variables state backend (group ``eh_view_variables.publish``; nothing else
+names the hub), and ``CHECKPOINT_HUB``, named only by the checkpoints of group ``audit``. The
+connection ``azure_event_hubs_default`` names the blob connection and the state container in its
+extra fields, and ``[azure_event_hubs] view_checkpoint_container`` and ``view_wasb_conn_id`` name the
+checkpoint container and the blob connection for every connection:
+the page opened with nothing in its URL finds everything.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publishing"))
 from publish_kit import PublishSetup  # noqa: E402
 
 DAG_ID = "eh_view_publish"
+VARIABLES_DAG_ID = "eh_view_variables"
+VARIABLES_PARTITIONS, VARIABLES_EVENTS = 2, 6
+CHECKPOINT_GROUP = "audit"
 PARTITIONS = 4
 DAG_EVENTS = 8  # two per partition
 STAMPED = 5  # per partition
@@ -120,6 +131,18 @@ with DAG("{dag_id}", schedule=None, catchup=False, params={{"generation": 1}}):
     publish >> ingest >> sensor >> report()
 '''
 
+# The Airflow Variables state backend: no state_container.
+VARIABLES_DAG_FILE = '''
+from airflow.sdk import DAG
+from airflow_provider_eh.operators.publish import EventHubPublishOperator
+
+with DAG("{dag_id}", schedule=None, catchup=False):
+    EventHubPublishOperator(
+        task_id="publish", event_hubs_conn_id="eh_view", eventhub_name="{hub}", state_backend="variable",
+        events=[{{"body": {{"id": "v-%d" % i}}, "partition_id": str(i % {partitions})}} for i in range({events})],
+    )
+'''
+
 
 class UserStandalone(AirflowStandalone):
     """The harness's standalone under :data:`BASE_PATH`, logged in as ``admin`` with a password (not the all-admins token)."""
@@ -154,6 +177,8 @@ def poison_row(event: Any) -> dict[str, Any]:
 class ViewStack:
     airflow: UserStandalone
     hub: str
+    variables_hub: str
+    checkpoint_hub: str
     state_container: str
     checkpoint_container: str
     sink_db: Path
@@ -219,6 +244,9 @@ def view_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ViewStack]:
 def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> Iterator[ViewStack]:
     hub = f"hub-{uuid.uuid4().hex[:12]}"
     event_hubs.admin.create_hub(hub, partitions=PARTITIONS, consumer_groups=["analytics", INGEST_GROUP])
+    variables_hub, checkpoint_hub = f"vars-{uuid.uuid4().hex[:12]}", f"audited-{uuid.uuid4().hex[:12]}"
+    event_hubs.admin.create_hub(variables_hub, partitions=VARIABLES_PARTITIONS)
+    event_hubs.admin.create_hub(checkpoint_hub, partitions=1, consumer_groups=[CHECKPOINT_GROUP])
     blob_conn_str = _blob_conn_str(azurite.port, KEYS["account key"])
     blob = SimpleNamespace(connection_string=blob_conn_str)  # what PublishSetup reads of an Azurite
     service = BlobServiceClient.from_connection_string(blob_conn_str)
@@ -238,6 +266,8 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
     (dags / "eh_view_publish.py").write_text(DAG_FILE.format(
         dag_id=DAG_ID, hub=hub, state=state_container, partitions=PARTITIONS, events=DAG_EVENTS,
         ingest_group=INGEST_GROUP, dag_checkpoints=f"dag-{checkpoint_container}"))
+    (dags / "eh_view_variables.py").write_text(VARIABLES_DAG_FILE.format(
+        dag_id=VARIABLES_DAG_ID, hub=variables_hub, partitions=VARIABLES_PARTITIONS, events=VARIABLES_EVENTS))
     home = out / "airflow-home"
     home.mkdir()
     passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
@@ -252,6 +282,11 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW_CONN_EH_VIEW": json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": eh_conn_str}}),
+        # the view's defaults: blob connection and state container from the connection, checkpoints from the configuration
+        "AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT": json.dumps({"conn_type": "azure_event_hubs", "extra": {
+            "connection_string": eh_conn_str, "wasb_conn_id": "wasb_view", "state_container": state_container}}),
+        "AIRFLOW__AZURE_EVENT_HUBS__VIEW_CHECKPOINT_CONTAINER": checkpoint_container,
+        "AIRFLOW__AZURE_EVENT_HUBS__VIEW_WASB_CONN_ID": "wasb_view",
         "AIRFLOW_CONN_EH_REFUSED": json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": refused_eh}}),
         "AIRFLOW_CONN_WASB_VIEW": json.dumps({"conn_type": "wasb", "extra": {"connection_string": blob_conn_str}}),
         "AIRFLOW_CONN_WASB_REFUSED": json.dumps({"conn_type": "wasb", "extra": {
@@ -298,10 +333,11 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
         prep.join()
         if prep_error:
             raise prep_error[0]
-        airflow.wait_for_dag(DAG_ID, timeout=120)
-        triggered = airflow.client.post(f"/dags/{DAG_ID}/dagRuns", json={"logical_date": LOGICAL_DATE})
-        assert triggered.status_code == 200, triggered.text
-        airflow.wait_for_runs(DAG_ID, 1, timeout=180)
+        for dag_id in (DAG_ID, VARIABLES_DAG_ID):  # one after the other: the metadata DB is SQLite
+            airflow.wait_for_dag(dag_id, timeout=120)
+            triggered = airflow.client.post(f"/dags/{dag_id}/dagRuns", json={"logical_date": LOGICAL_DATE})
+            assert triggered.status_code == 200, triggered.text
+            airflow.wait_for_runs(dag_id, 1, timeout=180)
 
         crashed_batch = derive_batch_id("backfill", "manual", "backfill", logical_date="2026-11-01T00:00:00+00:00")
         events = [{"body": {"id": f"b-{i}"}, "partition_id": "3"} for i in range(5)]
@@ -317,7 +353,13 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
                 "consumer_group": "backlog", "partition_id": str(pid),
                 "sequence_number": BACKLOG_CHECKPOINT, "offset": str(BACKLOG_CHECKPOINT),
             })
-        stack = ViewStack(airflow, hub, state_container, checkpoint_container, sink_db, dag_sink_db, eh_conn_str,
+        with EventHubProducerClient.from_connection_string(eh_conn_str, eventhub_name=checkpoint_hub) as producer:
+            producer.send_batch([EventData("a0"), EventData("a1")], partition_id="0")
+        store.update_checkpoint({  # a hub nothing else names: found through this checkpoint's path
+            "fully_qualified_namespace": f"127.0.0.1:{event_hubs.port}", "eventhub_name": checkpoint_hub,
+            "consumer_group": CHECKPOINT_GROUP, "partition_id": "0", "sequence_number": 0, "offset": "0",
+        })
+        stack = ViewStack(airflow, hub, variables_hub, checkpoint_hub, state_container, checkpoint_container, sink_db, dag_sink_db, eh_conn_str,
                           blob_conn_str, crashed_batch, partial_batch, (stamped_sent[0], stamped_sent[1]), time.time(), out)
         stack.params = {
             "conn_id": "eh_view", "hub": hub, "wasb_conn_id": "wasb_view", "state_container": state_container,
