@@ -180,6 +180,7 @@
       renderProducers(data.producer_groups);
       renderConsumers(data);
       renderDeadLetters(data.dead_letters);
+      document.dispatchEvent(new CustomEvent("eventhubs:source", {detail: values}));  // charts.js draws the trends
       if (values.checkpoint_container) {
         timer = setInterval(function () {
           get(VIEW + "api/consumers", values).then(renderConsumers).catch(function (e) { statusLine.textContent = String(e); });
