@@ -186,6 +186,46 @@ _CONFIG: dict[str, Any] = {
                 "example": "eh-checkpoints",
                 "default": "",
             },
+            "lag_sampling": {
+                "description": (
+                    "Sample the lag of every hub opened in the Event Hubs view, for ``lag_sample_retention_hours`` "
+                    "after it was last opened, into one small blob per ``lag_sample_interval`` (the view's lag "
+                    "trend, and the ``eventhubs.checkpoint.lag`` metric). The API server then writes to the hub's "
+                    "checkpoint container (or ``lag_samples_container``) through the view's blob connection. "
+                    "False: the view writes nothing and its lag trend shows only samples already kept."
+                ),
+                "version_added": None,
+                "type": "boolean",
+                "example": "True",
+                "default": "False",
+            },
+            "lag_sample_interval": {
+                "description": "Seconds between two lag samples of a hub (at least 10): one blob each.",
+                "version_added": None,
+                "type": "float",
+                "example": "300",
+                "default": "60",
+            },
+            "lag_sample_retention_hours": {
+                "description": (
+                    "Hours a lag sample is kept (at least 1); whoever writes a sample deletes the older ones, so a "
+                    "hub keeps at most retention / interval + 1 sample blobs."
+                ),
+                "version_added": None,
+                "type": "float",
+                "example": "48",
+                "default": "25",
+            },
+            "lag_samples_container": {
+                "description": (
+                    "The container, reached through the view's blob connection, that keeps the lag samples (under "
+                    "``_samples/``). Empty: the hub's checkpoint container."
+                ),
+                "version_added": None,
+                "type": "string",
+                "example": "eventhubs-view",
+                "default": "",
+            },
         },
     },
 }

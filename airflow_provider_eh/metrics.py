@@ -107,7 +107,7 @@ METRICS: dict[str, Metric] = {metric.name: metric for metric in (
     Metric("eventhubs.checkpoint.lag", "gauge", "events", CONSUMER_TAGS,
            "Events enqueued after the consumer group's checkpoint: from the checkpoint sensor's pokes and "
            "its trigger's polls, from the ingest operator after each batch, from the event trigger after "
-           "each batch it read."),
+           "each batch it read, from the Event Hubs view's lag sampler for each sample it writes."),
     Metric("eventhubs.checkpoint.lag_seconds", "gauge", "seconds", CONSUMER_TAGS,
            "How long ago the checkpointed event was enqueued while newer events wait (0 when none waits): from "
            "the ingest operator and the event trigger, which know each event's enqueued time."),

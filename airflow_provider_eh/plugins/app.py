@@ -38,6 +38,7 @@ from airflow_provider_eh.plugins.readers.ledgers import is_stale, ledger_history
 from airflow_provider_eh.plugins.readers.partitions import partition_properties
 from airflow_provider_eh.plugins.readers.reading import Reading, Source
 from airflow_provider_eh.plugins.redaction import log_failure, scrub
+from airflow_provider_eh.plugins.trends import trends_router
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def create_app() -> FastAPI:
 
     @app.get("/static/{name}")
     def static(name: str, user: Any = Depends(get_user)) -> FileResponse:
-        if name not in {"view.js", "view.css", "format.js"}:
+        if name not in {"view.js", "view.css", "format.js", "charts.js"}:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no static file {name!r}")
         return FileResponse(STATIC / name, media_type="text/javascript" if name.endswith(".js") else "text/css")
 
@@ -247,6 +248,7 @@ def create_app() -> FastAPI:
         may_read_variable = variable_reader(get_auth_manager(), user)
         return _answer(reading, lambda: discovered_hubs(reading, origins, may_read_variable))
 
+    app.include_router(trends_router(authorized_source, _answer))
     return app
 
 

@@ -307,6 +307,7 @@
         renderProducers(data.producer_groups, values);
         renderConsumers(data);
         renderDeadLetters(data.dead_letters);
+        document.dispatchEvent(new CustomEvent("eventhubs:source", {detail: ask}));  // charts.js draws the trends
         if (values.history_group && values.history_partition) showHistory(values, null);
         else document.getElementById("history-section").hidden = true;
         if (found.settings.checkpoint_container.value) {

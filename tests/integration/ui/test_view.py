@@ -7,13 +7,17 @@ import base64
 import json
 import sqlite3
 import time
+import uuid
 from collections import Counter
-from datetime import datetime
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
+from azure.storage.blob import BlobServiceClient
 from tab_checks import (  # noqa: F401  (the task-instance tab's tests, on this module's view_stack)
     test_browser_finds_the_tab_on_each_kind_of_task_instance_page,
     test_no_secret_reaches_a_tab_answer,
@@ -28,6 +32,9 @@ from ui_kit import (
 )
 
 from airflow_provider_eh.client.readback import read_hub
+from airflow_provider_eh.plugins.readers.reading import Source
+from airflow_provider_eh.plugins.sampler import Sampler, SamplingSettings, sample
+from airflow_provider_eh.plugins.samples import SampleStore, blob_name, bucket_of, bucket_start
 
 
 def _groups(body: dict) -> dict[str, dict[str, dict]]:
@@ -499,3 +506,194 @@ def test_view_enabled_false_removes_the_routes_the_menu_entry_and_the_tab(monkey
         ("/eventhubs/", "nav"), ("/eventhubs/tab?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}",
                                  "task_instance")]}
     assert results["False"] == {"mounted": False, "views": []}
+
+
+# -- trends: lag samples kept in blobs, and the publish volume from the ledgers' history -----------------------
+
+TREND_RETENTION = timedelta(hours=2)
+TREND_STEPS = 19  # samples 10 minutes apart over 3 h, 5 s into their minute: the 2-hour retention keeps the last 12
+TREND_KEPT = 12
+
+
+def _trend_source(view_stack: ViewStack) -> Source:
+    return Source("eh_view", view_stack.hub, "wasb_view", view_stack.state_container, view_stack.checkpoint_container)
+
+
+@pytest.fixture(scope="module")
+def trend_samples(view_stack: ViewStack) -> Iterator[dict]:
+    """Lag samples of the stack's real checkpoints, written by the view's sampler in this process at 19 moments
+    10 minutes apart over the last 3 hours (the time passed in), two samplers at once for the first; with a
+    2-hour retention. Yields what each write returned and the sample store."""
+    with pytest.MonkeyPatch.context() as mp:  # the view's reads resolve the stack's connections in this process
+        mp.setenv("AIRFLOW_CONN_EH_VIEW", json.dumps({"conn_type": "azure_event_hubs",
+                                                      "extra": {"connection_string": view_stack.eh_conn_str}}))
+        mp.setenv("AIRFLOW_CONN_WASB_VIEW", json.dumps({"conn_type": "wasb",
+                                                        "extra": {"connection_string": view_stack.blob_conn_str}}))
+        settings = SamplingSettings(enabled=True, interval=60.0, retention=TREND_RETENTION)
+        source = _trend_source(view_stack)
+        now = datetime.now(UTC)
+        moments = [bucket_start(now - timedelta(hours=3), 60) + timedelta(minutes=10 * k, seconds=5) for k in range(TREND_STEPS)]
+        with ThreadPoolExecutor(2) as pool:  # two API servers sampling the same bucket at once
+            raced = list(pool.map(lambda _: sample(source, settings, moments[0]), range(2)))
+        again = sample(source, settings, moments[0] + timedelta(seconds=30))  # later in the same bucket
+        written = [sample(source, settings, moment) for moment in moments[1:]]
+        container = BlobServiceClient.from_connection_string(view_stack.blob_conn_str).get_container_client(
+            view_stack.checkpoint_container)
+        endpoint = airflow_endpoint(view_stack)
+        yield {"raced": raced, "again": again, "written": written, "moments": moments, "settings": settings,
+               "store": SampleStore(container, endpoint.namespace, endpoint.eventhub_name)}
+
+
+def test_samplers_write_each_bucket_once_and_prune_what_is_past_the_retention(view_stack: ViewStack, trend_samples: dict) -> None:
+    assert sorted(trend_samples["raced"]) == [False, True] and trend_samples["again"] is False
+    assert trend_samples["written"] == [True] * (TREND_STEPS - 1)
+    store, moments = trend_samples["store"], trend_samples["moments"]
+    names = store.names()
+    # bounded: each write pruned the buckets older than the retention at its moment
+    assert [m for m in moments if bucket_start(m, 60) >= moments[-1] - TREND_RETENTION] == moments[-TREND_KEPT:]
+    assert names == [blob_name(store.namespace, store.hub, bucket_start(m, 60)) for m in moments[-TREND_KEPT:]]
+    # a sample holds the lag the view shows: every consumer group with checkpoints, every partition
+    token = view_stack.airflow.token("admin")
+    consumers = _consumers(view_stack.view("/api/consumers", token).json())
+    (latest,) = store.read(bucket_start(moments[-1], 60), bucket_start(moments[-1], 60))
+    assert latest.at == moments[-1]
+    assert {g: {p: lag for p, (lag, _) in parts.items()} for g, parts in latest.groups.items()} == {
+        g: {p: row["lag_events"] for p, row in parts.items()} for g, parts in consumers.items()}
+    assert latest.groups["analytics"]["0"][0] == DAG_EVENTS // PARTITIONS
+
+
+def test_the_sampler_thread_samples_a_watched_hub_at_once_and_stops_cleanly(view_stack: ViewStack, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_EH_VIEW", json.dumps({"conn_type": "azure_event_hubs",
+                                                           "extra": {"connection_string": view_stack.eh_conn_str}}))
+    monkeypatch.setenv("AIRFLOW_CONN_WASB_VIEW", json.dumps({"conn_type": "wasb",
+                                                             "extra": {"connection_string": view_stack.blob_conn_str}}))
+    own = f"samples-{uuid.uuid4().hex[:10]}"  # a container of its own (lag_samples_container): the trends' counts stay the fixture's
+    container = BlobServiceClient.from_connection_string(view_stack.blob_conn_str).create_container(own)
+    sampler = Sampler(SamplingSettings(enabled=True, interval=3600.0, container=own))
+    started = datetime.now(UTC)
+    sampler.watch(_trend_source(view_stack))
+    try:
+        deadline = time.monotonic() + 60
+        while not list(container.list_blobs(name_starts_with="_samples/")):
+            assert time.monotonic() < deadline, "the sampler wrote nothing in 60 s"
+            time.sleep(0.2)
+    finally:
+        sampler.stop()
+    assert sampler._thread is not None and not sampler._thread.is_alive()
+    (name,) = [b.name for b in container.list_blobs(name_starts_with="_samples/")]
+    assert bucket_of(name) == bucket_start(started, 3600) or bucket_of(name) == bucket_start(datetime.now(UTC), 3600)
+
+
+def _committed_per_group(view_stack: ViewStack) -> dict[str, tuple[int, int]]:
+    """Events and batches of every producer group's committed batches, read from the ledgers' history directly."""
+    from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
+    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+    from airflow_provider_eh.publishing.document import StateKey
+
+    container = BlobServiceClient.from_connection_string(view_stack.blob_conn_str).get_container_client(view_stack.state_container)
+    store, endpoint = BlobProducerStateStore(container), airflow_endpoint(view_stack)
+    out: Counter = Counter()
+    for group, partition, _ in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name):
+        key = StateKey.of(endpoint, group, partition)
+        state = store.read(key)
+        page = store.history(key, limit=1000, state=state)
+        assert page.before is None
+        out[state.group, "events"] += sum(b.events for b in page.batches)
+        out[state.group, "batches"] += len(page.batches)
+    return {g: (out[g, "events"], out[g, "batches"]) for g, kind in out if kind == "events"}
+
+
+def test_trends_api_returns_the_samples_and_the_events_published_per_group(view_stack: ViewStack, trend_samples: dict) -> None:
+    token = view_stack.airflow.token("admin")
+    response = view_stack.view("/api/trends", token)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["hub"] == view_stack.hub and body["sampling"]["enabled"] is False  # the stack samples nothing itself
+    lag = body["lag"]
+    assert lag["samples"] == TREND_KEPT
+    kept = {s.at.isoformat(): s for s in trend_samples["store"].read(datetime.now(UTC) - timedelta(hours=24), datetime.now(UTC))}
+    assert {g["consumer_group"] for g in lag["consumer_groups"]} == {"analytics", "$default", "backlog"}
+    for group in lag["consumer_groups"]:
+        assert [p["partition"] for p in group["partitions"]] == [str(p) for p in range(PARTITIONS)]
+        for row in group["partitions"]:
+            assert [pt[0] for pt in row["points"]] == sorted(kept)  # a point per sample, 10 minutes apart
+            assert [pt[1] for pt in row["points"]] == [kept[t].groups[group["consumer_group"]][row["partition"]][0]
+                                                       for t in sorted(kept)]
+    published = body["published"]
+    assert published["complete"] is True
+    shown = {g["group"]: (sum(b[1] for b in g["buckets"]), sum(b[2] for b in g["buckets"])) for g in published["producer_groups"]}
+    expected = _committed_per_group(view_stack)
+    assert shown == expected and expected[f"{DAG_ID}.publish"] == (DAG_EVENTS, PARTITIONS)
+    assert expected["history"] == (HISTORY_BATCHES, HISTORY_BATCHES) and shown["backfill"] == (0, 0)  # pending only
+    # a shorter window: the samples of the last hour only
+    hour = view_stack.view("/api/trends", token, hours=1).json()
+    assert hour["lag"]["samples"] == sum(1 for t in kept if bucket_start(datetime.fromisoformat(t), 60) >= _time(hour["since"]))
+    assert view_stack.view("/api/trends", token, hours=26).status_code == 422
+
+
+def test_trends_need_a_user_who_may_read_the_connections_and_never_carry_a_secret(view_stack: ViewStack) -> None:
+    assert view_stack.view("/api/trends").status_code == 401
+    refused = view_stack.view("/api/trends", view_stack.airflow.token("viewer"))
+    assert refused.status_code == 403 and "eh_view" in refused.json()["detail"]
+    token = view_stack.airflow.token("admin")
+    answers = {
+        "trends": view_stack.view("/api/trends", token),
+        "refused SAS key": view_stack.view("/api/trends", token, conn_id="eh_refused"),  # the trends read blobs only
+        "refused account key": view_stack.view("/api/trends", token, wasb_conn_id="wasb_refused"),
+        "charts.js": view_stack.view("/static/charts.js", token),
+    }
+    assert answers["trends"].status_code == 200 and answers["charts.js"].status_code == 200
+    assert answers["refused SAS key"].status_code == 200 and answers["refused account key"].status_code == 400
+    secrets = {**KEYS, **{f"{n}, decoded": base64.b64decode(KEYS[n]).decode() for n in ("account key", "refused account key")}}
+    for name, answer in answers.items():
+        for secret_name, secret in secrets.items():
+            assert secret not in answer.text, f"the {secret_name} is in the answer to {name}"
+
+
+@pytest.mark.requires("chromium")
+def test_browser_charts_hold_the_lag_samples_and_the_publish_volume(view_stack: ViewStack, trend_samples: dict,
+                                                                    tmp_path: Path) -> None:
+    from cdp import Chromium
+
+    base = view_stack.airflow.base
+    browser = Chromium(tmp_path / "chromium")
+    page = None
+    try:
+        page = browser.page()
+        page.goto(f"{base}/auth/login")
+        page.wait_for("document.querySelector('input[name=username]') !== null")
+        page.type("input[name=username]", "admin")
+        page.type("input[name=password]", view_stack.airflow.passwords["admin"])
+        page.click("button[type=submit]")
+        page.wait_for("document.cookie.includes('_token=')")
+        page.goto(f"{base}/eventhubs/?" + "&".join(f"{k}={v}" for k, v in view_stack.params.items()))
+        page.wait_for("document.querySelectorAll('.trend-lag polyline.lag-line').length > 0 && "
+                      "document.querySelectorAll('.trend-published rect.volume-bar').length > 0")
+        lines = page.eval("Array.from(document.querySelectorAll('.trend-lag polyline.lag-line')).map(l => "
+                          "[l.closest('.trend-lag').dataset.group, l.dataset.partition, l.points.numberOfItems, "
+                          "l.getBoundingClientRect().width])")
+        assert sorted((g, p) for g, p, _, _ in lines) == sorted(
+            (g, str(p)) for g in ("analytics", "$default", "backlog") for p in range(PARTITIONS))
+        assert all(n == TREND_KEPT for _, _, n, _ in lines)  # a point per sample the test produced
+        assert all(width > 20 for _, _, _, width in lines)  # drawn across the window's last 2 hours
+        # a lagging group's line is above a caught-up group's (SVG's y grows downwards)
+        tops = dict(page.eval("Array.from(document.querySelectorAll('.trend-lag')).map(c => [c.dataset.group, "
+                              "Math.min(...Array.from(c.querySelectorAll('polyline')).map(l => l.getBBox().y))])"))
+        assert tops["analytics"] < tops["$default"]
+        bars = page.eval("Array.from(document.querySelectorAll('.trend-published rect.volume-bar')).map(b => "
+                         "[b.closest('.trend-published').dataset.group, Number(b.dataset.events), Number(b.dataset.batches), "
+                         "b.getBoundingClientRect().height])")
+        drawn: Counter = Counter()
+        for group, events, batches, height in bars:
+            drawn[group, "events"] += events
+            drawn[group, "batches"] += batches
+            assert height > 0
+        assert {g: (drawn[g, "events"], drawn[g, "batches"]) for g, kind in drawn if kind == "events"} == {
+            g: n for g, n in _committed_per_group(view_stack).items() if n != (0, 0)}
+        shot = page.screenshot(tmp_path / "eventhubs-trends.png")
+        assert shot.stat().st_size > 10_000
+    finally:
+        if page is not None:
+            page.close()
+        browser.stop()

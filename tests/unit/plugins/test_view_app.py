@@ -28,11 +28,13 @@ def test_the_page_and_its_links_start_at_airflows_base_path(monkeypatch: pytest.
     assert event_hubs_view.base_path() == "/team-a/airflow/"
     page = view_app.render_page(event_hubs_view.base_path())
     assert _urls(page) == ["/team-a/airflow/", "/team-a/airflow/eventhubs/", "/team-a/airflow/eventhubs/static/view.css",
-                           "/team-a/airflow/eventhubs/static/format.js", "/team-a/airflow/eventhubs/static/view.js"]
+                           "/team-a/airflow/eventhubs/static/format.js", "/team-a/airflow/eventhubs/static/charts.js",
+                           "/team-a/airflow/eventhubs/static/view.js"]
     assert event_hubs_view._external_views()[0]["href"] == "/team-a/airflow/eventhubs/"
-    script = (STATIC / "view.js").read_text()
-    # every URL the script builds starts at the page's base paths: no absolute path of its own
-    assert not re.findall(r'"/(?:dags|eventhubs|api)', script)
+    for name in ("charts.js", "view.js"):
+        script = (STATIC / name).read_text()
+        # every URL the script builds starts at the page's base paths: no absolute path of its own
+        assert not re.findall(r'"/(?:dags|eventhubs|api)', script), name
     assert 'AIRFLOW + "dags/"' in script and 'VIEW + "api/overview"' in script and 'VIEW + "api/consumers"' in script
     assert 'VIEW + "api/connections"' in script and 'VIEW + "api/hubs"' in script
 

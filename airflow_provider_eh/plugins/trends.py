@@ -1,0 +1,100 @@
+"""The view's trends: lag per consumer group and partition, and events published per producer group, over time.
+
+``GET /eventhubs/api/trends`` (the same query parameters, authorisation and scrubbing as the other
+API routes, plus ``hours``, 1 to 25, default 24) answers with
+
+- ``lag``: per consumer group and partition, ``[time, lag in events, lag in seconds]`` points from
+  the samples kept (:mod:`~airflow_provider_eh.plugins.samples`), one per ``step_seconds`` at most
+  (the sample with the highest lag of each step), when the request names a checkpoint container;
+- ``published``: per producer group, ``[bucket start, events, batches]`` per ``bucket_seconds``, from
+  the ledgers' history records (:mod:`~airflow_provider_eh.plugins.volume`), when it names a state
+  container; ``complete`` is false while older records are still to be read;
+- ``sampling``: whether this API server samples, its interval and retention.
+
+When sampling is on, the request has the API server's sampler watch its hub
+(:mod:`~airflow_provider_eh.plugins.sampler`).
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the route's annotations at run time.
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, Source, iso, read_failure
+from airflow_provider_eh.plugins.sampler import SamplingSettings, sample_store, watch
+from airflow_provider_eh.plugins.samples import lag_series, step_for
+from airflow_provider_eh.plugins.volume import BUCKET_SECONDS, published_volume
+
+MAX_HOURS = 25.0
+#: the publish trend's bars: whole multiples of the volume's buckets, at most this many in a window
+MAX_BARS = 96
+
+
+def bar_seconds(window: timedelta) -> int:
+    """The width of the publish trend's bars for ``window``: a whole multiple of the kept buckets."""
+    buckets = max(1, -(-int(window.total_seconds()) // (BUCKET_SECONDS * MAX_BARS)))
+    return BUCKET_SECONDS * buckets
+
+
+def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: float) -> dict[str, Any]:
+    """The trends of ``reading``'s hub over the ``hours`` before ``now``."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    window = timedelta(hours=hours)
+    since = now - window
+    endpoint = reading.endpoint
+    lag = None
+    if reading.source.checkpoint_container:
+        begin = time.perf_counter()
+        store = sample_store(reading, settings)
+        step = step_for(window, settings.interval)
+        container = settings.container_of(reading.source)
+        try:
+            samples = store.read(since, now) if store is not None else []
+        except Exception as exc:
+            raise read_failure(f"reading lag samples in container {container!r} (connection {reading.source.wasb_conn_id!r})",
+                               exc, reading.blob_site(str(container), "lag_samples_container", "checkpoints"),
+                               CONTAINER_HINT) from None
+        lag = {"step_seconds": step, "samples": len(samples), "consumer_groups": lag_series(samples, step)}
+        timings["lag"] = round(time.perf_counter() - begin, 3)
+    begin = time.perf_counter()
+    published = published_volume(reading, now, since, bar_seconds(window))
+    timings["published"] = round(time.perf_counter() - begin, 3)
+    return {
+        "namespace": endpoint.namespace,
+        "hub": endpoint.eventhub_name,
+        "read_at": iso(now),
+        "since": iso(since),
+        "hours": hours,
+        "sampling": settings.describe(),
+        "lag": lag,
+        "published": published,
+        "elapsed_seconds": round(time.perf_counter() - started, 3),
+        "timings": timings,
+    }
+
+
+def trends_router(authorized_source: Callable[..., Source], answer: Callable[..., dict[str, Any]]) -> APIRouter:
+    """The trends route, behind the app's ``authorized_source`` dependency and scrubbed by its ``answer``."""
+    router = APIRouter()
+
+    @router.get("/api/trends")
+    def trends_route(
+        source: Annotated[Source, Depends(authorized_source)],
+        hours: Annotated[float, Query(gt=0, le=MAX_HOURS, description="the window, in hours before now")] = 24.0,
+    ) -> dict[str, Any]:
+        reading = Reading(source)
+
+        def build() -> dict[str, Any]:
+            settings = SamplingSettings.from_conf()
+            body = trends(reading, settings, datetime.now(UTC), hours)
+            watch(source, settings)  # a hub read once: the sampler reads it too
+            return body
+
+        return answer(reading, build)
+
+    return router

@@ -1,0 +1,182 @@
+"""Events published per producer group over time, from the ledgers' history records, read a bounded amount per request.
+
+Every committed batch has a history record under its ordinal, with its events and ``committed_at``
+(:mod:`~airflow_provider_eh.publishing.state`). A ledger's records are read newest first, through the
+store's public ``history``, until one was committed before the horizon (:data:`HORIZON`, the longest
+window the trends show) or the oldest kept record; records are read in commit order, so their times
+fall with their ordinals (a batch's time is its committing task's clock).
+
+A record never changes once written, so what a ledger's records add up to is kept per
+:data:`BUCKET_SECONDS` bucket in the API server (:class:`LedgerVolume`, a few hundred numbers per
+ledger), with the ordinals read: a later request reads only the batches committed since, and the
+older ones still unread. Each request reads at most ``budget`` records in all (:data:`READ_BUDGET`),
+new batches first; a ledger whose older records are not all read yet says so (``complete``: false)
+and the next request goes on from there. The view's sampler, when on, reads the same way in the
+background, so the history is read before anyone asks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow_provider_eh.plugins.cache import Cache
+from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, read_failure
+from airflow_provider_eh.plugins.redaction import log_failure
+from airflow_provider_eh.publishing.records import parse_time
+
+BUCKET_SECONDS = 300
+HORIZON = timedelta(hours=25)
+READ_BUDGET = 4000
+PAGE = 1000  # the most records one ``history`` call reads
+STATE_THREADS = 16
+LEDGER_THREADS = 2  # each ``history`` call reads its page 16 records at a time
+CACHED_LEDGERS = 8192
+
+_LEDGERS = Cache(None, CACHED_LEDGERS)
+
+
+@dataclass
+class LedgerVolume:
+    """What one ledger's records read so far add up to: ordinals ``low..top-1`` are read, ``done`` once the
+    older end is reached; ``buckets`` maps a bucket's start (epoch seconds) to ``[events, batches]``."""
+
+    top: int
+    low: int
+    done: bool = False
+    buckets: dict[int, list[int]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, records: Iterable[Any], horizon: datetime) -> bool:
+        """Count ``records`` committed at or after ``horizon``; ``True`` when one of them is older (the end is reached)."""
+        older = False
+        for record in records:
+            moment = parse_time(record.committed_at)
+            if moment is None:
+                continue
+            if moment < horizon:
+                older = True
+                continue
+            stamp = int(moment.timestamp())
+            slot = self.buckets.setdefault(stamp - stamp % BUCKET_SECONDS, [0, 0])
+            slot[0] += int(record.events)
+            slot[1] += 1
+        return older
+
+    def forget_before(self, horizon: datetime) -> None:
+        cut = horizon.timestamp()
+        for stamp in [s for s in self.buckets if s + BUCKET_SECONDS <= cut]:
+            del self.buckets[stamp]
+
+
+def plan(top: int, low: int, done: bool, first: int, next_ordinal: int, budget: int) -> tuple[range, range, bool]:
+    """Which ordinals to read for a ledger known from ``low`` to ``top - 1`` whose records are now ``first`` to
+    ``next_ordinal - 1``, ``budget`` at most: the new ones (all of them, or a restart from the newest when
+    they alone exceed the budget), then older ones down from ``low``. Returns ``(new, older, restart)``."""
+    if next_ordinal < top or next_ordinal - top > budget:  # a ledger reset, or more new batches than a request reads
+        newest = range(max(first, next_ordinal - budget), next_ordinal)
+        return newest, range(0), True
+    new = range(top, next_ordinal)
+    left = budget - len(new)
+    floor = max(first, low - left)
+    older = range(floor, low) if not done and left > 0 and low > first else range(0)
+    return new, older, False
+
+
+def published_volume(reading: Reading, now: datetime, since: datetime, bucket_seconds: int,
+                     budget: int = READ_BUDGET) -> dict[str, Any]:
+    """Events and batches committed per producer group and ``bucket_seconds`` bucket from ``since`` to ``now``.
+
+    :param budget: the most history records read by this call.
+    """
+    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+    from airflow_provider_eh.publishing.document import StateKey
+
+    source = reading.source
+    if not source.state_container:
+        return {"bucket_seconds": bucket_seconds, "producer_groups": [], "complete": True, "records_read": 0}
+    endpoint = reading.endpoint
+    container = reading.container(source.state_container)
+    store = BlobProducerStateStore(container)
+    try:
+        blobs = producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
+    except Exception as exc:
+        raise read_failure(
+            f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
+            reading.blob_site(source.state_container, "state_container", "producer state"), CONTAINER_HINT,
+        ) from None
+    horizon = now - HORIZON
+
+    def read_state(item: tuple[str, str, datetime | None]) -> tuple[Any, Any]:
+        key = StateKey.of(endpoint, item[0], item[1])
+        try:
+            return key, store.read(key)
+        except Exception as exc:  # one unreadable ledger must not hide the others (the overview names it)
+            log_failure(f"reading {key.blob_name} for the publish trend", exc)
+            return key, None
+
+    with ThreadPoolExecutor(STATE_THREADS) as pool:
+        states = [(k, s) for k, s in pool.map(read_state, blobs) if s is not None]
+    share = max(1, budget // max(1, len(states)))
+    where = (str(getattr(container, "url", "")), source.state_container)
+    read_counts: list[int] = []
+
+    def update(item: tuple[Any, Any]) -> tuple[str, LedgerVolume]:
+        key, state = item
+        ledger = state.ledger
+        entry: LedgerVolume = _LEDGERS.get((*where, key.blob_name), lambda: LedgerVolume(ledger.next, ledger.next))
+        with entry.lock:
+            new, older, restart = plan(entry.top, entry.low, entry.done, ledger.first, ledger.next, share)
+            if restart:  # start again from the newest record, as from a ledger never read
+                entry.buckets.clear()
+                entry.top = entry.low = ledger.next
+                entry.done = False
+                new, older = range(0), new
+            read = 0
+            for stop in range(new.stop, new.start, -PAGE):
+                limit = min(PAGE, stop - new.start)
+                entry.add(store.history(key, before=stop, limit=limit, state=state).batches, horizon)
+                read += limit
+            entry.top = max(entry.top, new.stop)
+            for stop in range(older.stop, older.start, -PAGE):
+                limit = min(PAGE, stop - older.start)
+                reached = entry.add(store.history(key, before=stop, limit=limit, state=state).batches, horizon)
+                read += limit
+                entry.low = stop - limit
+                if reached:
+                    entry.done = True
+                    break
+            if entry.low <= ledger.first:
+                entry.done = True
+            entry.forget_before(horizon)
+            read_counts.append(read)
+            return state.group, entry
+
+    with ThreadPoolExecutor(LEDGER_THREADS) as pool:
+        entries = list(pool.map(update, states))
+    start = int(since.timestamp()) - int(since.timestamp()) % bucket_seconds
+    groups: dict[str, dict[int, list[int]]] = {}
+    complete = True
+    for group, entry in entries:
+        complete = complete and entry.done
+        totals = groups.setdefault(group, {})
+        for stamp, (events, batches) in list(entry.buckets.items()):
+            if stamp >= start:
+                slot = totals.setdefault(stamp - stamp % bucket_seconds, [0, 0])
+                slot[0] += events
+                slot[1] += batches
+    return {
+        "bucket_seconds": bucket_seconds,
+        "producer_groups": [
+            {"group": group, "buckets": [[datetime.fromtimestamp(s, UTC).isoformat(), e, b]
+                                         for s, (e, b) in sorted(totals.items())]}
+            for group, totals in sorted(groups.items())
+        ],
+        "complete": complete,
+        "records_read": sum(read_counts),
+    }
