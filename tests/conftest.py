@@ -80,6 +80,7 @@ LONGEST_FILES = (
     "integration/spark/test_spark_crash_recovery.py",
     "system/test_example_pipeline.py",
     "integration/test_chaos.py",
+    "integration/ui/test_view.py",
 )
 
 
