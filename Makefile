@@ -9,9 +9,9 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 # azurite-blob from npm's local install, for the local endpoint package's Azurite launcher
 export PATH := $(abspath $(VENV)/bin):$(abspath node_modules/.bin):$(PATH)
 # Test processes (pytest-xdist): each has its own Airflow home, endpoint, Azurite and Spark; a test
-# file stays on one process. Most integration tests wait on subprocesses (with 2 processes the load
-# average stays near 1 on 2 cores), so 3 pay off even on 2 cores.
-TEST_WORKERS ?= 3
+# file stays on one process. Most integration tests wait on subprocesses, so 2 pay off even on 2 cores
+# (3 overload them: the load average reaches 17 and tasks' calls to Airflow's API server time out).
+TEST_WORKERS ?= 2
 # Prerequisites to run the tests without (`make test SKIP=mariadb,chromium`): their tests are skipped,
 # and the end of the run lists them. Names: scripts/prerequisites.py (the one list of prerequisites).
 SKIP ?=
