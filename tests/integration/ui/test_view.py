@@ -691,6 +691,7 @@ def test_browser_charts_hold_the_lag_samples_and_the_publish_volume(view_stack: 
             assert height > 0
         assert {g: (drawn[g, "events"], drawn[g, "batches"]) for g, kind in drawn if kind == "events"} == {
             g: n for g, n in _committed_per_group(view_stack).items() if n != (0, 0)}
+        page.eval("document.getElementById('trends-section').scrollIntoView()")  # the charts in the picture
         shot = page.screenshot(tmp_path / "eventhubs-trends.png")
         assert shot.stat().st_size > 10_000
     finally:
