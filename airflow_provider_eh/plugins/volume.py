@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
-from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
-from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, read_failure
+from airflow_provider_eh.plugins.readers.ledgers import blob_states
+from airflow_provider_eh.plugins.readers.reading import Reading
 from airflow_provider_eh.plugins.redaction import log_failure
 from airflow_provider_eh.publishing.records import parse_time
 
@@ -94,22 +94,14 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
 
     :param budget: the most history records read by this call.
     """
-    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
     from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
-    if not source.state_container:
+    found = blob_states(reading)
+    if found is None:
         return {"bucket_seconds": bucket_seconds, "producer_groups": [], "complete": True, "records_read": 0}
+    container, store, blobs = found
     endpoint = reading.endpoint
-    container = reading.container(source.state_container)
-    store = BlobProducerStateStore(container)
-    try:
-        blobs = producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
-    except Exception as exc:
-        raise read_failure(
-            f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
-            reading.blob_site(source.state_container, "state_container", "producer state"), CONTAINER_HINT,
-        ) from None
     horizon = now - HORIZON
 
     def read_state(item: tuple[str, str, datetime | None]) -> tuple[Any, Any]:

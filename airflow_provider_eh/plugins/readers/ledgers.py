@@ -87,16 +87,16 @@ def producer_groups(reading: Reading, now: datetime | None = None,
     return sorted(groups, key=lambda g: (g["group"], g["backend"]))
 
 
-def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, Any]]]:
+def blob_states(reading: Reading) -> tuple[Any, Any, list[tuple[str, str, datetime | None]]] | None:
+    """The source's state container, a store reading it and the hub's producer states in it (``(group,
+    partition, last modified)``); ``None`` without a state container. A failed listing names the container."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-    from airflow_provider_eh.publishing.document import StateKey
 
     source = reading.source
     if not source.state_container:
-        return []
+        return None
     endpoint = reading.endpoint
     container = reading.container(source.state_container)
-    store = BlobProducerStateStore(container)
     try:
         blobs = producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
     except Exception as exc:
@@ -104,6 +104,17 @@ def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, 
             f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})", exc,
             reading.blob_site(source.state_container, "state_container", "producer state"), CONTAINER_HINT,
         ) from None
+    return container, BlobProducerStateStore(container), blobs
+
+
+def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, Any]]]:
+    from airflow_provider_eh.publishing.document import StateKey
+
+    found = blob_states(reading)
+    if found is None:
+        return []
+    _, store, blobs = found
+    endpoint = reading.endpoint
 
     def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
         group, partition, modified = item
