@@ -25,6 +25,8 @@ SECRET_SEGMENTS = ("sharedaccesskey", "accountkey", "sharedaccesssignature", "si
 #: shorter strings are not scrubbed (Airflow's masker skips them too): they would mangle ordinary words
 MIN_SECRET_LENGTH = 6
 REPLACEMENT = "***"
+#: what a scrubbed answer passes on as it is
+_PLAIN = frozenset({int, float, bool, type(None)})
 
 
 def _redact(text: str) -> str:
@@ -92,18 +94,25 @@ def connection_secrets(conn: Any) -> set[str]:
 def scrub(value: Any, secrets: Iterable[str] = ()) -> Any:
     """``value`` (JSON-like) with every string redacted by Airflow's masker and cleared of ``secrets``."""
     ordered = sorted(set(secrets), key=len, reverse=True)  # a secret containing another goes first
+    cleaned: dict[str, str] = {}  # an answer repeats its strings (a chart's times, keys): each is cleaned once
 
     def clean(item: Any) -> Any:
+        kind = type(item)
+        if kind in _PLAIN:
+            return item
         if isinstance(item, str):
-            text = _redact(item)
-            for secret in ordered:
-                if secret in text:
-                    text = text.replace(secret, REPLACEMENT)
+            text = cleaned.get(item)
+            if text is None:
+                text = _redact(item)
+                for secret in ordered:
+                    if secret in text:
+                        text = text.replace(secret, REPLACEMENT)
+                cleaned[item] = text
             return text
         if isinstance(item, dict):
             return {clean(k) if isinstance(k, str) else k: clean(v) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [clean(v) for v in item]
+        if isinstance(item, (list, tuple)):  # numbers stay as they are without a call each (a chart has many)
+            return [v if type(v) in _PLAIN else clean(v) for v in item]
         return item
 
     return clean(value)

@@ -10,8 +10,9 @@ to sample a bucket writes it, any other finds it written and leaves it. Checkpoi
 
 The store stays bounded: whoever writes a bucket deletes the buckets older than the retention, so a
 hub keeps at most ``retention / interval + 1`` blobs (1,501 at the defaults: 1-minute buckets for 25 h),
-each about 16 bytes per consumer group and partition. A written bucket never changes, so the blobs
-read are kept in memory (:data:`CACHED_BLOBS` of them) and a request downloads only the new ones.
+each about 16 bytes per consumer group and partition. A written bucket never changes, so the samples
+read are kept in memory, decoded (:data:`CACHED_BLOBS` of them), and a request downloads and decodes
+only the new ones.
 
 The functions at the top are pure (bucketing, names, pruning, thinning a series for a chart); the
 :class:`SampleStore` does the blob calls.
@@ -38,7 +39,7 @@ CACHED_BLOBS = 16384
 #: a lag series holds at most this many points: longer ones are thinned to the highest lag of each step
 MAX_POINTS = 360
 
-_BLOBS = Cache(None, CACHED_BLOBS)  # (account url, container, blob name) -> the sample's bytes: a bucket never changes
+_BLOBS = Cache(None, CACHED_BLOBS)  # (account url, container, blob name) -> the decoded sample: a bucket never changes
 
 
 def bucket_start(moment: datetime, interval: float) -> datetime:
@@ -107,23 +108,39 @@ def step_for(window: timedelta, interval: float, max_points: int = MAX_POINTS) -
 def lag_series(samples: Iterable[Sample], step: float) -> list[dict[str, Any]]:
     """Per consumer group and partition, ``[time, events, seconds]`` points in time order, one per ``step``: the
     sample with the highest lag in events of the step (so a short peak is not thinned away)."""
-    best: dict[tuple[str, str], dict[datetime, tuple[datetime, int, float | None]]] = {}
+    # group -> partition -> step slot -> (sample's time, events, seconds); the earliest sample wins a tie
+    best: dict[str, dict[str, dict[datetime, tuple[datetime, int, float | None]]]] = {}
     for sample in sorted(samples, key=lambda s: s.bucket):
         slot = bucket_start(sample.bucket, step)
+        at = sample.at
         for group, partitions in sample.groups.items():
+            series = best.get(group)
+            if series is None:
+                series = best[group] = {}
             for partition, (events, seconds) in partitions.items():
-                points = best.setdefault((group, partition), {})
-                if slot not in points or events > points[slot][1]:
-                    points[slot] = (sample.at, events, seconds)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for (group, partition), points in best.items():
-        groups.setdefault(group, []).append({
-            "partition": partition,
-            "points": [[at.astimezone(UTC).isoformat(), events, seconds] for at, events, seconds in
-                       (points[slot] for slot in sorted(points))],
-        })
-    return [{"consumer_group": group, "partitions": sorted(rows, key=lambda r: partition_sort_key(r["partition"]))}
-            for group, rows in sorted(groups.items(), key=lambda item: item[0].lower())]
+                points = series.get(partition)
+                if points is None:
+                    series[partition] = {slot: (at, events, seconds)}
+                    continue
+                kept = points.get(slot)
+                if kept is None or events > kept[1]:
+                    points[slot] = (at, events, seconds)
+    times: dict[datetime, str] = {}  # a sample's time is written once, however many series hold it
+
+    def text(at: datetime) -> str:
+        written = times.get(at)
+        if written is None:
+            written = times[at] = at.astimezone(UTC).isoformat()
+        return written
+
+    return [
+        {"consumer_group": group, "partitions": [
+            {"partition": partition,
+             "points": [[text(at), events, seconds] for at, events, seconds in
+                        (points[slot] for slot in sorted(points))]}
+            for partition, points in sorted(series.items(), key=lambda item: partition_sort_key(item[0]))]}
+        for group, series in sorted(best.items(), key=lambda item: item[0].lower())
+    ]
 
 
 class SampleStore:
@@ -154,7 +171,7 @@ class SampleStore:
             self.container.get_blob_client(name).upload_blob(data, overwrite=False)
         except ResourceExistsError:
             return False
-        _BLOBS.put(self._cache_key(name), data)
+        _BLOBS.put(self._cache_key(name), Sample.decode(bucket, data))
         return True
 
     def prune(self, now: datetime, retention: timedelta) -> int:
@@ -176,8 +193,9 @@ class SampleStore:
 
         def load(item: tuple[str, datetime]) -> Sample:
             name, bucket = item
-            data = _BLOBS.get(self._cache_key(name), lambda: self.container.download_blob(name).readall())
-            return Sample.decode(bucket, data)
+            sample: Sample = _BLOBS.get(
+                self._cache_key(name), lambda: Sample.decode(bucket, self.container.download_blob(name).readall()))
+            return sample
 
         with ThreadPoolExecutor(READ_THREADS) as pool:
             return list(pool.map(load, wanted))
