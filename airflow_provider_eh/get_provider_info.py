@@ -216,6 +216,18 @@ _CONFIG: dict[str, Any] = {
                 "example": "48",
                 "default": "25",
             },
+            "view_history_read_seconds": {
+                "description": (
+                    "Seconds an answer of the view's trends spends reading the ledgers' history records (at least "
+                    "0.1): after them it starts no other ledger's reads, answers with what it has added up "
+                    "(``complete``: false) and the next answer goes on. The sampler, when on, reads for 10 seconds "
+                    "at a time in the background."
+                ),
+                "version_added": None,
+                "type": "float",
+                "example": "3",
+                "default": "1",
+            },
             "lag_samples_container": {
                 "description": (
                     "The container, reached through the view's blob connection, that keeps the lag samples (under "

@@ -34,18 +34,22 @@ log = logging.getLogger(__name__)
 SECTION = "azure_event_hubs"
 MIN_INTERVAL = 10.0
 MIN_RETENTION_HOURS = 1.0
+MIN_HISTORY_READ_SECONDS = 0.1
+#: the sampler reads history in the background: longer than an answer may
+SAMPLER_READ_SECONDS = 10.0
 #: how long after a bucket starts it is sampled: a refresh of the partition properties fits in between
 SAMPLE_OFFSET = 1.0
 
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """``[azure_event_hubs]``'s sampling options, checked."""
+    """``[azure_event_hubs]``'s options for the trends (sampling, and how long an answer reads history), checked."""
 
     enabled: bool = False
     interval: float = 60.0
     retention: timedelta = timedelta(hours=25)
     container: str | None = None  # None: the hub's checkpoint container
+    history_read_seconds: float = 1.0  # an answer starts no ledger's history reads after this
 
     @classmethod
     def from_conf(cls) -> SamplingSettings:
@@ -70,6 +74,7 @@ class SamplingSettings:
             interval=number("lag_sample_interval", 60.0, MIN_INTERVAL),
             retention=timedelta(hours=number("lag_sample_retention_hours", 25.0, MIN_RETENTION_HOURS)),
             container=conf.get(SECTION, "lag_samples_container", fallback="").strip() or None,
+            history_read_seconds=number("view_history_read_seconds", 1.0, MIN_HISTORY_READ_SECONDS),
         )
 
     def container_of(self, source: Source) -> str | None:
@@ -161,7 +166,8 @@ class Sampler:
             try:
                 written += sample(source, self.settings, now)
                 if source.state_container:
-                    published_volume(Reading(source), now, now - HORIZON, BUCKET_SECONDS)
+                    published_volume(Reading(source), now, now - HORIZON, BUCKET_SECONDS,
+                                     read_seconds=max(self.settings.history_read_seconds, SAMPLER_READ_SECONDS))
             except ViewReadError as exc:
                 log.warning("Event Hubs view: sampling hub %s of connection %r: %s", source.eventhub_name,
                             source.event_hubs_conn_id, exc.message)

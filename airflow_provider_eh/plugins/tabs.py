@@ -230,8 +230,8 @@ def _ledger_entries(reading: Reading, group: str, batch_id: str, partitions: set
     endpoint = reading.endpoint
     container = reading.container(reading.source.state_container or "")
     store = BlobProducerStateStore(container)
-    found = {p for g, p, _ in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
-             if g.lower() == group.lower()}
+    found = {b.partition for b in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
+             if b.group.lower() == group.lower()}
     entries = {}
     for pid in sorted(found | partitions, key=partition_sort_key):
         key = StateKey.of(endpoint, group, pid)

@@ -62,7 +62,7 @@ def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: f
         lag = {"step_seconds": step, "samples": len(samples), "consumer_groups": lag_series(samples, step)}
         timings["lag"] = round(time.perf_counter() - begin, 3)
     begin = time.perf_counter()
-    published = published_volume(reading, now, since, bar_seconds(window))
+    published = published_volume(reading, now, since, bar_seconds(window), read_seconds=settings.history_read_seconds)
     timings["published"] = round(time.perf_counter() - begin, 3)
     return {
         "namespace": endpoint.namespace,

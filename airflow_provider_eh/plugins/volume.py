@@ -10,14 +10,16 @@ A record never changes once written, so what a ledger's records add up to is kep
 :data:`BUCKET_SECONDS` bucket in the API server (:class:`LedgerVolume`, a few hundred numbers per
 ledger), with the ordinals read: a later request reads only the batches committed since, and the
 older ones still unread. Each request reads at most ``budget`` records in all (:data:`READ_BUDGET`),
-new batches first; a ledger whose older records are not all read yet says so (``complete``: false)
-and the next request goes on from there. The view's sampler, when on, reads the same way in the
+new batches first, and starts no ledger's reads after :data:`READ_SECONDS`, the ledgers read longest
+ago first; a ledger whose records are not all read yet says so (``complete``: false) and the next
+request goes on from there. The view's sampler, when on, reads the same way in the
 background, so the history is read before anyone asks.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
-from airflow_provider_eh.plugins.readers.ledgers import blob_states
+from airflow_provider_eh.plugins.readers.ledgers import blob_states, read_states
 from airflow_provider_eh.plugins.readers.reading import Reading
 from airflow_provider_eh.plugins.redaction import log_failure
 from airflow_provider_eh.publishing.records import parse_time
@@ -33,6 +35,8 @@ from airflow_provider_eh.publishing.records import parse_time
 BUCKET_SECONDS = 300
 HORIZON = timedelta(hours=25)
 READ_BUDGET = 4000
+#: a request starts no ledger's reads after this many seconds of reading history records
+READ_SECONDS = 1.0
 PAGE = 1000  # the most records one ``history`` call reads
 STATE_THREADS = 16
 LEDGER_THREADS = 2  # each ``history`` call reads its page 16 records at a time
@@ -50,6 +54,7 @@ class LedgerVolume:
     low: int
     done: bool = False
     buckets: dict[int, list[int]] = field(default_factory=dict)
+    read_at: float = 0.0  # when a request last read this ledger (monotonic): the ledgers read longest ago go first
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, records: Iterable[Any], horizon: datetime) -> bool:
@@ -89,10 +94,11 @@ def plan(top: int, low: int, done: bool, first: int, next_ordinal: int, budget: 
 
 
 def published_volume(reading: Reading, now: datetime, since: datetime, bucket_seconds: int,
-                     budget: int = READ_BUDGET) -> dict[str, Any]:
+                     budget: int = READ_BUDGET, read_seconds: float = READ_SECONDS) -> dict[str, Any]:
     """Events and batches committed per producer group and ``bucket_seconds`` bucket from ``since`` to ``now``.
 
     :param budget: the most history records read by this call.
+    :param read_seconds: after this many seconds of reading records, the call starts no other ledger's reads.
     """
     from airflow_provider_eh.publishing.document import StateKey
 
@@ -104,26 +110,32 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
     endpoint = reading.endpoint
     horizon = now - HORIZON
 
-    def read_state(item: tuple[str, str, datetime | None]) -> tuple[Any, Any]:
-        key = StateKey.of(endpoint, item[0], item[1])
-        try:
-            return key, store.read(key)
-        except Exception as exc:  # one unreadable ledger must not hide the others (the overview names it)
-            log_failure(f"reading {key.blob_name} for the publish trend", exc)
-            return key, None
-
-    with ThreadPoolExecutor(STATE_THREADS) as pool:
-        states = [(k, s) for k, s in pool.map(read_state, blobs) if s is not None]
+    states = []
+    for blob, state, exc in read_states(reading, container, store, blobs, STATE_THREADS):
+        if exc is not None:  # one unreadable ledger must not hide the others (the overview names it)
+            log_failure(f"reading the producer state of {blob.group!r} partition {blob.partition} for the publish trend", exc)
+        elif state is not None:
+            states.append((StateKey.of(endpoint, blob.group, blob.partition), state))
     share = max(1, budget // max(1, len(states)))
     where = (str(getattr(container, "url", "")), source.state_container)
     read_counts: list[int] = []
 
-    def update(item: tuple[Any, Any]) -> tuple[str, LedgerVolume]:
-        key, state = item
+    def kept(key: Any, state: Any) -> LedgerVolume:
+        volume: LedgerVolume = _LEDGERS.get((*where, key.blob_name), lambda: LedgerVolume(state.ledger.next, state.ledger.next))
+        return volume
+
+    entries = [(key, state, kept(key, state)) for key, state in states]
+    entries.sort(key=lambda item: item[2].read_at)  # the ledgers read longest ago (or never) first
+    deadline = time.monotonic() + read_seconds
+
+    def update(item: tuple[Any, Any, LedgerVolume]) -> tuple[str, LedgerVolume, bool]:
+        key, state, entry = item
         ledger = state.ledger
-        entry: LedgerVolume = _LEDGERS.get((*where, key.blob_name), lambda: LedgerVolume(ledger.next, ledger.next))
         with entry.lock:
             new, older, restart = plan(entry.top, entry.low, entry.done, ledger.first, ledger.next, share)
+            if (new or older or restart) and time.monotonic() > deadline:
+                return state.group, entry, False  # left for the next request
+            entry.read_at = time.monotonic()
             if restart:  # start again from the newest record, as from a ledger never read
                 entry.buckets.clear()
                 entry.top = entry.low = ledger.next
@@ -147,15 +159,15 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
                 entry.done = True
             entry.forget_before(horizon)
             read_counts.append(read)
-            return state.group, entry
+            return state.group, entry, True
 
     with ThreadPoolExecutor(LEDGER_THREADS) as pool:
-        entries = list(pool.map(update, states))
+        updated = list(pool.map(update, entries))
     start = int(since.timestamp()) - int(since.timestamp()) % bucket_seconds
     groups: dict[str, dict[int, list[int]]] = {}
     complete = True
-    for group, entry in entries:
-        complete = complete and entry.done
+    for group, entry, current in updated:
+        complete = complete and current and entry.done
         totals = groups.setdefault(group, {})
         for stamp, (events, batches) in list(entry.buckets.items()):
             if stamp >= start:

@@ -1,7 +1,10 @@
 """Producer ledgers as the view shows them: each group's partitions, their open batches, a partition's history.
 
-Producer states are read through the state store's public ``read`` and ``history`` (the same
-decoding and checks as the engine); the view never writes.
+Producer states are decoded by the state store's public ``decode`` and histories read through its
+``history`` (the same decoding and checks as the engine); the view never writes. A state blob is
+downloaded only when its ETag in the hub's listing differs from the one read before: the decoded
+states are kept in the API server (:data:`CACHED_STATES` of them), so an answer for a hub whose
+ledgers did not move costs one listing, however many partitions and producer groups it has.
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
+from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 from airflow_provider_eh.plugins.redaction import failure
 from airflow_provider_eh.publishing.open_batches import is_stale as is_stale  # the view's rule is the health check's
@@ -20,17 +24,75 @@ from airflow_provider_eh.publishing.open_batches import open_batches as find_ope
 PRODUCER_STATE = "/producer-state/"
 BACKENDS = ("blob", "variable")
 READ_THREADS = 16
+CACHED_STATES = 65536
+
+#: (account url, container, blob name) -> (ETag, decoded state): a state is downloaded again only when its ETag moved
+_STATES = Cache(None, CACHED_STATES)
 
 
-def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[tuple[str, str, datetime | None]]:
-    """``(group as stored in the path, partition, last modified)`` of every producer state of the hub: one listing."""
+class StateBlob(NamedTuple):
+    """One producer state in a listing: its group as stored in the path, partition, last modified time and ETag."""
+
+    group: str
+    partition: str
+    modified: datetime | None
+    etag: str | None = None
+
+
+def producer_state_blobs(container: Any, namespace: str, hub: str) -> list[StateBlob]:
+    """Every producer state of the hub: one listing."""
     prefix = f"{namespace}/{hub}/".lower()
     found = []
     for blob in container.list_blobs(name_starts_with=prefix):
         group, sep, partition = blob.name[len(prefix):].rpartition(PRODUCER_STATE)
         if sep and group and partition and "/" not in partition:
-            found.append((group, partition, blob.last_modified))
+            found.append(StateBlob(group, partition, blob.last_modified, bare_etag(getattr(blob, "etag", None))))
     return found
+
+
+def bare_etag(etag: str | None) -> str | None:
+    """An ETag without the quotes a download's header has and a listing's entry has not."""
+    return etag.strip('"') or None if etag else None
+
+
+def read_state(container: Any, store: Any, key: Any, etag: str | None) -> Any:
+    """The producer state of ``key`` (``None`` once gone): the one kept when the listing's ``etag`` is the one it was
+    downloaded with, else downloaded (with its own ETag, so a state that moved after the listing is read again
+    next time) and decoded by ``store``."""
+    from azure.core.exceptions import ResourceNotFoundError
+
+    cache_key = (str(getattr(container, "url", "")), str(getattr(container, "container_name", "")), key.blob_name)
+    hit, kept = _STATES.peek(cache_key)
+    if hit and etag is not None and kept[0] == etag:
+        return kept[1]
+    try:
+        download = container.get_blob_client(key.blob_name).download_blob()
+        text = download.readall()
+    except ResourceNotFoundError:
+        return None
+    state = store.decode(key, text)
+    read_etag = bare_etag(getattr(getattr(download, "properties", None), "etag", None))
+    if read_etag:
+        _STATES.put(cache_key, (read_etag, state))
+    return state
+
+
+def read_states(reading: Reading, container: Any, store: Any, blobs: Iterable[StateBlob],
+                threads: int = READ_THREADS) -> list[tuple[StateBlob, Any, BaseException | None]]:
+    """``(blob, state or None, the error reading it or None)`` of each of ``blobs``, in order, read ``threads`` at a
+    time (only those whose ETag moved since they were last read)."""
+    from airflow_provider_eh.publishing.document import StateKey
+
+    endpoint = reading.endpoint
+
+    def read(blob: StateBlob) -> tuple[StateBlob, Any, BaseException | None]:
+        try:
+            return blob, read_state(container, store, StateKey.of(endpoint, blob.group, blob.partition), blob.etag), None
+        except Exception as exc:  # one unreadable ledger must not hide the others
+            return blob, None, exc
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(read, blobs))
 
 
 def committed_row(record: Any) -> dict[str, Any]:
@@ -87,9 +149,9 @@ def producer_groups(reading: Reading, now: datetime | None = None,
     return sorted(groups, key=lambda g: (g["group"], g["backend"]))
 
 
-def blob_states(reading: Reading) -> tuple[Any, Any, list[tuple[str, str, datetime | None]]] | None:
-    """The source's state container, a store reading it and the hub's producer states in it (``(group,
-    partition, last modified)``); ``None`` without a state container. A failed listing names the container."""
+def blob_states(reading: Reading) -> tuple[Any, Any, list[StateBlob]] | None:
+    """The source's state container, a store reading it and the hub's producer states in it; ``None`` without a
+    state container. A failed listing names the container."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 
     source = reading.source
@@ -113,24 +175,20 @@ def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, 
     found = blob_states(reading)
     if found is None:
         return []
-    _, store, blobs = found
+    container, store, blobs = found
     endpoint = reading.endpoint
-
-    def read(item: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
-        group, partition, modified = item
-        key = StateKey.of(endpoint, group, partition)
-        try:
-            state = store.read(key)
-        except EventHubsProviderError as exc:  # the package's own words: which blob, what is wrong with it
-            return group, {"partition": partition, "error": f"{type(exc).__name__}: {exc}"}
-        except Exception as exc:  # one unreadable ledger must not hide the others
-            return group, {"partition": partition, "error": failure(f"reading {key.blob_name}", exc, "").message}
-        if state is None:
-            return group, {"partition": partition, "error": "state blob vanished while reading"}
-        return state.group, summarise_state(state, modified, now)
-
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        return list(pool.map(read, blobs))
+    rows = []
+    for blob, state, exc in read_states(reading, container, store, blobs):
+        if isinstance(exc, EventHubsProviderError):  # the package's own words: which blob, what is wrong with it
+            rows.append((blob.group, {"partition": blob.partition, "error": f"{type(exc).__name__}: {exc}"}))
+        elif exc is not None:
+            name = StateKey.of(endpoint, blob.group, blob.partition).blob_name
+            rows.append((blob.group, {"partition": blob.partition, "error": failure(f"reading {name}", exc, "").message}))
+        elif state is None:
+            rows.append((blob.group, {"partition": blob.partition, "error": "state blob vanished while reading"}))
+        else:
+            rows.append((state.group, summarise_state(state, blob.modified, now)))
+    return rows
 
 
 def _variable_ledgers(reading: Reading, now: datetime, may_read: Callable[[str], bool]) -> list[tuple[str, dict[str, Any]]]:

@@ -594,7 +594,7 @@ def _committed_per_group(view_stack: ViewStack) -> dict[str, tuple[int, int]]:
     container = BlobServiceClient.from_connection_string(view_stack.blob_conn_str).get_container_client(view_stack.state_container)
     store, endpoint = BlobProducerStateStore(container), airflow_endpoint(view_stack)
     out: Counter = Counter()
-    for group, partition, _ in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name):
+    for group, partition, *_ in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name):
         key = StateKey.of(endpoint, group, partition)
         state = store.read(key)
         page = store.history(key, limit=1000, state=state)

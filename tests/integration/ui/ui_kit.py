@@ -287,6 +287,8 @@ def _stack(out: Path, event_hubs: EmulatorProcess, azurite: AzuriteProcess) -> I
             "connection_string": eh_conn_str, "wasb_conn_id": "wasb_view", "state_container": state_container}}),
         "AIRFLOW__AZURE_EVENT_HUBS__VIEW_CHECKPOINT_CONTAINER": checkpoint_container,
         "AIRFLOW__AZURE_EVENT_HUBS__VIEW_WASB_CONN_ID": "wasb_view",
+        # the tests compare a first trends answer with every record: no time bound on a loaded machine
+        "AIRFLOW__AZURE_EVENT_HUBS__VIEW_HISTORY_READ_SECONDS": "600",
         "AIRFLOW_CONN_EH_REFUSED": json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": refused_eh}}),
         "AIRFLOW_CONN_WASB_VIEW": json.dumps({"conn_type": "wasb", "extra": {"connection_string": blob_conn_str}}),
         "AIRFLOW_CONN_WASB_REFUSED": json.dumps({"conn_type": "wasb", "extra": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -111,19 +112,93 @@ def test_a_ledgers_volume_adds_its_records_per_bucket_and_stops_at_the_horizon()
 
 
 def test_sampling_is_off_by_default_and_a_bad_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    for option in ("LAG_SAMPLING", "LAG_SAMPLE_INTERVAL", "LAG_SAMPLE_RETENTION_HOURS", "LAG_SAMPLES_CONTAINER"):
+    for option in ("LAG_SAMPLING", "LAG_SAMPLE_INTERVAL", "LAG_SAMPLE_RETENTION_HOURS", "LAG_SAMPLES_CONTAINER",
+                   "VIEW_HISTORY_READ_SECONDS"):
         monkeypatch.delenv(f"AIRFLOW__AZURE_EVENT_HUBS__{option}", raising=False)
     settings = SamplingSettings.from_conf()
-    assert (settings.enabled, settings.interval, settings.retention, settings.container) == (
-        False, 60.0, timedelta(hours=25), None)
+    assert (settings.enabled, settings.interval, settings.retention, settings.container, settings.history_read_seconds) == (
+        False, 60.0, timedelta(hours=25), None, 1.0)
     monkeypatch.setenv("AIRFLOW__AZURE_EVENT_HUBS__LAG_SAMPLING", "True")
     monkeypatch.setenv("AIRFLOW__AZURE_EVENT_HUBS__LAG_SAMPLE_INTERVAL", "300")
     monkeypatch.setenv("AIRFLOW__AZURE_EVENT_HUBS__LAG_SAMPLES_CONTAINER", "view-samples")
     settings = SamplingSettings.from_conf()
     assert (settings.enabled, settings.interval, settings.container) == (True, 300.0, "view-samples")
     for option, value in (("LAG_SAMPLE_INTERVAL", "5"), ("LAG_SAMPLE_INTERVAL", "often"),
-                          ("LAG_SAMPLE_RETENTION_HOURS", "0"), ("LAG_SAMPLING", "maybe")):
+                          ("LAG_SAMPLE_RETENTION_HOURS", "0"), ("LAG_SAMPLING", "maybe"),
+                          ("VIEW_HISTORY_READ_SECONDS", "0")):
         with monkeypatch.context() as m:
             m.setenv(f"AIRFLOW__AZURE_EVENT_HUBS__{option}", value)
             with pytest.raises(ViewReadError, match=rf"\[azure_event_hubs\] {option.lower()} = '{value}'"):
                 SamplingSettings.from_conf()
+
+
+class _Ledgers:
+    """Ledgers of one hub as the volume reads them: ``per`` committed batches each, one a minute up to NOW, and
+    a clock that moves ``read_cost`` seconds at each page of history read."""
+
+    def __init__(self, count: int, per: int, clock: list[float], read_cost: float):
+        from airflow_provider_eh.publishing.records import CommittedBatch, HistoryPage, Ledger
+
+        self.count, self.per, self.clock, self.read_cost = count, per, clock, read_cost
+        self.pages = 0
+        self.read: list[str] = []  # the groups whose history was read, in order
+        self._page, self._batch, self._ledger = HistoryPage, CommittedBatch, Ledger
+
+    def blobs(self) -> list[Any]:
+        from airflow_provider_eh.plugins.readers.ledgers import StateBlob
+
+        return [StateBlob(f"group-{i}", "0", NOW, "etag") for i in range(self.count)]
+
+    def state(self, group: str) -> Any:
+        return _State(group, self._ledger(next=self.per, first=0))
+
+    def history(self, key: Any, before: int, limit: int, state: Any) -> Any:
+        self.pages += 1
+        self.read.append(key.group)
+        self.clock[0] += self.read_cost
+        batches = [self._batch(events=10, first_seq=o * 10, last_seq=o * 10 + 9, service_last_sequence_number=o * 10 + 9,
+                               fingerprint="f", owner_level=1, ordinal=o,
+                               committed_at=(NOW - timedelta(minutes=self.per - o)).isoformat())
+                   for o in range(max(0, before - limit), before)][::-1]
+        return self._page(batches, self.per, None)
+
+
+@dataclass
+class _State:
+    group: str
+    ledger: Any
+
+
+def test_an_answer_starts_no_ledgers_reads_after_its_time_and_the_next_goes_on_with_those_read_longest_ago(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_eh.plugins import volume
+
+    clock = [1000.0]
+    ledgers = _Ledgers(count=6, per=20, clock=clock, read_cost=1.0)
+    endpoint = type("Endpoint", (), {"namespace": "ns", "eventhub_name": "orders"})()
+    reading = type("Reading", (), {"source": type("Source", (), {"state_container": "state"})(), "endpoint": endpoint})()
+    container = type("Container", (), {"url": "http://unit/volume-deadline"})()
+    monkeypatch.setattr(volume, "blob_states", lambda r: (container, ledgers, ledgers.blobs()))
+    monkeypatch.setattr(volume, "read_states", lambda r, c, s, blobs, threads: [(b, ledgers.state(b.group), None) for b in blobs])
+    monkeypatch.setattr(volume, "LEDGER_THREADS", 1)
+    monkeypatch.setattr(volume.time, "monotonic", lambda: clock[0])
+    volume._LEDGERS.clear()
+
+    def answer() -> dict:  # 60 records an answer: 10 of each ledger's 20
+        return volume.published_volume(reading, NOW, NOW - timedelta(hours=24), 300, budget=60, read_seconds=2.5)
+
+    def events(body: dict) -> int:
+        return sum(b[1] for g in body["producer_groups"] for b in g["buckets"])
+
+    first = answer()  # each page read costs a second: three ledgers are started within 2.5 s, the others wait
+    assert first["complete"] is False and ledgers.read == ["group-0", "group-1", "group-2"]
+    assert first["records_read"] == 30 and events(first) == 30 * 10
+    second = answer()  # the ledgers never read go before the older records of those read
+    assert second["complete"] is False and ledgers.read[3:] == ["group-3", "group-4", "group-5"]
+    assert events(second) == 60 * 10
+    third, fourth = answer(), answer()  # then each ledger's older half, those read longest ago first
+    assert ledgers.read[6:] == ["group-0", "group-1", "group-2", "group-3", "group-4", "group-5"]
+    assert third["complete"] is False
+    assert fourth["complete"] is True and events(fourth) == 6 * 20 * 10
+    fifth = answer()  # nothing left to read: no read, no bound
+    assert fifth["complete"] is True and fifth["records_read"] == 0 and len(ledgers.read) == 12
