@@ -386,6 +386,8 @@ def test_event_driven_example_under_standalone_on_the_floor_loads_each_event_onc
         kinds = {r["run_type"] for r in runs}
         assert {"asset_triggered", "scheduled"} <= kinds, [(r["dag_run_id"], r["run_type"]) for r in runs]
 
+        _check_the_tab_on_the_floor(airflow, runs, sum(sink.values()))
+
         times = delivery_times(sent_at, sampler.seen, sent_at)
         steady, last = stream_classes(sent_at)
         figures = [
@@ -397,6 +399,27 @@ def test_event_driven_example_under_standalone_on_the_floor_loads_each_event_onc
         publisher.stop.set()
         sampler.close()
         airflow.stop()
+
+
+def _check_the_tab_on_the_floor(airflow: AirflowStandalone, runs: list[dict[str, Any]], sink_rows: int) -> None:
+    """The floor's API server registers the view's task-instance tab (an external view, destination
+    ``task_instance``) and answers it: each run's ``load_new_orders`` is an ingest, and the rows the tabs
+    show add up to the sink's."""
+    import httpx
+
+    plugins = airflow.get("/plugins").json()["plugins"]
+    views = {(v["url_route"], v["destination"]) for p in plugins for v in p.get("external_views", [])}
+    assert {("eventhubs", "nav"), ("eventhubs-tab", "task_instance")} <= views, plugins
+    headers = dict(airflow.client.headers) if airflow.client is not None else {}
+    shown = 0
+    for run in runs:
+        answer = httpx.get(f"{airflow.base}/eventhubs/api/task-instance", headers=headers, timeout=60, params={
+            "dag_id": DAG_ID, "run_id": run["dag_run_id"], "task_id": "load_new_orders"})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["kind"] == "ingest" and body["ingest"]["returned"] is True, body
+        shown += body["ingest"]["totals"]["rows"]
+    assert shown == sink_rows
 
 
 # The eventhubs-local pytest plugin in a user's test file: the fixtures are only named (the installed
