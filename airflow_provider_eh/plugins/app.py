@@ -37,6 +37,7 @@ from airflow_provider_eh.plugins.readers.discovery import hubs as discovered_hub
 from airflow_provider_eh.plugins.readers.ledgers import is_stale, ledger_history, producer_groups
 from airflow_provider_eh.plugins.readers.partitions import partition_properties
 from airflow_provider_eh.plugins.readers.reading import Reading, Source
+from airflow_provider_eh.plugins.readers.variables import variable_reader
 from airflow_provider_eh.plugins.redaction import log_failure, scrub
 from airflow_provider_eh.plugins.trends import trends_router
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
@@ -94,25 +95,6 @@ def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
     from airflow.models.connection import Connection
 
     return {conn_id: Connection.get_team_name(conn_id) for conn_id in conn_ids}
-
-
-def variable_reader(manager: Any, user: Any) -> Callable[[str], bool]:
-    """Whether the user may read an Airflow Variable (the Variables backend's producer states), as the auth
-    manager says, with the Variable's team under ``[core] multi_team``."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import VariableDetails
-    from airflow.configuration import conf
-
-    teams = conf.getboolean("core", "multi_team", fallback=False)
-
-    def may_read(key: str) -> bool:
-        team = None
-        if teams:
-            from airflow.models.variable import Variable
-
-            team = Variable.get_team_name(key)
-        return bool(manager.is_authorized_variable(method="GET", details=VariableDetails(key=key, team_name=team), user=user))
-
-    return may_read
 
 
 def create_app() -> FastAPI:

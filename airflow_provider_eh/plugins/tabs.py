@@ -37,6 +37,7 @@ from airflow_provider_eh.plugins import links
 from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
 from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso, partition_sort_key
+from airflow_provider_eh.plugins.readers.variables import variable_reader
 from airflow_provider_eh.plugins.redaction import scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
 
@@ -184,8 +185,10 @@ def _task(session: Any, version: Any, task_id: str) -> tuple[str | None, str | N
     return kind, task.get("task_type") or task.get("_task_type"), declared
 
 
-def publish_tab(facts: TaskInstanceFacts, reading: Reading | None) -> dict[str, Any]:
-    """A publish task instance's batch per partition: its XCom beside its ledger entry."""
+def publish_tab(facts: TaskInstanceFacts, reading: Reading,
+                may_read_variable: Callable[[str], bool] = lambda key: False) -> dict[str, Any]:
+    """A publish task instance's batch per partition: its XCom beside its ledger entry (in the state container, or in
+    the Airflow Variables the user may read)."""
     returned: Mapping[str, Any] = facts.returned if isinstance(facts.returned, Mapping) else {}
     group = facts.text("producer_group") or f"{facts.dag_id}.{facts.task_id}"
     try:
@@ -195,25 +198,35 @@ def publish_tab(facts: TaskInstanceFacts, reading: Reading | None) -> dict[str, 
     start, end, logical = facts.interval
     batch_id = None if generation is None else links.PublishRun(
         facts.dag_id, facts.task_id, facts.run_id, facts.map_index, start, end, logical).batch_id(group, generation)
+    blob = facts.blob_backend()
     ledger: dict[str, dict[str, Any]] = {}
     hub = facts.text("eventhub_name")
-    if reading is not None and batch_id is not None:
+    readable = False  # whether the ledger was read (a blob backend's container known, the Variables allowed)
+    if batch_id is not None and blob and facts.text("state_container"):
+        hub, readable = reading.endpoint.eventhub_name, True
+        ledger = _ledger_entries(reading, *_blob_ledgers(reading, group), group, batch_id, set(returned))
+    elif batch_id is not None and not blob:
         hub = reading.endpoint.eventhub_name
-        ledger = _ledger_entries(reading, group, batch_id, set(returned))
+        store, found, denied = _variable_ledgers(reading, group, set(returned), may_read_variable)
+        if not denied:
+            readable = True
+            ledger = _ledger_entries(reading, store, found, group, batch_id, set(returned))
     rows: list[dict[str, Any]] = []
     for pid in sorted(set(returned) | set(ledger), key=partition_sort_key):
-        found = returned.get(pid)
-        result: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-        entry = ledger.get(pid, {"state": "not read" if reading is None else "absent"})
+        found_row = returned.get(pid)
+        result: Mapping[str, Any] = found_row if isinstance(found_row, Mapping) else {}
+        entry = ledger.get(pid, {"state": "absent" if readable else "not read"})
         row = {k: result.get(k) for k in PUBLISH_RESULT}
         if row["events"] is None:  # no result (the task failed or runs): the ledger's count
             row["events"] = entry.get("events")
-        rows.append({"partition": pid, **row, "ledger": entry,
-            "ledger_link": None if reading is None else view_link(
-                conn_id=facts.text("event_hubs_conn_id"), hub=hub, wasb_conn_id=facts.text("wasb_conn_id"),
-                state_container=facts.text("state_container"), history_group=group, history_partition=pid)})
+        link = None
+        if readable:
+            link = view_link(conn_id=facts.text("event_hubs_conn_id"), hub=hub, history_group=group, history_partition=pid,
+                             **({"wasb_conn_id": facts.text("wasb_conn_id"), "state_container": facts.text("state_container")}
+                                if blob else {"history_backend": "variable"}))
+        rows.append({"partition": pid, **row, "ledger": entry, "ledger_link": link})
     return {"hub": hub, "producer_group": group, "generation": generation, "batch_id": batch_id,
-            "state_backend": "blob" if reading is not None else "variable", "returned": bool(returned),
+            "state_backend": "blob" if blob else "variable", "returned": bool(returned),
             "events": sum(int(r["events"] or 0) for r in rows), "partitions": rows}
 
 
@@ -222,16 +235,39 @@ PUBLISH_RESULT = ("status", "events", "first_seq", "last_seq", "service_last_seq
                   "lease_only_batch_bytes", "landed", "resent", "readback_seconds")
 
 
-def _ledger_entries(reading: Reading, group: str, batch_id: str, partitions: set[str]) -> dict[str, dict[str, Any]]:
-    """Per partition of ``group`` (those with a state, and ``partitions``): the batch's entry in its ledger."""
+def _blob_ledgers(reading: Reading, group: str) -> tuple[Any, set[str]]:
+    """The state container's store and the partitions with a state of ``group``."""
     from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-    from airflow_provider_eh.publishing.document import StateKey
 
     endpoint = reading.endpoint
     container = reading.container(reading.source.state_container or "")
-    store = BlobProducerStateStore(container)
     found = {b.partition for b in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
              if b.group.lower() == group.lower()}
+    return BlobProducerStateStore(container), found
+
+
+def _variable_ledgers(reading: Reading, group: str, partitions: set[str],
+                      may_read: Callable[[str], bool]) -> tuple[Any, set[str], bool]:
+    """A read-only store over the Airflow Variables holding ``group``'s states on the task's hub, the partitions
+    with one, and whether the user may not read one of them (then nothing of the ledger is shown)."""
+    from airflow_provider_eh.plugins.readers.variables import state_key, store_of, variable_states
+
+    endpoint = reading.endpoint
+    prefix = state_key(group, "")
+    denied = any(not may_read(state_key(group, pid)) for pid in partitions)
+    states = [s for s in variable_states(lambda key: key.startswith(prefix) and may_read(key))
+              if (s.namespace.lower(), s.hub.lower(), s.group.lower()) ==
+              (endpoint.namespace.lower(), endpoint.eventhub_name.lower(), group.lower())]
+    return store_of(states), {s.partition for s in states}, denied
+
+
+def _ledger_entries(reading: Reading, store: Any, found: set[str], group: str, batch_id: str,
+                    partitions: set[str]) -> dict[str, dict[str, Any]]:
+    """Per partition of ``group`` (``found`` with a state in ``store``, and ``partitions``): the batch's entry in
+    its ledger."""
+    from airflow_provider_eh.publishing.document import StateKey
+
+    endpoint = reading.endpoint
     entries = {}
     for pid in sorted(found | partitions, key=partition_sort_key):
         key = StateKey.of(endpoint, group, pid)
@@ -369,8 +405,7 @@ def tab_router(
             for conn_id in facts.connection_ids():  # their secrets, for the scrub
                 reading.connection(conn_id)
             if facts.kind == "publish":
-                blob = facts.blob_backend() and facts.text("state_container")
-                return {**answer, "publish": publish_tab(facts, reading if blob else None)}
+                return {**answer, "publish": publish_tab(facts, reading, variable_reader(manager, user))}
             if facts.kind == "checkpoint_sensor":
                 return {**answer, "checkpoint_sensor": sensor_tab(facts)}
             return {**answer, "ingest": ingest_tab(facts)}

@@ -134,3 +134,22 @@ def store_of(states: Iterable[VariableState]) -> Any:
 def state_key(group: str, partition: str) -> str:
     """The Variable holding ``group``'s state of ``partition`` (as the Variables backend names it)."""
     return f"{PREFIX}.{group}.{partition}".lower()
+
+
+def variable_reader(manager: Any, user: Any) -> Callable[[str], bool]:
+    """Whether the user may read an Airflow Variable (the Variables backend's producer states), as the auth
+    manager says, with the Variable's team under ``[core] multi_team``."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import VariableDetails
+    from airflow.configuration import conf
+
+    teams = conf.getboolean("core", "multi_team", fallback=False)
+
+    def may_read(key: str) -> bool:
+        team = None
+        if teams:
+            from airflow.models.variable import Variable
+
+            team = Variable.get_team_name(key)
+        return bool(manager.is_authorized_variable(method="GET", details=VariableDetails(key=key, team_name=team), user=user))
+
+    return may_read

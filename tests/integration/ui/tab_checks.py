@@ -17,21 +17,32 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from ui_kit import DAG_EVENTS, DAG_ID, INGEST_GROUP, KEYS, MARK, PARTITIONS, ViewStack
+from ui_kit import (
+    DAG_EVENTS,
+    DAG_ID,
+    INGEST_GROUP,
+    KEYS,
+    MARK,
+    PARTITIONS,
+    VARIABLES_DAG_ID,
+    VARIABLES_EVENTS,
+    VARIABLES_PARTITIONS,
+    ViewStack,
+)
 
 TASKS = ("publish", "ingest", "wait_for_ingest", "report")
 
 
-def _tab(view_stack: ViewStack, token: str | None, task_id: str, **params: Any) -> httpx.Response:
-    (run,) = view_stack.airflow.runs(DAG_ID)
+def _tab(view_stack: ViewStack, token: str | None, task_id: str, dag_id: str = DAG_ID, **params: Any) -> httpx.Response:
+    (run,) = view_stack.airflow.runs(dag_id)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    query = {"dag_id": DAG_ID, "run_id": run["dag_run_id"], "task_id": task_id, **params}
+    query = {"dag_id": dag_id, "run_id": run["dag_run_id"], "task_id": task_id, **params}
     return httpx.get(f"{view_stack.airflow.base}/eventhubs/api/task-instance", params=query, headers=headers, timeout=120)
 
 
-def _xcom(view_stack: ViewStack, task_id: str) -> Any:
-    (run,) = view_stack.airflow.runs(DAG_ID)
-    response = view_stack.airflow.get(f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/xcomEntries/return_value")
+def _xcom(view_stack: ViewStack, task_id: str, dag_id: str = DAG_ID) -> Any:
+    (run,) = view_stack.airflow.runs(dag_id)
+    response = view_stack.airflow.get(f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/xcomEntries/return_value")
     assert response.status_code == 200, response.text
     value = response.json()["value"]
     return json.loads(value) if isinstance(value, str) else value
@@ -103,6 +114,28 @@ def test_tab_api_shows_the_publish_the_sensor_and_the_ingest_of_the_run(view_sta
     other = body["report"]
     assert other["kind"] is None and "nothing to show" in other["message"]
     assert not {"publish", "ingest", "checkpoint_sensor"} & set(other)
+
+
+def test_tab_shows_a_publish_on_the_variables_backend_with_its_ledger_entries(view_stack: ViewStack) -> None:
+    token = view_stack.airflow.token("admin")
+    answer = _tab(view_stack, token, "publish", dag_id=VARIABLES_DAG_ID)
+    assert answer.status_code == 200, answer.text
+    tab = answer.json()["publish"]
+    returned = _xcom(view_stack, "publish", dag_id=VARIABLES_DAG_ID)
+    assert tab["state_backend"] == "variable" and tab["producer_group"] == f"{VARIABLES_DAG_ID}.publish"
+    assert tab["hub"] == view_stack.variables_hub and tab["events"] == VARIABLES_EVENTS
+    rows = {r["partition"]: r for r in tab["partitions"]}
+    assert sorted(rows) == sorted(returned) == [str(p) for p in range(VARIABLES_PARTITIONS)]
+    for pid, result in returned.items():
+        ledger = rows[pid]["ledger"]
+        assert ledger["state"] == "committed" and ledger["try_number"] == 1
+        assert (ledger["events"], ledger["first_seq"], ledger["last_seq"]) == (result["events"], result["first_seq"], result["last_seq"])
+        link = rows[pid]["ledger_link"]
+        assert f"history_group={quote(tab['producer_group'])}&history_partition={pid}&history_backend=variable" in link
+        assert "state_container" not in link
+        (batch,) = view_stack.view("/api/history", token, group=tab["producer_group"], partition=pid, backend="variable",
+                                   hub=view_stack.variables_hub).json()["batches"]
+        assert batch["ordinal"] == ledger["ordinal"] and batch["committed_at"] == ledger["committed_at"]
 
 
 def test_tab_refuses_anonymous_401_and_a_user_without_connection_access_403(view_stack: ViewStack) -> None:

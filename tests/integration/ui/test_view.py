@@ -24,6 +24,7 @@ from tab_checks import (  # noqa: F401  (the task-instance tab's tests, on this 
     test_tab_api_shows_the_publish_the_sensor_and_the_ingest_of_the_run,
     test_tab_refuses_a_user_who_may_not_read_the_dag,
     test_tab_refuses_anonymous_401_and_a_user_without_connection_access_403,
+    test_tab_shows_a_publish_on_the_variables_backend_with_its_ledger_entries,
 )
 from ui_kit import (
     BACKLOG_CHECKPOINT, BASE_PATH, CHECKPOINT_GROUP, DAG_EVENTS, DAG_ID, HISTORY_BATCHES, KEYS, LOGICAL_DATE, MARK, PARTITIONS,

@@ -65,7 +65,7 @@ def test_the_views_variables_refuse_every_write() -> None:
 
 
 def test_producer_states_in_variables_are_shown_only_where_the_auth_manager_allows_reading_the_variable() -> None:
-    from airflow_provider_eh.plugins.app import variable_reader
+    from airflow_provider_eh.plugins.readers.variables import variable_reader
 
     class Manager:
         asked: list[tuple[str, str | None]] = []
