@@ -83,8 +83,8 @@ class RegistryServer:
                 await writer.drain()
                 if not keep:
                     return
-        except (ConnectionError, OSError, ssl.SSLError):
-            return
+        except (ConnectionError, OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            return  # the client went away mid-request
         finally:
             try:
                 writer.close()
