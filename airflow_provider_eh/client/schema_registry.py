@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, quote_plus, urlencode
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken
     from azure.schemaregistry import SchemaRegistryClient
+    from azure.schemaregistry.aio import SchemaRegistryClient as AsyncSchemaRegistryClient
 
 #: how long a signed SAS token lives; the client asks again before it expires
 TOKEN_SECONDS = 3600
@@ -73,6 +74,23 @@ class SharedAccessKeyCredential:
         """Nothing to release (the ``TokenCredential`` protocol's)."""
 
 
+class AsyncSharedAccessKeyCredential(SharedAccessKeyCredential):
+    """The same credential for the async clients (an ``AsyncTokenCredential``)."""
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:  # type: ignore[override]
+        """A SAS token, as :meth:`SharedAccessKeyCredential.get_token` signs it."""
+        return SharedAccessKeyCredential.get_token(self, *scopes, **kwargs)
+
+    async def close(self) -> None:  # type: ignore[override]
+        """Nothing to release."""
+
+    async def __aenter__(self) -> AsyncSharedAccessKeyCredential:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
 def sas_token(audience: str, key_name: str, key: str, expiry: int) -> str:
     """A SAS token for ``audience`` signed with ``key``: HMAC-SHA256 of the url-encoded audience and the expiry."""
     signature = base64.b64encode(hmac.new(key.encode(), f"{quote_plus(audience)}\n{expiry}".encode(),
@@ -108,16 +126,21 @@ class SchemaRegistryEndpoint:
     def url(self) -> str:
         return f"https://{self.fully_qualified_namespace}"
 
-    def credential(self) -> Any:
-        """The ``TokenCredential`` of :attr:`credential_kind` (sync)."""
+    def credential(self, *, aio: bool = False) -> Any:
+        """The ``TokenCredential`` of :attr:`credential_kind` (``aio``: an ``AsyncTokenCredential``)."""
         if self.credential_kind == "shared_access_key":
-            return SharedAccessKeyCredential(self.url + "/", self.key_name or "", self.key or "", self.signature or "")
+            cls = AsyncSharedAccessKeyCredential if aio else SharedAccessKeyCredential
+            return cls(self.url + "/", self.key_name or "", self.key or "", self.signature or "")
         if self.credential_kind == "client_secret" and self.tenant_id and self.client_id and self.client_secret:
-            from azure.identity import ClientSecretCredential
-
+            if aio:
+                from azure.identity.aio import ClientSecretCredential
+            else:
+                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
             return ClientSecretCredential(self.tenant_id, self.client_id, self.client_secret)
-        from azure.identity import DefaultAzureCredential
-
+        if aio:
+            from azure.identity.aio import DefaultAzureCredential
+        else:
+            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
         return DefaultAzureCredential(managed_identity_client_id=self.managed_identity_client_id)
 
     def client_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -131,3 +154,9 @@ class SchemaRegistryEndpoint:
         from azure.schemaregistry import SchemaRegistryClient
 
         return SchemaRegistryClient(self.fully_qualified_namespace, self.credential(), **self.client_kwargs(kwargs))
+
+    def async_client(self, **kwargs: Any) -> AsyncSchemaRegistryClient:
+        """The async ``SchemaRegistryClient`` (``azure.schemaregistry.aio``), for triggers; the caller closes it."""
+        from azure.schemaregistry.aio import SchemaRegistryClient as AsyncClient
+
+        return AsyncClient(self.fully_qualified_namespace, self.credential(aio=True), **self.client_kwargs(kwargs))

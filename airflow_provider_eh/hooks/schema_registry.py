@@ -28,6 +28,7 @@ from airflow_provider_eh.hooks._connection import extra_field, masked
 
 if TYPE_CHECKING:
     from azure.schemaregistry import SchemaRegistryClient
+    from azure.schemaregistry.aio import SchemaRegistryClient as AsyncSchemaRegistryClient
 
 CONN_TYPE = "azure_event_hubs"
 
@@ -63,6 +64,14 @@ class SchemaRegistryHook(BaseHook):
     def get_client(self, **kwargs: Any) -> SchemaRegistryClient:
         """A ``SchemaRegistryClient``; ``kwargs`` go to it. The caller closes it (use it as a context manager)."""
         return self.get_endpoint().client(**kwargs)
+
+    def get_async_client(self, **kwargs: Any) -> AsyncSchemaRegistryClient:
+        """The async ``SchemaRegistryClient`` (``azure.schemaregistry.aio``); the caller closes it (``async with``).
+
+        The connection is read here, synchronously: in a trigger, get the endpoint first
+        (:meth:`get_endpoint` in ``sync_to_async``) and call its ``async_client()``.
+        """
+        return self.get_endpoint().async_client(**kwargs)
 
 
 def endpoint_from(conn_id: str, conn: Any) -> SchemaRegistryEndpoint:

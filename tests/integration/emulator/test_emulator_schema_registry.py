@@ -9,6 +9,7 @@ endpoint, pickled (what a Spark executor gets), without Airflow.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import subprocess
@@ -149,6 +150,25 @@ def test_avro_encoder_output_decodes_in_another_process(client: SchemaRegistryCl
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == value
+
+
+def test_the_async_client_and_encoder_read_what_the_sync_ones_wrote(client: SchemaRegistryClient,
+                                                                    conns: dict[str, str]) -> None:
+    from azure.schemaregistry.encoder.avroencoder.aio import AvroEncoder as AsyncAvroEncoder
+
+    name = unique("Refund").replace("-", "_")
+    schema = record({"name": "refund_id", "type": "string"}, name=name)
+    content = AvroEncoder(client=client, group_name="plain", auto_register=True).encode({"refund_id": "r-1"},
+                                                                                       schema=schema)
+    endpoint = SchemaRegistryHook(conns["reader"]).get_endpoint()
+
+    async def read() -> tuple[Any, Any]:
+        async with endpoint.async_client() as aclient:
+            fetched = await aclient.get_schema(content["content_type"].split("+", 1)[1])
+            return fetched.definition, await AsyncAvroEncoder(client=aclient).decode(content)
+
+    definition, decoded = asyncio.run(read())
+    assert definition == schema and decoded == {"refund_id": "r-1"}
 
 
 def test_backward_group_refuses_an_incompatible_version_naming_the_fields(client: SchemaRegistryClient) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import time
@@ -35,6 +36,8 @@ def test_local_endpoint_signs_namespace_tokens_its_validator_accepts(monkeypatch
     assert fields["sr"] == ["https://127.0.0.1:5681/"] and fields["skn"] == ["root"]
     assert SasValidator("root", "local-secret").namespace_rights(token.token) == frozenset({"Send", "Listen", "Manage"})
     assert pickle.loads(pickle.dumps(endpoint)) == endpoint  # what another process or a Spark executor gets
+    async_token = asyncio.run(endpoint.credential(aio=True).get_token("scope"))
+    assert parse_qs(async_token.token.split(" ", 1)[1])["sr"] == ["https://127.0.0.1:5681/"]
 
 
 def test_local_endpoint_without_the_registry_address_names_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
