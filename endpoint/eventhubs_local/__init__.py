@@ -10,14 +10,16 @@ Architecture: two layers, imports running from the AMQP layer down to the broker
   idempotent producers, stats), ``consumers`` (start positions, owner levels), ``entities`` (which
   hub, partition or consumer group an address names; refusals), ``management`` (``$cbs`` put-token,
   ``$management`` READ), ``idempotence`` (producer groups), ``faults``, ``auth`` (SAS tokens),
-  ``store`` (hubs) and ``log`` (segmented partition logs). Beneath both layers: ``events`` (stored,
-  delivery-ready events) and ``codec`` (AMQP values and descriptors).
+  ``store`` (hubs), ``log`` (segmented partition logs), ``registry`` (the Schema Registry's groups and
+  schemas) and ``avro_schema`` (Avro definitions and their compatibility). Beneath both layers:
+  ``events`` (stored, delivery-ready events) and ``codec`` (AMQP values and descriptors).
 * AMQP layer, translating frames into broker calls: ``server`` (listeners, retention timer),
   ``websocket`` (AMQP over WebSockets: the upgrade and the framing around a connection),
   ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),
   ``attach`` (link addresses to links), ``links`` (sessions and link endpoints), ``messages``
   (``$cbs``/``$management`` request and reply encoding) and ``frames`` (performatives, hot-path frames).
-* Beside them: ``admin`` (the admin HTTP endpoint, on the broker), ``__main__`` (command line) and
+* Beside them: ``registry_http`` (the Schema Registry's REST data plane over HTTPS, on ``registry``),
+  ``admin`` (the admin HTTP endpoint, on the broker), ``__main__`` (command line) and
   ``launcher`` (that command line started as a background process, for the classes here and the stack).
 
 What the endpoint reads of AMQP 1.0, by section of the specification: ``AMQP.md``.
