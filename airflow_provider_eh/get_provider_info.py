@@ -92,6 +92,14 @@ _EVENT_HUBS_CONNECTION: dict[str, Any] = {
             ),
             "schema": _TEXT,
         },
+        "schema_registry_namespace": {
+            "label": "Schema Registry namespace",
+            "description": (
+                "Where the namespace's Schema Registry is, if not at the namespace's own name: the local endpoint's "
+                "<host>:<registry port> (with the CA bundle of its certificate). Empty: the namespace."
+            ),
+            "schema": _TEXT,
+        },
         "wasb_conn_id": {
             "label": "Blob connection (view)",
             "description": (
@@ -127,6 +135,7 @@ _MODULES: dict[str, list[str]] = {
         "airflow_provider_eh.hooks.blob",
         "airflow_provider_eh.hooks.checkpoints",
         "airflow_provider_eh.hooks.producer_state",
+        "airflow_provider_eh.hooks.schema_registry",
     ],
     "operators": [
         "airflow_provider_eh.operators.ingest",

@@ -10,14 +10,16 @@ Architecture: two layers, imports running from the AMQP layer down to the broker
   idempotent producers, stats), ``consumers`` (start positions, owner levels), ``entities`` (which
   hub, partition or consumer group an address names; refusals), ``management`` (``$cbs`` put-token,
   ``$management`` READ), ``idempotence`` (producer groups), ``faults``, ``auth`` (SAS tokens),
-  ``store`` (hubs) and ``log`` (segmented partition logs). Beneath both layers: ``events`` (stored,
-  delivery-ready events) and ``codec`` (AMQP values and descriptors).
+  ``store`` (hubs), ``log`` (segmented partition logs), ``registry`` (the Schema Registry's groups and
+  schemas) and ``avro_schema`` (Avro definitions and their compatibility). Beneath both layers:
+  ``events`` (stored, delivery-ready events) and ``codec`` (AMQP values and descriptors).
 * AMQP layer, translating frames into broker calls: ``server`` (listeners, retention timer),
   ``websocket`` (AMQP over WebSockets: the upgrade and the framing around a connection),
   ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),
   ``attach`` (link addresses to links), ``links`` (sessions and link endpoints), ``messages``
   (``$cbs``/``$management`` request and reply encoding) and ``frames`` (performatives, hot-path frames).
-* Beside them: ``admin`` (the admin HTTP endpoint, on the broker), ``__main__`` (command line) and
+* Beside them: ``registry_http`` (the Schema Registry's REST data plane over HTTPS, on ``registry``),
+  ``admin`` (the admin HTTP endpoint, on the broker), ``__main__`` (command line) and
   ``launcher`` (that command line started as a background process, for the classes here and the stack).
 
 What the endpoint reads of AMQP 1.0, by section of the specification: ``AMQP.md``.
@@ -116,6 +118,15 @@ class EmulatorAdmin:
     def clear_faults(self) -> None:
         self._call("DELETE", "/faults")
 
+    def create_schema_group(self, name: str, format: str = "Avro", compatibility: str = "None") -> dict[str, Any]:
+        """Create a Schema Registry group (``format`` Avro, Json or Custom; ``compatibility`` None, Backward or
+        Forward), or set the compatibility mode of an existing one of that format."""
+        return self._call("POST", "/schema-groups", {"name": name, "format": format, "compatibility": compatibility})
+
+    def schema_groups(self) -> list[dict[str, Any]]:
+        """The Schema Registry's groups: format, compatibility mode, and each schema's versions."""
+        return self._call("GET", "/schema-groups")["groups"]
+
     def apply_retention(self) -> int:
         return self._call("POST", "/retention", {})["dropped"]
 
@@ -137,6 +148,11 @@ class EmulatorProcess:
     rights (name -> (key, rights among ``Send``, ``Listen``, ``Manage``), e.g. ``{"listen-only": ("key2",
     ["Listen"])}``): a sender needs ``Send``, a receiver ``Listen``, and is refused with
     ``amqp:unauthorized-access`` otherwise. ``connection_string(hub, rule="listen-only")`` uses a rule's key.
+
+    The Schema Registry's data plane is served over HTTPS on ``registry_port`` (0: a free one; ``None``,
+    the default: not served), with the certificate of ``tls``, which it needs; ``schema_groups`` (name ->
+    (format, compatibility mode)) are created at start. :attr:`registry_namespace` is the
+    ``fully_qualified_namespace`` to give Microsoft's ``SchemaRegistryClient``.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
@@ -145,7 +161,8 @@ class EmulatorProcess:
                  log_path: str | os.PathLike[str] | None = None, key_name: str = DEFAULT_KEY_NAME,
                  key: str = DEFAULT_KEY, websocket_port: int | None = 0,
                  tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
-                 sas_rules: Mapping[str, tuple[str, Sequence[str]]] | None = None, require_auth: bool = False):
+                 sas_rules: Mapping[str, tuple[str, Sequence[str]]] | None = None, require_auth: bool = False,
+                 registry_port: int | None = None, schema_groups: Mapping[str, tuple[str, str]] | None = None):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -160,6 +177,8 @@ class EmulatorProcess:
         self.require_auth = require_auth
         self.websocket_port = websocket_port
         self.tls = tls
+        self.registry_port = registry_port
+        self.schema_groups = dict(schema_groups or {})
         self.pid = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self.admin = EmulatorAdmin(f"http://127.0.0.1:{admin_port}")
@@ -172,7 +191,8 @@ class EmulatorProcess:
         return command(
             self.data_dir, host=self.host, port=self.port, admin_port=self.admin_port, hubs=self.hubs,
             consumer_groups=self.consumer_groups, key_name=self.key_name, key=self.key, sas_rules=self.sas_rules,
-            require_auth=self.require_auth, websocket_port=self.websocket_port, tls=self.tls, ready_file=self._ready_path,
+            require_auth=self.require_auth, websocket_port=self.websocket_port, tls=self.tls,
+            registry_port=self.registry_port, schema_groups=self.schema_groups, ready_file=self._ready_path,
             exit_with_parent=os.getpid(), extra_args=self.extra_args,
         )
 
@@ -192,6 +212,8 @@ class EmulatorProcess:
         self.admin_port = int(ready["admin_port"])
         if ready.get("websocket_port") is not None:
             self.websocket_port = int(ready["websocket_port"])
+        if ready.get("registry_port") is not None:
+            self.registry_port = int(ready["registry_port"])
         self.admin = EmulatorAdmin(f"http://127.0.0.1:{self.admin_port}")
         return self
 
@@ -239,6 +261,14 @@ class EmulatorProcess:
         if self.websocket_port is None:
             raise RuntimeError("this endpoint serves no WebSockets (websocket_port=None)")
         return f"sb://{self.host}:{self.websocket_port}"
+
+    @property
+    def registry_namespace(self) -> str:
+        """``host:port`` of the Schema Registry: the ``fully_qualified_namespace`` of a ``SchemaRegistryClient``
+        (which adds ``https://``), given ``connection_verify=<the CA bundle of tls>``."""
+        if self.registry_port is None:
+            raise RuntimeError("this endpoint serves no Schema Registry (registry_port=None)")
+        return f"{self.host}:{self.registry_port}"
 
     def __enter__(self) -> EmulatorProcess:
         return self.start()

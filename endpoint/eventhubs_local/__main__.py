@@ -16,6 +16,8 @@ from .admin import AdminServer
 from .auth import RIGHTS, SasValidator, parse_rights
 from .broker import FSYNC_POLICIES, Broker
 from .launcher import DEFAULT_KEY, DEFAULT_KEY_NAME, connection_string
+from .registry import Registry
+from .registry_http import RegistryServer
 from .server import Server
 from .store import Store, StoreError
 
@@ -28,7 +30,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=5672, help="AMQP port; 0 picks a free one")
     parser.add_argument("--websocket-port", type=int, default=None,
                         help="also serve AMQP over WebSockets (path /$servicebus/websocket) on this port; 0 picks a free one")
-    parser.add_argument("--tls-cert", default=None, help="PEM certificate (chain) for the WebSocket listener: wss://")
+    parser.add_argument("--registry-port", type=int, default=None,
+                        help="serve the Schema Registry's data plane over HTTPS on this port (needs --tls-cert and "
+                             "--tls-key); 0 picks a free one")
+    parser.add_argument("--schema-group", action="append", default=[], metavar="NAME[:FORMAT[:COMPATIBILITY]]",
+                        help="a schema group to create at start: FORMAT Avro (default), Json or Custom; "
+                             "COMPATIBILITY None (default), Backward or Forward (repeat it)")
+    parser.add_argument("--tls-cert", default=None,
+                        help="PEM certificate (chain) for the WebSocket listener (wss://) and the Schema Registry (https://)")
     parser.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     parser.add_argument("--admin-port", type=int, default=5680, help="admin HTTP port on 127.0.0.1; 0 picks a free one")
     parser.add_argument("--data-dir", required=True, help="where partition logs and hubs.json live")
@@ -48,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"a further key with its rights, a comma list of {', '.join(RIGHTS)} (Manage brings the "
                              "other two); e.g. listen-only=secret:Listen (repeat it)")
     parser.add_argument("--ready-file", default=None,
-                        help="write {host, port, admin_port, pid, websocket_port} as JSON once listening")
+                        help="write {host, port, admin_port, pid, websocket_port, registry_port} as JSON once listening")
     parser.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
                         help="stop when process PID (the parent that started us) is gone")
     parser.add_argument("--log-level", default="INFO")
@@ -86,16 +95,33 @@ async def serve(args: argparse.Namespace) -> None:
         raise StoreError(f"--sas-rule: {exc}") from None
     broker = Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
                     retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
+    registry = Registry(Path(args.data_dir))
+    for spec in args.schema_group:
+        name, _, rest = spec.partition(":")
+        fmt, _, compat = rest.partition(":")
+        try:
+            registry.create_group(name, fmt or "Avro", compat or "None")
+        except ValueError as exc:
+            raise StoreError(f"--schema-group {spec!r}: {exc}") from None
     tls = None
     if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key and args.websocket_port is not None):
-            raise StoreError("--tls-cert and --tls-key go together, with --websocket-port (TLS is the WebSocket listener's)")
+        if not (args.tls_cert and args.tls_key and (args.websocket_port is not None or args.registry_port is not None)):
+            raise StoreError("--tls-cert and --tls-key go together, with --websocket-port or --registry-port "
+                             "(TLS is the WebSocket listener's and the Schema Registry's)")
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(args.tls_cert, args.tls_key)
+    if args.registry_port is not None and tls is None:
+        raise StoreError("--registry-port needs --tls-cert and --tls-key: the Schema Registry is served over HTTPS only "
+                         "(its clients send their tokens to https:// addresses alone)")
     server = Server(broker, args.host, args.port, websocket_port=args.websocket_port, websocket_tls=tls)
-    admin = AdminServer(broker, "127.0.0.1", args.admin_port)
+    admin = AdminServer(broker, "127.0.0.1", args.admin_port, registry=registry)
+    registry_server = None
+    if args.registry_port is not None:
+        assert tls is not None
+        registry_server = RegistryServer(registry, args.host, args.registry_port, tls, validator)
     port = await server.start()
     admin_port = await admin.start()
+    registry_port = await registry_server.start() if registry_server else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,18 +131,23 @@ async def serve(args: argparse.Namespace) -> None:
     if server.websocket_port is not None:
         log.info("AMQP over WebSockets on %s://%s:%d/$servicebus/websocket", "wss" if tls else "ws", args.host,
                  server.websocket_port)
+    if registry_port is not None:
+        log.info("Schema Registry on https://%s:%d/$schemaGroups (%d schema groups)", args.host, registry_port,
+                 len(registry.groups))
     print("Connection string: " + connection_string(args.host, port, args.sas_key_name, args.sas_key), flush=True)
     if args.ready_file:
         tmp = args.ready_file + ".tmp"
         with open(tmp, "w") as fh:
             json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid(),
-                       "websocket_port": server.websocket_port}, fh)
+                       "websocket_port": server.websocket_port, "registry_port": registry_port}, fh)
         os.replace(tmp, args.ready_file)
     if args.exit_with_parent:
         loop.create_task(_watch_parent(args.exit_with_parent, stop))
     await stop.wait()
     log.info("stopping")
     await admin.close()
+    if registry_server:
+        await registry_server.close()
     await server.close()
     log.info("stopped")
 

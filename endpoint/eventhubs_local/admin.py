@@ -12,6 +12,9 @@ Routes (JSON bodies and replies; errors are ``{"error": "..."}`` with a 4xx stat
 * ``GET /faults``; ``POST /faults`` ``{"kind", "hub"?, "params"?}``; ``DELETE /faults`` clears all
 * ``GET /stats`` -- events stored, connections, links, CPU seconds of the server process
 * ``POST /retention`` -- run a retention pass now
+* ``GET /schema-groups`` -- the Schema Registry's groups with their schemas' versions;
+  ``POST /schema-groups`` ``{"name", "format", "compatibility"}`` creates one (201; 200 if it existed,
+  its compatibility mode set)
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from urllib.parse import unquote
 
 from .broker import Broker
 from .faults import FaultError
+from .registry import Registry
 from .store import StoreError
 
 _LOG = logging.getLogger(__name__)
@@ -35,8 +39,9 @@ MAX_BODY = 1024 * 1024
 class AdminServer:
     """The admin endpoint over one broker: serves the routes above on ``host:port`` (port 0: a free one)."""
 
-    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5680):
+    def __init__(self, broker: Broker, host: str = "127.0.0.1", port: int = 5680, *, registry: Registry | None = None):
         self.broker = broker
+        self.registry = registry
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
@@ -142,6 +147,16 @@ class AdminServer:
                 broker.faults.clear()
                 _LOG.info("faults cleared")
                 return 200, {"faults": []}
+        if segments == ["schema-groups"] and self.registry is not None:
+            if method == "GET":
+                return 200, {"groups": [g.describe() for g in self.registry.groups.values()]}
+            if method == "POST":
+                try:
+                    group, created = self.registry.create_group(_name(body, "name"), body.get("format", "Avro"),
+                                                                body.get("compatibility", "None"))
+                except ValueError as exc:
+                    raise _HttpError(400, str(exc)) from None
+                return (201 if created else 200), group.describe()
         if segments == ["retention"] and method == "POST":
             return 200, {"dropped": broker.apply_retention()}
         raise _HttpError(404 if method in ("GET", "POST", "DELETE") else 405, f"no route for {method} {path}")

@@ -92,6 +92,27 @@ class SasValidator:
 
     def grant(self, token: str, audience: str, now: float | None = None) -> Grant:
         """The hub (lower case) and rights a valid token for ``audience`` grants, or ``AuthError``."""
+        fields, rights = self._verified(token, now)
+        token_hub = audience_hub(fields["sr"])
+        requested_hub = audience_hub(audience)
+        if not token_hub or token_hub != requested_hub:
+            raise AuthError(f"token is for {fields['sr']!r}, not for hub {requested_hub!r}")
+        return Grant(token_hub, rights)
+
+    def namespace_rights(self, token: str, now: float | None = None) -> frozenset[str]:
+        """The rights a valid token for the whole namespace grants (the Schema Registry's), or ``AuthError``.
+
+        Its ``sr`` must be the namespace (``https://host/`` or ``sb://host/``), optionally with the path
+        ``$schemagroups``: a token for one hub opens only that hub.
+        """
+        fields, rights = self._verified(token, now)
+        scope = audience_hub(fields["sr"])
+        if scope not in ("", "$schemagroups"):
+            raise AuthError(f"token is for {fields['sr']!r}, not for the namespace (sr=https://<namespace>/)")
+        return rights
+
+    def _verified(self, token: str, now: float | None) -> tuple[dict[str, str], frozenset[str]]:
+        """A token's fields and its rule's rights, once its key, expiry and signature are checked."""
         if not token.startswith("SharedAccessSignature "):
             raise AuthError("token is not a SharedAccessSignature")
         fields = {k: v[0] for k, v in parse_qs(token[len("SharedAccessSignature "):], keep_blank_values=True).items()}
@@ -114,8 +135,4 @@ class SasValidator:
         ).decode()
         if not hmac.compare_digest(expected_sig, fields["sig"]):
             raise AuthError("token signature does not match the shared access key")
-        token_hub = audience_hub(fields["sr"])
-        requested_hub = audience_hub(audience)
-        if not token_hub or token_hub != requested_hub:
-            raise AuthError(f"token is for {fields['sr']!r}, not for hub {requested_hub!r}")
-        return Grant(token_hub, rights)
+        return fields, rights

@@ -38,6 +38,7 @@ def command(
     sas_rules: Mapping[str, tuple[str, Sequence[str]]] | None = None, require_auth: bool = False,
     websocket_port: int | None = None,
     tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+    registry_port: int | None = None, schema_groups: Mapping[str, tuple[str, str]] | None = None,
     ready_file: str | os.PathLike[str] | None = None, exit_with_parent: int | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
@@ -51,7 +52,11 @@ def command(
         (``Manage`` brings the other two), e.g. ``{"listen-only": ("key2", ["Listen"])}``.
     :param require_auth: validate SAS tokens (``--require-auth``); the keys and rules count only with it.
     :param websocket_port: also serve AMQP over WebSockets on this port (0: a free one; ``None``: not served).
-    :param tls: PEM certificate and key of the WebSocket listener (``wss://``).
+    :param tls: PEM certificate and key of the WebSocket listener (``wss://``) and of the Schema Registry.
+    :param registry_port: serve the Schema Registry over HTTPS on this port (0: a free one; ``None``: not
+        served); needs ``tls``.
+    :param schema_groups: schema group name -> (format, compatibility mode), created at start, e.g.
+        ``{"orders": ("Avro", "Backward")}``.
     :param ready_file: where the endpoint writes its ports as JSON once it listens.
     :param exit_with_parent: the endpoint stops when the process with this id is gone (``None``: it lives on).
     :param extra_args: further arguments, as ``python -m eventhubs_local --help`` lists them.
@@ -71,6 +76,10 @@ def command(
         cmd += ["--websocket-port", str(websocket_port)]
     if tls:
         cmd += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+    if registry_port is not None:
+        cmd += ["--registry-port", str(registry_port)]
+    for group, (fmt, compatibility) in (schema_groups or {}).items():
+        cmd += ["--schema-group", f"{group}:{fmt}:{compatibility}"]
     for name, partitions in (hubs or {}).items():
         cmd += ["--hub", f"{name}:{partitions}"]
     for hub, groups in (consumer_groups or {}).items():
@@ -100,7 +109,7 @@ def wait_ready(
 ) -> dict[str, Any]:
     """
     What the endpoint wrote to ``ready_file`` once it listens (``host``, ``port``, ``admin_port``, ``pid``,
-    ``websocket_port``). Raises ``RuntimeError`` when it exits first and ``TimeoutError`` (after killing
+    ``websocket_port``, ``registry_port``). Raises ``RuntimeError`` when it exits first and ``TimeoutError`` (after killing
     it) when it is not ready within ``timeout`` seconds; both end with the tail of its log.
     """
     ready_path, log_path = Path(ready_file), Path(log_path)

@@ -1,0 +1,162 @@
+"""Where a namespace's Schema Registry is and how to authenticate to it: Microsoft's ``SchemaRegistryClient``.
+
+:class:`SchemaRegistryEndpoint` is plain data with no Airflow import, like
+:class:`~airflow_provider_eh.client.endpoint.EventHubsEndpoint`: the hook builds it from an
+``azure_event_hubs`` connection, and what encodes or decodes typed events (a publish, a Spark
+executor, an ingestion) builds its own client from it with :meth:`SchemaRegistryEndpoint.client`.
+Secrets stay out of ``repr``.
+
+Credentials, by the connection's kind:
+
+* the local endpoint (a connection string with ``UseDevelopmentEmulator=true``): its shared access
+  key signs SAS tokens for the registry's address (:class:`SharedAccessKeyCredential`), which the
+  endpoint checks with ``--require-auth``; the registry is at the ``schema_registry_namespace`` field
+  (``127.0.0.1:<registry port>``), over HTTPS with the ``ca_bundle`` field's CA;
+* a service principal (client id, secret, tenant): a ``ClientSecretCredential``;
+* otherwise ``DefaultAzureCredential`` (optionally ``managed_identity_client_id``): Azure's Schema
+  Registry takes Microsoft Entra tokens only, so a connection string to Azure reaches it this way too
+  (the identity needs the Schema Registry Reader or Contributor role on the namespace).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote_plus, urlencode
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AccessToken
+    from azure.schemaregistry import SchemaRegistryClient
+    from azure.schemaregistry.aio import SchemaRegistryClient as AsyncSchemaRegistryClient
+
+#: how long a signed SAS token lives; the client asks again before it expires
+TOKEN_SECONDS = 3600
+
+
+class SharedAccessKeyCredential:
+    """A ``TokenCredential`` of a namespace's shared access key: SAS tokens for ``audience``.
+
+    :param audience: what the tokens are for, ``https://<namespace>/`` (the local endpoint's registry).
+    :param key_name: the key's name (``SharedAccessKeyName``).
+    :param key: the key (``SharedAccessKey``); never in ``repr``.
+    :param signature: a token signed already (``SharedAccessSignature=`` of a connection string), given as is
+        until its expiry.
+    """
+
+    def __init__(self, audience: str, key_name: str = "", key: str = "", signature: str = "") -> None:
+        if not signature and not (key_name and key):
+            raise ValueError("a shared access key credential needs SharedAccessKeyName and SharedAccessKey, "
+                             "or a SharedAccessSignature")
+        self.audience = audience
+        self.key_name = key_name
+        self.__key = key
+        self.__signature = signature
+
+    def __repr__(self) -> str:
+        return f"SharedAccessKeyCredential(audience={self.audience!r}, key_name={self.key_name!r})"
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        """A SAS token (whatever ``scopes``: the key signs for the namespace)."""
+        from azure.core.credentials import AccessToken
+
+        if self.__signature:
+            fields = parse_qs(self.__signature.split(" ", 1)[-1])
+            expiry = int((fields.get("se") or [str(int(time.time()) + TOKEN_SECONDS)])[0])
+            return AccessToken(self.__signature, expiry)
+        expiry = int(time.time()) + TOKEN_SECONDS
+        return AccessToken(sas_token(self.audience, self.key_name, self.__key, expiry), expiry)
+
+    def close(self) -> None:
+        """Nothing to release (the ``TokenCredential`` protocol's)."""
+
+
+class AsyncSharedAccessKeyCredential(SharedAccessKeyCredential):
+    """The same credential for the async clients (an ``AsyncTokenCredential``)."""
+
+    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:  # type: ignore[override]
+        """A SAS token, as :meth:`SharedAccessKeyCredential.get_token` signs it."""
+        return SharedAccessKeyCredential.get_token(self, *scopes, **kwargs)
+
+    async def close(self) -> None:  # type: ignore[override]
+        """Nothing to release."""
+
+    async def __aenter__(self) -> AsyncSharedAccessKeyCredential:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def sas_token(audience: str, key_name: str, key: str, expiry: int) -> str:
+    """A SAS token for ``audience`` signed with ``key``: HMAC-SHA256 of the url-encoded audience and the expiry."""
+    signature = base64.b64encode(hmac.new(key.encode(), f"{quote_plus(audience)}\n{expiry}".encode(),
+                                          hashlib.sha256).digest())
+    return "SharedAccessSignature " + urlencode({"sr": audience, "sig": signature, "se": str(expiry), "skn": key_name})
+
+
+@dataclass(frozen=True)
+class SchemaRegistryEndpoint:
+    """
+    A namespace's Schema Registry and the credential to use.
+
+    :param fully_qualified_namespace: ``<ns>.servicebus.windows.net``, or ``host:port`` of the local
+        endpoint's registry; the client reaches ``https://`` of it.
+    :param credential_kind: ``shared_access_key`` (the local endpoint), ``client_secret`` or
+        ``default_azure_credential``.
+    :param key_name: with ``key`` (or ``signature``): the shared access key of ``shared_access_key``.
+    :param ca_bundle: a PEM file of CAs to trust (the local endpoint's own); empty: the system's.
+    """
+
+    fully_qualified_namespace: str
+    credential_kind: str
+    key_name: str | None = None
+    key: str | None = field(default=None, repr=False)
+    signature: str | None = field(default=None, repr=False)
+    tenant_id: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    managed_identity_client_id: str | None = None
+    ca_bundle: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.fully_qualified_namespace}"
+
+    def credential(self, *, aio: bool = False) -> Any:
+        """The ``TokenCredential`` of :attr:`credential_kind` (``aio``: an ``AsyncTokenCredential``)."""
+        if self.credential_kind == "shared_access_key":
+            cls = AsyncSharedAccessKeyCredential if aio else SharedAccessKeyCredential
+            return cls(self.url + "/", self.key_name or "", self.key or "", self.signature or "")
+        if self.credential_kind == "client_secret" and self.tenant_id and self.client_id and self.client_secret:
+            if aio:
+                from azure.identity.aio import ClientSecretCredential
+            else:
+                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
+            return ClientSecretCredential(self.tenant_id, self.client_id, self.client_secret)
+        if aio:
+            from azure.identity.aio import DefaultAzureCredential
+        else:
+            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
+        return DefaultAzureCredential(managed_identity_client_id=self.managed_identity_client_id)
+
+    def client_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The transport's arguments (the CA bundle as ``connection_verify``) under the caller's ``kwargs``."""
+        base: dict[str, Any] = {"connection_verify": self.ca_bundle} if self.ca_bundle else {}
+        return {**base, **kwargs}
+
+    def client(self, **kwargs: Any) -> SchemaRegistryClient:
+        """Microsoft's ``SchemaRegistryClient`` for this registry; ``kwargs`` go to it (``retry_total``, ...).
+        The caller closes it (use it as a context manager)."""
+        from azure.schemaregistry import SchemaRegistryClient
+
+        return SchemaRegistryClient(self.fully_qualified_namespace, self.credential(), **self.client_kwargs(kwargs))
+
+    def async_client(self, **kwargs: Any) -> AsyncSchemaRegistryClient:
+        """The async ``SchemaRegistryClient`` (``azure.schemaregistry.aio``), for triggers; the caller closes it."""
+        from azure.schemaregistry.aio import SchemaRegistryClient as AsyncClient
+
+        return AsyncClient(self.fully_qualified_namespace, self.credential(aio=True), **self.client_kwargs(kwargs))
