@@ -15,10 +15,12 @@ the JSON and the scrubbing; the connections from ``AIRFLOW_CONN_*``; not the HTT
 around them, which ``bench/ui_api.py`` measures through ``airflow standalone``): the overview (the
 median of ``--repeat`` answers, each after the view's 2-second cache of partition properties has
 expired), and the trends:
-its first answer (nothing read before: each request reads at most the view's budget of history
-records, new ones first), the answers after it until the publish trend is complete, and the median
-of ``--repeat`` answers after that (what a person sees once the history is read, as the view's
-sampler reads it in the background when on).
+its first answer (nothing read before: the producer states and lag samples downloaded, and history
+records read for at most ``view_history_read_seconds``, 1 s, new ones first), the answers after it
+until the publish trend is complete, and the median of ``--repeat`` answers after that (what a person
+sees once the history is read, as the view's sampler reads it in the background when on). The
+overview's answers come after the trends': the producer states are the ones kept (a state is
+downloaded again only when its ETag moved), as for anyone opening the view after another.
 
 The last line is ``overview_s=... trends_first_s=... trends_s=... ratio_overview=<overview / 2 s>
 ratio_trends=<trends / 2 s> ratio_trends_first=<first trends answer / 2 s>``.
