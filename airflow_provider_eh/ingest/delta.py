@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 APPEND = "append"
 MERGE = "merge"
+# a Delta sink's default batch_bytes: few, large commits and files (a SQL sink's is 4 MiB)
+DELTA_BATCH_BYTES = 64 * 1024 * 1024
 DEAD_LETTER_SUFFIX = "_dead_letters"
 # commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
 META_PARTITION = "eventhubs.partition_id"
@@ -129,6 +131,7 @@ class DeltaTransaction:
     def __init__(self, store: DeltaIngestStore):
         self._store = store
         self.rows: list[Mapping[str, Any]] = []
+        self.tables: list[Any] = []  # the rows as Arrow tables of the table's schema, as converted by insert_rows
         self.dead_letters: list[dict[str, Any]] = []
         self.marks_to_save: dict[str, int] = {}
         self.partition_id: str | None = None
@@ -170,17 +173,18 @@ class DeltaTransaction:
 
     def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Buffer ``rows``, converted to the table's columns now so that a row it cannot hold raises here."""
-        self._store.arrow_rows(rows)
+        self.tables.append(self._store.arrow_rows(rows))
         self.rows.extend(rows)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A scope whose buffered rows and dead letters are dropped if its block raises."""
-        rows, letters = len(self.rows), len(self.dead_letters)
+        rows, tables, letters = len(self.rows), len(self.tables), len(self.dead_letters)
         try:
             yield
         except BaseException:
             del self.rows[rows:]
+            del self.tables[tables:]
             del self.dead_letters[letters:]
             raise
 
@@ -383,7 +387,11 @@ class DeltaIngestStore:
                                    commit_properties=properties)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
             else:
-                write_deltalake(self._table, self.arrow_rows(rows), mode="append", storage_options=self.target.storage_options,
+                import pyarrow as pa
+
+                # converted once, by insert_rows, to the existing table's schema
+                data = pa.concat_tables(tx.tables) if tx.tables else self.arrow_rows([])
+                write_deltalake(self._table, data, mode="append", storage_options=self.target.storage_options,
                                 commit_properties=properties, target_file_size=self.target.target_file_size)
         except CommitFailedError as exc:
             self._lost(tx, exc)

@@ -113,6 +113,7 @@ class Drain:
         self._close_partition = close_partition
         self._clock = clock
         self._delivered_at = {p: clock() for p in ranges}
+        self._taken: dict[str, int] = {}  # partition -> the last sequence number taken
 
     def take(self) -> tuple[str, list[IngestEvent]] | None:
         """
@@ -137,12 +138,18 @@ class Drain:
             if self.arrivals.fill(p, events):
                 self._delivered_at[p] = self._clock()
         after = self.after[p]
-        if events and events[0].sequence_number > after + 1:
+        # what was taken but is not committed yet (held by a Gathering) counts as delivered
+        delivered = max(after, self._taken.get(p, after))
+        if events and events[0].sequence_number > delivered + 1:
             log.warning(
-                "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "
+                "Instance %s: partition %s resumes at seq %d but its %s %d: events %d-%d are no "
                 "longer in the hub (retention) and were never ingested",
-                self.owner_id, p, events[0].sequence_number, after, after + 1, events[0].sequence_number - 1,
+                self.owner_id, p, events[0].sequence_number,
+                "checkpoint is" if delivered == after else "last event received was", delivered, delivered + 1,
+                events[0].sequence_number - 1,
             )
+        if events:
+            self._taken[p] = events[-1].sequence_number
         return p, [e for e in events if after < e.sequence_number <= self.targets[p]]
 
     def _check_stall(self, partition_id: str) -> None:

@@ -31,7 +31,13 @@ from airflow_provider_eh.ingest import (
     Stream,
     replay_dead_letters,
 )
-from airflow_provider_eh.ingest.delta import APPEND, DeltaIngestStore, DeltaTarget, check_delta_options
+from airflow_provider_eh.ingest.delta import (
+    APPEND,
+    DELTA_BATCH_BYTES,
+    DeltaIngestStore,
+    DeltaTarget,
+    check_delta_options,
+)
 from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
@@ -64,7 +70,6 @@ SQL = "sql"
 DELTA = "delta"
 AZURE_SCHEMES = ("abfss://", "abfs://", "az://", "azure://", "adl://")
 SQL_BATCH_BYTES = 4 * 1024 * 1024
-DELTA_BATCH_BYTES = 64 * 1024 * 1024
 
 
 def delta_storage_options(uri: str, wasb_conn_id: str) -> dict[str, str] | None:

@@ -167,3 +167,11 @@ def test_gathering_of_zero_seconds_makes_every_take_a_batch():
     gathering = Gathering(0.0, None, 1000)
     gathering.add("0", events("0", 0, 1))
     assert [seqs(b) for _, b in gathering.due({"0": 99}, {"0"})] == [[0, 1]]
+
+
+def test_events_held_for_a_later_commit_are_no_gap(caplog):
+    drain, _ = drain_of({"0": (-1, 9)}, ("0", events("0", 0, 4)), ("0", events("0", 5, 9)), batch_size=5)
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_eh.ingest.drain"):
+        assert seqs(drain.take()[1]) == [0, 1, 2, 3, 4]
+        assert seqs(drain.take()[1]) == [5, 6, 7, 8, 9]  # taken before the first five are committed (gathered)
+    assert "resumes at seq" not in caplog.text
