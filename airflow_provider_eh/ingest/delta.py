@@ -332,12 +332,13 @@ class DeltaIngestStore:
         known = self.counts.offsets.get(partition_id)
         if known is not None and known[0] == sequence_number:
             return known[1]
+        offset = None  # also remembered when not found: the history is read once per partition and checkpoint
         for commit in self._table.history(_OFFSET_HISTORY):
             if commit.get(META_PARTITION) == partition_id and str(commit.get(META_SEQUENCE)) == str(sequence_number):
-                offset = commit.get(META_OFFSET)
-                self.counts.offsets[partition_id] = (sequence_number, offset)
-                return offset
-        return None
+                offset = commit.get(META_OFFSET) or None
+                break
+        self.counts.offsets[partition_id] = (sequence_number, offset)
+        return offset
 
     @contextmanager
     def transaction(self) -> Iterator[DeltaTransaction]:

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import sinks
 from azure.eventhub import EventData, EventHubProducerClient
+from azure.storage.blob import ContainerClient
 from worker import rows
 
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 
@@ -100,6 +102,13 @@ def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Calla
         return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ.copy())
 
     return run
+
+
+def blob_checkpoints(azurite, container, eh_conn_str) -> dict[str, int | None]:
+    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
+    client = ContainerClient.from_connection_string(azurite.connection_string, container)
+    read = CheckpointReader(client, endpoint.fully_qualified_namespace, endpoint.eventhub_name).read("$Default")
+    return {p: read.sequence_number(p) for p in read.checkpoints}
 
 
 def trace(tmp_path: Path) -> list[dict]:

@@ -15,22 +15,12 @@ from collections import Counter
 
 import pytest
 import sinks
-from azure.storage.blob import ContainerClient
-from conftest import TABLE, publish, sql_checkpoints, stamped, table_rows, trace
+from conftest import TABLE, blob_checkpoints, publish, sql_checkpoints, stamped, table_rows, trace
 
-from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
-from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import STAGES
 
 PER_PARTITION = 25
 STATE_TABLES = ("checkpoint", "dedupe", "dead_letter", "session", "deferred")
-
-
-def blob_checkpoints(azurite, container, eh_conn_str) -> dict[str, int | None]:
-    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
-    client = ContainerClient.from_connection_string(azurite.connection_string, container)
-    read = CheckpointReader(client, endpoint.fully_qualified_namespace, endpoint.eventhub_name).read("$Default")
-    return {p: read.sequence_number(p) for p in read.checkpoints}
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])

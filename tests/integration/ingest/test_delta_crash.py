@@ -16,7 +16,7 @@ from collections import Counter
 import pyarrow.dataset as ds
 import pytest
 from azure.storage.blob import BlobServiceClient
-from conftest import publish, stamped, trace
+from conftest import blob_checkpoints, publish, stamped, trace
 from deltalake import DeltaTable
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
@@ -65,7 +65,9 @@ def _filesystem(table: dict):
     return PyFileSystem(DeltaStorageHandler(table["uri"], table["storage_options"]))
 
 
-def test_delta_kill_at_every_step_then_resume_writes_each_event_once(delta_table, forked_worker, eh_conn_str, tmp_path):
+def test_delta_kill_at_every_step_then_resume_writes_each_event_once(
+    delta_table, forked_worker, eh_conn_str, azurite, container, tmp_path
+):
     publish(eh_conn_str, {p: stamped(p, PER_PARTITION) for p in "0123"})
     total = 4 * PER_PARTITION
     commits = 0
@@ -98,3 +100,5 @@ def test_delta_kill_at_every_step_then_resume_writes_each_event_once(delta_table
     history = DeltaTable(delta_table["uri"], storage_options=delta_table["storage_options"]).history()
     assert [h["operation"] for h in history] == ["WRITE"] * commits  # one commit per batch, none for a killed one
     assert sum(h["operationMetrics"]["num_added_rows"] for h in history) == total
+    # the standard blob checkpoints follow the table's, with the offsets its commits recorded
+    assert blob_checkpoints(azurite, container, eh_conn_str) == {p: PER_PARTITION - 1 for p in "0123"}
