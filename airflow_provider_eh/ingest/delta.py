@@ -43,9 +43,9 @@ MERGE = "merge"
 DELTA_BATCH_BYTES = 64 * 1024 * 1024
 DEAD_LETTER_SUFFIX = "_dead_letters"
 # commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
-META_PARTITION = "eventhubs.partition_id"
-META_OFFSET = "eventhubs.offset"
-META_SEQUENCE = "eventhubs.sequence_number"
+META_PARTITION = "eh.ingest.partition_id"
+META_OFFSET = "eh.ingest.offset"
+META_SEQUENCE = "eh.ingest.sequence_number"
 _OFFSET_HISTORY = 200  # commits looked back for a partition's offset that this process did not commit
 
 
