@@ -1,6 +1,7 @@
 """The ingest operator with ``sink="delta"``: a table in Azurite reached with a ``wasb`` connection's account and key
 (no connection string), the default JSON row function, dead letters in their own table, a re-run that loads
-only what is new, compaction and vacuum by the maintenance operator, and what it refuses before reading an event."""
+only what is new, compaction and vacuum by the maintenance operator, and what it refuses before reading an event;
+and two writers of one partition racing on a table in Azurite, where delta-rs refuses the later commit."""
 
 from __future__ import annotations
 
@@ -86,3 +87,40 @@ def test_delta_sink_refuses_what_it_cannot_keep_before_reading(connections, tmp_
         operator.execute(context("r1"))  # type: ignore[arg-type]
     assert isinstance(raised.value, SinkConfigError) or isinstance(raised.value.__cause__, SinkConfigError)
     assert not (tmp_path / "t").exists()
+
+
+def test_two_writers_of_a_partition_in_azure_storage_one_commit_wins(azurite, monkeypatch):
+    import json
+    from datetime import UTC, datetime
+
+    from airflow_provider_eh.errors import PartitionTakenOverError
+    from airflow_provider_eh.ingest import BatchProcessor, IngestEvent
+
+    lake = unique_name("lake")
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(lake)
+    monkeypatch.setenv(*connection_env("lake_race", "wasb", extra={"connection_string": azurite.connection_string}))
+    target = DeltaTarget(f"abfss://{lake}@{ACCOUNT_NAME}.dfs.core.windows.net/orders",
+                         BlobStorageHook("lake_race").delta_storage_options())
+    stream = Stream("ns.example.net", "orders", "$Default")
+    processor = BatchProcessor("delta_table", lambda e: {"id": e.json()["id"], "seq": e.sequence_number})
+
+    def batch(writer: str, first: int, last: int) -> list[IngestEvent]:
+        return [IngestEvent("0", s, str(s), datetime(2026, 1, 1, tzinfo=UTC), json.dumps({"id": f"{writer}{s}"}).encode())
+                for s in range(first, last + 1)]
+
+    def commit(store: DeltaIngestStore, events: list[IngestEvent], after: int) -> None:
+        with store.transaction() as tx:
+            processor.process(tx, "0", events)
+            tx.advance_checkpoint("0", after, events[-1].sequence_number, events[-1].offset, "w")
+
+    first = DeltaIngestStore(target, stream)
+    commit(first, batch("a", 0, 0), -1)
+    second = DeltaIngestStore(target, stream)
+    with pytest.raises(PartitionTakenOverError, match="another instance committed it up to sequence number 2"):
+        with second.transaction() as tx:  # both read checkpoint 0; the first commits while the second writes
+            processor.process(tx, "0", batch("b", 1, 2))
+            tx.advance_checkpoint("0", 0, 2, "2", "second")
+            commit(first, batch("a", 1, 2), 0)
+    table = DeltaTable(target.uri, storage_options=target.storage_options)
+    assert sorted(r["id"] for r in table.to_pyarrow_table().to_pylist()) == ["a0", "a1", "a2"]
+    assert table.version() == 1
