@@ -143,6 +143,7 @@ _MODULES: dict[str, list[str]] = {
         "airflow_provider_eh.operators.spark_publish",
         "airflow_provider_eh.operators.ingest_events",
         "airflow_provider_eh.operators.health_check",
+        "airflow_provider_eh.operators.delta_maintenance",
     ],
     "sensors": ["airflow_provider_eh.sensors.checkpoint", "airflow_provider_eh.sensors.await_event"],
     "triggers": ["airflow_provider_eh.triggers.checkpoint", "airflow_provider_eh.triggers.event"],

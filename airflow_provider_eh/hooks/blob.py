@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from airflow.sdk import BaseHook
 
@@ -80,6 +81,46 @@ def account_url_of(host: str | None, login: str | None) -> str:
     if not url:
         return f"https://{login}.blob.core.windows.net/" if login else ""
     return url if "://" in url else f"https://{url}"
+
+
+def _account_options(account_url: str) -> dict[str, str]:
+    """delta-rs options naming the account of ``account_url``: its name, and its endpoint unless it is Azure's own."""
+    parsed = urlparse(account_url)
+    host = parsed.hostname or ""
+    if host.endswith(".blob.core.windows.net"):
+        return {"azure_storage_account_name": host.split(".")[0]}
+    path = [part for part in parsed.path.split("/") if part]
+    name = path[0] if path and (host in ("localhost", "127.0.0.1") or host.replace(".", "").isdigit()) else host.split(".")[0]
+    options = {"azure_storage_account_name": name,
+               "azure_storage_endpoint": f"{parsed.scheme}://{parsed.netloc}{parsed.path}".rstrip("/")}
+    if parsed.scheme == "http":
+        options["allow_http"] = "true"
+    return options
+
+
+def _options_of_connection_string(conn_str: str) -> dict[str, str]:
+    """delta-rs options of an Azure Storage connection string (``AccountName``, ``AccountKey``, ``BlobEndpoint``,
+    ``SharedAccessSignature``, ``UseDevelopmentStorage``)."""
+    parts = {}
+    for part in conn_str.split(";"):
+        name, _, value = part.partition("=")
+        if name.strip():
+            parts[name.strip().lower()] = value.strip()
+    if parts.get("usedevelopmentstorage", "").lower() == "true":
+        return {"azure_storage_use_emulator": "true"}
+    account = parts.get("accountname", "")
+    endpoint = parts.get("blobendpoint")
+    if not endpoint and account:
+        protocol = parts.get("defaultendpointsprotocol", "https")
+        endpoint = f"{protocol}://{account}.blob.{parts.get('endpointsuffix', 'core.windows.net')}"
+    options = _account_options(endpoint) if endpoint else {}
+    if account:
+        options["azure_storage_account_name"] = account
+    if parts.get("accountkey"):
+        options["azure_storage_account_key"] = parts["accountkey"]
+    if parts.get("sharedaccesssignature"):
+        options["azure_storage_sas_token"] = parts["sharedaccesssignature"].lstrip("?")
+    return options
 
 
 class _BlobConnection:
@@ -284,6 +325,36 @@ class BlobStorageHook(_BlobConnection, BaseHook):
             return self._unreachable(exc, doing)
         mapped = provider_error(exc, site.during(doing))
         return mapped if mapped is not None else self._unreachable(exc, doing)
+
+    def delta_storage_options(self) -> dict[str, str]:
+        """
+        The connection's account and credential as delta-rs (``deltalake``) object store options, for a Delta
+        table at an ``abfss://`` or ``az://`` URI: the credential this hook would use, in the same order
+        (connection string, service principal, account key, SAS, then the managed identity / environment chain
+        of delta-rs itself); a host that is not ``*.blob.core.windows.net`` (Azurite, a sovereign cloud) becomes
+        ``azure_storage_endpoint``. The values hold secrets: pass them to ``deltalake`` only, never log them.
+        """
+        conn = self._conn
+        how, kwargs = self._service_kwargs(conn, aio=False)
+        extras = conn.extra_dejson or {}
+        if how == "connection_string":
+            return _options_of_connection_string(kwargs["conn_str"])
+        account_url = kwargs["account_url"]
+        options = _account_options(account_url)
+        if how == "account_key":
+            options["azure_storage_account_key"] = str(kwargs["credential"])
+        elif how == "client_secret":
+            options.update(azure_client_id=conn.login, azure_client_secret=conn.password,
+                           azure_tenant_id=str(extra_field(extras, CONN_TYPE, "tenant_id")))
+        elif how == "sas_token":
+            options["azure_storage_sas_token"] = str(extra_field(extras, CONN_TYPE, "sas_token")).lstrip("?")
+        elif how == "sas_url":
+            options["azure_storage_sas_token"] = urlparse(account_url).query
+        else:
+            client_id = extra_field(extras, CONN_TYPE, "managed_identity_client_id")
+            if client_id:
+                options["azure_msi_client_id"] = str(client_id)
+        return options
 
     def ensure_container(self, container: str) -> ContainerClient:
         """The container's client, creating the container when it does not exist yet."""

@@ -1,8 +1,10 @@
-"""Reliable, transactional ingestion from Event Hubs into SQL (no Airflow import).
+"""Reliable, transactional ingestion from Event Hubs into SQL or Delta Lake (no Airflow import).
 
 - :class:`IngestRun`: one bounded run of one instance (checkpoint -> last event at start);
 - :class:`BatchProcessor`: what each batch does in its SQL transaction (rows, dedupe, sessions, dead letters);
 - :class:`SqlIngestStore`: the state tables on any DB-API connection;
+- :class:`~airflow_provider_eh.ingest.delta.DeltaIngestStore`: a Delta table whose log holds the checkpoints
+  (``deltalake`` imported only when one is used);
 - :func:`replay_dead_letters`, :func:`complete_session`: acting on the stored state afterwards.
 
 ``python -m airflow_provider_eh.ingest --help`` lists, replays and completes from a shell.

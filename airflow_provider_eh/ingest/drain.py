@@ -16,7 +16,7 @@ import logging
 import queue
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from airflow_provider_eh.client.receive import STOP
@@ -113,6 +113,7 @@ class Drain:
         self._close_partition = close_partition
         self._clock = clock
         self._delivered_at = {p: clock() for p in ranges}
+        self._taken: dict[str, int] = {}  # partition -> the last sequence number taken
 
     def take(self) -> tuple[str, list[IngestEvent]] | None:
         """
@@ -137,12 +138,18 @@ class Drain:
             if self.arrivals.fill(p, events):
                 self._delivered_at[p] = self._clock()
         after = self.after[p]
-        if events and events[0].sequence_number > after + 1:
+        # what was taken but is not committed yet (held by a Gathering) counts as delivered
+        delivered = max(after, self._taken.get(p, after))
+        if events and events[0].sequence_number > delivered + 1:
             log.warning(
-                "Instance %s: partition %s resumes at seq %d but its checkpoint is %d: events %d-%d are no "
+                "Instance %s: partition %s resumes at seq %d but its %s %d: events %d-%d are no "
                 "longer in the hub (retention) and were never ingested",
-                self.owner_id, p, events[0].sequence_number, after, after + 1, events[0].sequence_number - 1,
+                self.owner_id, p, events[0].sequence_number,
+                "checkpoint is" if delivered == after else "last event received was", delivered, delivered + 1,
+                events[0].sequence_number - 1,
             )
+        if events:
+            self._taken[p] = events[-1].sequence_number
         return p, [e for e in events if after < e.sequence_number <= self.targets[p]]
 
     def _check_stall(self, partition_id: str) -> None:
@@ -165,3 +172,52 @@ class Drain:
         if partition_id in self.receiving:
             self.receiving.discard(partition_id)
             self._close_partition(partition_id)
+
+
+class Gathering:
+    """
+    Events taken from the links, held per partition until a batch is worth a commit: one commit per partition
+    at most every ``seconds``, sooner when it reaches ``batch_size`` events or ``batch_bytes``, or the partition's
+    target (a Delta table wants few, large commits; ``seconds`` 0: every take is a batch, as the SQL sinks do).
+
+    :param seconds: how long a partition's first held event waits for more.
+    :param batch_size: events per batch at most (``None``: no count bound).
+    :param batch_bytes: event bodies per batch that make it due.
+    :param clock: monotonic seconds.
+    """
+
+    def __init__(self, seconds: float, batch_size: int | None, batch_bytes: int, clock: Callable[[], float] = time.monotonic):
+        self.seconds = seconds
+        self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
+        self._clock = clock
+        self._held: dict[str, tuple[float, list[IngestEvent], int]] = {}  # partition -> (since, events, bytes)
+
+    def add(self, partition_id: str, events: list[IngestEvent]) -> None:
+        since, held, size = self._held.get(partition_id) or (self._clock(), [], 0)
+        held.extend(events)
+        self._held[partition_id] = (since, held, size + _size(events))
+
+    def _is_due(self, since: float, events: list[IngestEvent], size: int, target: int | None, receiving: bool) -> bool:
+        if self.seconds <= 0 or not receiving or self._clock() - since >= self.seconds:
+            return True
+        if self.batch_size is not None and len(events) >= self.batch_size:
+            return True
+        return size >= self.batch_bytes or (target is not None and events[-1].sequence_number >= target)
+
+    def due(self, targets: Mapping[str, int], receiving: Collection[str]) -> Iterator[tuple[str, list[IngestEvent]]]:
+        """The partitions whose held events make a batch now, each with them (no longer held), in batches of at most
+        ``batch_size`` events."""
+        for p, (since, events, size) in list(self._held.items()):
+            if not self._is_due(since, events, size, targets.get(p), p in receiving):
+                continue
+            del self._held[p]
+            step = self.batch_size or len(events)
+            for i in range(0, len(events), step):
+                yield p, events[i:i + step]
+
+    def rest(self) -> Iterator[tuple[str, list[IngestEvent]]]:
+        """Everything still held (the links ended)."""
+        held, self._held = self._held, {}
+        for p, (_, events, _) in held.items():
+            yield p, events

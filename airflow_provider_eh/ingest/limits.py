@@ -29,6 +29,9 @@ class RunLimits:
         (retryable) instead of waiting forever.
     :param upto: load each named partition up to this sequence number at most (or the hub's end, if
         lower) and leave out the partitions it does not name; ``None``: every partition to its end.
+    :param batch_seconds: how long a partition's received events wait for more before they are committed,
+        unless ``batch_size`` or ``batch_bytes`` is reached first; 0: commit what has arrived at once (a Delta
+        table wants this higher: every commit is a log entry and at least one data file).
     :param checkpoint_interval: seconds between two writes of a partition's standard blob checkpoint
         while the run goes on (the SQL checkpoint moves with every batch; the blob with the newest of
         them, and at the end of the run with the last).
@@ -47,6 +50,7 @@ class RunLimits:
     stall_timeout: float = 120.0
     upto: Mapping[str, int] | None = None
     checkpoint_interval: float = 1.0
+    batch_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
@@ -55,5 +59,7 @@ class RunLimits:
             raise SinkConfigError(f"batch_size must be at least 1 (or None: by bytes and time), not {self.batch_size}")
         if self.batch_bytes < 1:
             raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
+        if self.batch_seconds < 0:
+            raise SinkConfigError(f"delta_batch_seconds / batch_seconds must be 0 or more seconds, not {self.batch_seconds}")
         if self.checkpoint_interval < 0:
             raise SinkConfigError(f"checkpoint_interval must be 0 (every batch) or more seconds, not {self.checkpoint_interval}")

@@ -25,10 +25,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_eh import steps
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
@@ -36,13 +37,13 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.client.receive import PartitionsReader
 from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
-from airflow_provider_eh.ingest.drain import Arrivals, Drain
+from airflow_provider_eh.ingest.drain import Arrivals, Drain, Gathering
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
 from airflow_provider_eh.ingest.ownership import PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.ingest.store import SqlIngestStore
+from airflow_provider_eh.ingest.store import SqlCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,16 @@ STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)  # the last anno
 # Events per receive call; a transaction takes as many received chunks of a partition as are
 # already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
 RECEIVE_CHUNK = 500
+
+
+class IngestStore(Protocol):
+    """Where a run writes: :class:`~airflow_provider_eh.ingest.store.SqlIngestStore` or
+    :class:`~airflow_provider_eh.ingest.delta.DeltaIngestStore`. A transaction commits a batch's rows with
+    its checkpoint (``advance_checkpoint``) or nothing."""
+
+    def checkpoints(self, partition_ids: Iterable[str]) -> Mapping[str, SqlCheckpoint]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
 
 
 @dataclass
@@ -104,7 +115,7 @@ class IngestRun:
 
     :param endpoint: the hub.
     :param consumer_group: the consumer group read as (and named in checkpoints and ownership).
-    :param store: the SQL state and target.
+    :param store: the state and target: a SQL store, or a Delta table.
     :param processor: what each batch does in its transaction.
     :param owner_id: this instance's stable id; a retry of the same task instance passes the same one.
     :param container_client: the blob container of the standard checkpoint and ownership blobs
@@ -118,7 +129,7 @@ class IngestRun:
         self,
         endpoint: EventHubsEndpoint,
         consumer_group: str,
-        store: SqlIngestStore,
+        store: IngestStore,
         processor: BatchProcessor,
         *,
         owner_id: str,
@@ -259,7 +270,7 @@ class IngestRun:
         claims = self.ownership.list()
         for p, cp in self.store.checkpoints(targets).items():
             blob = mirrored.get(p)
-            if cp.sequence_number < 0 or (blob is not None and blob >= cp.sequence_number):
+            if cp.sequence_number < 0 or cp.offset is None or (blob is not None and blob >= cp.sequence_number):
                 continue
             if p not in self.ownership.owned:
                 held = claims.get(p)
@@ -320,19 +331,26 @@ class IngestRun:
             close_partition=reader.close_partition, stall_timeout=limits.stall_timeout,
             hub=self.endpoint.eventhub_name, owner_id=self.owner_id,
         )
+        gathering = Gathering(limits.batch_seconds, limits.batch_size, limits.batch_bytes)
         try:
             while drain.receiving and self._budget_left():
                 taken = drain.take()
-                if taken is None:
-                    continue
-                p, events = taken
-                if limits.max_events is not None:
-                    events = events[: max(0, limits.max_events - self._events)]
-                if events and not self._commit_or_give_up(drain, p, events):
-                    continue
-                if self.ownership is not None:
-                    for lost in self.ownership.renew():
-                        drain.stop(lost)
+                if taken is not None and taken[1]:
+                    gathering.add(*taken)
+                for p, events in gathering.due(drain.targets, drain.receiving):
+                    if limits.max_events is not None:
+                        events = events[: max(0, limits.max_events - self._events)]
+                    if events and not self._commit_or_give_up(drain, p, events):
+                        continue
+                    if self.ownership is not None:
+                        for lost in self.ownership.renew():
+                            drain.stop(lost)
+            if self._budget_left():  # what the links delivered last, still gathering when they ended
+                for p, events in gathering.rest():
+                    if limits.max_events is not None:
+                        events = events[: max(0, limits.max_events - self._events)]
+                    if events and p in drain.after:
+                        self._commit_or_give_up(drain, p, events)
         finally:
             reader.close()
             writer, self._mirror_writer = self._mirror_writer, None  # its thread ends with the flush

@@ -1,7 +1,8 @@
-"""Ingest from Event Hubs into a SQL table, one transaction per batch; replay dead letters.
+"""Ingest from Event Hubs into a SQL or Delta table, one transaction per batch; replay dead letters.
 
 Thin shells over :mod:`airflow_provider_eh.ingest`: the operators turn connections into an
-endpoint, a DB-API connection and a blob container, and hand them to the engine. An SDK or network
+endpoint, a DB-API connection (or a Delta table and its storage options) and a blob container, and hand
+them to the engine. An SDK or network
 error of the run is raised as the error map's (:mod:`airflow_provider_eh.client.failures`): it names
 the connection, the address, the consumer group or the checkpoint container, the field to check and
 how many events the run committed before it, and says whether a retry can help.
@@ -30,6 +31,13 @@ from airflow_provider_eh.ingest import (
     Stream,
     replay_dead_letters,
 )
+from airflow_provider_eh.ingest.delta import (
+    APPEND,
+    DELTA_BATCH_BYTES,
+    DeltaIngestStore,
+    DeltaTarget,
+    check_delta_options,
+)
 from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
@@ -56,6 +64,25 @@ def _sql_connection(sql_conn_id: str) -> Any:
             "or mysql connection (install its Airflow provider)."
         )
     return hook.get_conn()
+
+
+SQL = "sql"
+DELTA = "delta"
+AZURE_SCHEMES = ("abfss://", "abfs://", "az://", "azure://", "adl://")
+SQL_BATCH_BYTES = 4 * 1024 * 1024
+
+
+def delta_storage_options(uri: str, wasb_conn_id: str) -> dict[str, str] | None:
+    """The object store options of a Delta table at ``uri``: the ``wasb`` connection's account and credential for
+    an Azure URI, none for a local path. They hold secrets: they go to ``deltalake`` only."""
+    if not uri.lower().startswith(AZURE_SCHEMES):
+        if "://" in uri and not uri.lower().startswith("file://"):
+            raise SinkConfigError(
+                f"table {uri!r}: the Delta sink writes to a local path or to Azure storage "
+                "(abfss://container@account.dfs.core.windows.net/path or az://container/path)"
+            )
+        return None
+    return BlobStorageHook(wasb_conn_id).delta_storage_options()
 
 
 def _is_storage_error(exc: BaseException) -> bool:
@@ -164,7 +191,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param batch_size: events per transaction at most; default: as many as have arrived, within
         ``batch_bytes`` (a busy partition gets large transactions, a quiet one prompt small ones).
     :param max_wait_time: seconds to wait for a batch to fill.
-    :param batch_bytes: event bodies per transaction at most.
+    :param batch_bytes: event bodies per transaction at most; default 4 MiB on a SQL sink, 64 MiB on a Delta sink.
     :param max_events: stop after this many events. (templated)
     :param max_duration: stop after this many seconds. (templated)
     :param partition_ids: only these partitions. (templated)
@@ -178,6 +205,16 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param session_end: where a truthy "last event of the session" flag is, if any.
     :param session_defer_limit: seconds (of enqueued time) a deferred event may wait before it is dead-lettered.
     :param state_table_prefix: prefix of the state tables (checkpoint, dedupe, dead_letter, session, deferred).
+    :param sink: ``sql`` (``table`` in ``sql_conn_id``) or ``delta``: ``table`` is then a Delta table's local path
+        or ``abfss://`` / ``az://`` URI (the credentials of ``wasb_conn_id``), created by the first batch when
+        missing. Each batch is one Delta commit holding its rows and the partition's checkpoint (an application
+        transaction); ``session_key`` is refused; dedupe marks are application transactions too.
+    :param delta_mode: ``append`` or ``merge`` (upsert on ``merge_keys``).
+    :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
+    :param partition_by: partition columns of the Delta table the first batch creates. (templated)
+    :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
+    :param delta_batch_seconds: how long a partition's events wait for more before their Delta commit (unless
+        ``batch_size`` / ``batch_bytes`` is reached first, or the run's target): fewer, larger commits and files.
     """
 
     template_fields: Sequence[str] = (
@@ -189,6 +226,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         "max_events",
         "max_duration",
         "partition_ids",
+        "merge_keys",
+        "partition_by",
+        "dead_letter_table",
     )
     ui_color = "#e3f1e0"
     hub_role = "input"
@@ -205,7 +245,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         ownership_expiry: float = 60.0,
         batch_size: int | None = None,
         max_wait_time: float = 1.0,
-        batch_bytes: int = 4 * 1024 * 1024,
+        batch_bytes: int | None = None,
         max_events: int | None = None,
         max_duration: float | None = None,
         partition_ids: Sequence[str] | None = None,
@@ -217,9 +257,21 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         session_first_sequence: int = 0,
         session_end: str | None = None,
         session_defer_limit: float = 3600.0,
+        sink: str = SQL,
+        delta_mode: str = APPEND,
+        merge_keys: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        dead_letter_table: str | None = None,
+        delta_batch_seconds: float = 10.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
+        self.sink = sink
+        self.delta_mode = delta_mode
+        self.merge_keys = merge_keys
+        self.partition_by = partition_by
+        self.dead_letter_table = dead_letter_table
+        self.delta_batch_seconds = delta_batch_seconds
         self.wasb_conn_id = wasb_conn_id
         self.checkpoint_container = checkpoint_container
         self.instance = instance
@@ -260,15 +312,23 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             self.remember_hub(endpoint)
+            if self.sink not in (SQL, DELTA):
+                raise SinkConfigError(f"sink {self.sink!r} must be {SQL!r} or {DELTA!r}")
+            delta = self.sink == DELTA
             sessions = None
             if self.session_key:
                 sessions = SessionConfig.of(
                     self.session_key, self.session_sequence, first_sequence=self.session_first_sequence,
                     end=self.session_end, defer_limit_seconds=self.session_defer_limit,
                 )
+            if delta:
+                check_delta_options(sessions=sessions, mode=self.delta_mode, merge_keys=self.merge_keys)
+            batch_bytes = self.batch_bytes if self.batch_bytes not in (None, "", "None") else (
+                DELTA_BATCH_BYTES if delta else SQL_BATCH_BYTES)
             limits = RunLimits(
                 batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
-                batch_bytes=int(self.batch_bytes),
+                batch_bytes=int(batch_bytes),
+                batch_seconds=float(self.delta_batch_seconds) if delta else 0.0,
                 max_wait_time=float(self.max_wait_time),
                 max_events=None if self.max_events in (None, "", "None") else int(self.max_events),
                 max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),
@@ -280,7 +340,10 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 upto=self._upto(context),
                 checkpoint_interval=float(self.checkpoint_interval),
             )
-            processor = BatchProcessor(self.table, self._row_function(), sessions=sessions, dedupe=self.dedupe)
+            processor = BatchProcessor("delta_table" if delta else self.table, self._row_function(), sessions=sessions,
+                                       dedupe=self.dedupe)
+            if delta:
+                processor.table = self.table  # a path or URI: named in the processor's messages
             container = (
                 BlobStorageHook(self.wasb_conn_id).ensure_container(self.checkpoint_container)
                 if self.checkpoint_container
@@ -289,9 +352,10 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
             owner_id = self._owner_id(context)
             self.log.info(
                 "Ingesting hub %s (consumer group %s) into %s via %s as instance %s",
-                endpoint.eventhub_name, self.consumer_group, self.table, self.sql_conn_id, owner_id,
+                endpoint.eventhub_name, self.consumer_group, self.table,
+                "the Delta Lake sink" if delta else self.sql_conn_id, owner_id,
             )
-            store = self._store(endpoint)
+            store: SqlIngestStore | DeltaIngestStore = self._delta_store(endpoint) if delta else self._store(endpoint)
             try:
                 self._run = IngestRun(
                     endpoint, self.consumer_group, store, processor,
@@ -302,6 +366,16 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                     return self._run.run()
             finally:
                 store.close()
+
+    def _delta_store(self, endpoint: Any) -> DeltaIngestStore:
+        """The Delta table of :attr:`table`, with the ``wasb`` connection's credentials for an Azure URI."""
+        target = DeltaTarget(
+            str(self.table), delta_storage_options(str(self.table), self.wasb_conn_id), mode=self.delta_mode,
+            merge_keys=list(self.merge_keys) if self.merge_keys else None,
+            partition_by=list(self.partition_by) if self.partition_by else None,
+            dead_letter_uri=self.dead_letter_table or None,
+        )
+        return DeltaIngestStore(target, Stream(endpoint.namespace, endpoint.eventhub_name, self.consumer_group))
 
     def count(self, hub: str, batch: IngestedBatch) -> None:
         """The metrics of one committed batch: its rows, dead letters and duplicates, its time, and the
@@ -332,6 +406,10 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
 
     def lineage_outputs(self) -> list[tuple[str, str]]:
         """The table written (OpenLineage; the hub read is the input)."""
+        if self.sink == DELTA:
+            uri = str(self.table)
+            scheme, sep, rest = uri.partition("://")
+            return [(f"{scheme}://{rest.split('/', 1)[0]}", rest.split("/", 1)[-1]) if sep else ("file", uri)]
         conn = BaseHook.get_connection(self.sql_conn_id)
         return [table_dataset(conn.conn_type or "", conn.host, self.table, port=conn.port, schema=conn.schema)]
 

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import sinks
 from azure.eventhub import EventData, EventHubProducerClient
+from azure.storage.blob import ContainerClient
 from worker import rows
 
+from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
 
@@ -102,6 +104,40 @@ def run_worker(eh_conn_str, hub, azurite, container, sink_db, tmp_path) -> Calla
     return run
 
 
+def blob_checkpoints(azurite, container, eh_conn_str) -> dict[str, int | None]:
+    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
+    client = ContainerClient.from_connection_string(azurite.connection_string, container)
+    read = CheckpointReader(client, endpoint.fully_qualified_namespace, endpoint.eventhub_name).read("$Default")
+    return {p: read.sequence_number(p) for p in read.checkpoints}
+
+
 def trace(tmp_path: Path) -> list[dict]:
     path = tmp_path / "trace.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def forked_worker(eh_conn_str, hub, azurite, container, tmp_path):
+    """Run one worker (``**config`` over the defaults) in a child of a ``worker.py --serve`` process; its exit."""
+    server = subprocess.Popen(
+        [sys.executable, str(WORKER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=WORKER.parent, env=os.environ.copy(),
+    )
+    log = tmp_path / "worker.log"
+
+    def run(**config):
+        full = {
+            "eh": eh_conn_str, "hub": hub, "blob": azurite.connection_string, "container": container,
+            "owner": "w0", "trace": str(tmp_path / "trace.jsonl"), "log": str(log),
+            "limits": {"batch_size": 10, "max_wait_time": 0.3, "max_duration": 90, "ownership_expiry": 6, "poll_interval": 0.5},
+            **config,
+        }
+        server.stdin.write(json.dumps(full) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the worker server ended: {log.read_text()[-2000:] if log.exists() else ''}"
+        return json.loads(answer)["returncode"], log.read_text()
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=30)

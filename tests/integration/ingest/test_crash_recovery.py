@@ -10,31 +10,17 @@ workers are forked from one process per database that imported everything once (
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 import sinks
-from azure.storage.blob import ContainerClient
-from conftest import TABLE, WORKER, publish, sql_checkpoints, stamped, table_rows, trace
+from conftest import TABLE, blob_checkpoints, publish, sql_checkpoints, stamped, table_rows, trace
 
-from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
-from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import STAGES
 
 PER_PARTITION = 25
 STATE_TABLES = ("checkpoint", "dedupe", "dead_letter", "session", "deferred")
-
-
-def blob_checkpoints(azurite, container, eh_conn_str) -> dict[str, int | None]:
-    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
-    client = ContainerClient.from_connection_string(azurite.connection_string, container)
-    read = CheckpointReader(client, endpoint.fully_qualified_namespace, endpoint.eventhub_name).read("$Default")
-    return {p: read.sequence_number(p) for p in read.checkpoints}
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])
@@ -47,33 +33,6 @@ def database(request, sink_db):
     }
     sinks.execute(db, "DROP TABLE IF EXISTS events", *(f"DROP TABLE IF EXISTS eh_ingest_{t}" for t in STATE_TABLES), TABLE)
     return db
-
-
-@pytest.fixture
-def forked_worker(eh_conn_str, hub, azurite, container, tmp_path):
-    """Run one worker (``**config`` over the defaults) in a child of a ``worker.py --serve`` process; its exit."""
-    server = subprocess.Popen(
-        [sys.executable, str(WORKER), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        cwd=WORKER.parent, env=os.environ.copy(),
-    )
-    log = tmp_path / "worker.log"
-
-    def run(**config):
-        full = {
-            "eh": eh_conn_str, "hub": hub, "blob": azurite.connection_string, "container": container,
-            "owner": "w0", "trace": str(tmp_path / "trace.jsonl"), "log": str(log),
-            "limits": {"batch_size": 10, "max_wait_time": 0.3, "max_duration": 90, "ownership_expiry": 6, "poll_interval": 0.5},
-            **config,
-        }
-        server.stdin.write(json.dumps(full) + "\n")
-        server.stdin.flush()
-        answer = server.stdout.readline()
-        assert answer, f"the worker server ended: {log.read_text()[-2000:] if log.exists() else ''}"
-        return json.loads(answer)["returncode"], log.read_text()
-
-    yield run
-    server.stdin.close()
-    server.wait(timeout=30)
 
 
 def test_kill_at_every_step_then_resume_applies_each_event_once(

@@ -1,7 +1,8 @@
 """One ingestion instance as its own process, so that tests can SIGKILL it at a chosen point.
 
 ``python worker.py CONFIG_JSON``; the config names the hub, the container, the database (a SQLite
-file, or a Postgres or MySQL/MariaDB server: see ``sinks.py``) and, optionally, ``crash: {stage, batch}``:
+file, or a Postgres or MySQL/MariaDB server: see ``sinks.py``; or ``delta: {uri, storage_options}``, a Delta
+table) and, optionally, ``crash: {stage, batch}``:
 the process is SIGKILLed when it reaches that stage of that batch (counted from 1 in this process),
 through the package's one fault-injection mechanism (:func:`airflow_provider_eh.testing.crash.crash_at`
 on the step ``ingest_<stage>``). Every stage is appended to ``trace`` as a JSON line
@@ -18,11 +19,15 @@ import sys
 import time
 import traceback
 
+import deltalake  # noqa: F401  imported once by the --serve process, before it forks
+import pandas  # noqa: F401  (deltalake's first write imports it: seconds each time without bytecode caches)
+import pyarrow  # noqa: F401
 from azure.storage.blob import ContainerClient
 from sinks import connect
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
+from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.steps import observe
 from airflow_provider_eh.testing.crash import crash_at
 
@@ -47,7 +52,9 @@ def main(config: dict) -> None:
         ContainerClient.from_connection_string(config["blob"], config["container"]) if config.get("container") else None
     )
     stream = Stream(endpoint.namespace, endpoint.eventhub_name, config.get("consumer_group", "$Default"))
-    store = SqlIngestStore(connect(config["db"]), stream)
+    delta = config.get("delta")
+    store = (DeltaIngestStore(DeltaTarget(delta["uri"], delta.get("storage_options")), stream) if delta
+             else SqlIngestStore(connect(config["db"]), stream))
     sessions = SessionConfig.of(**config["sessions"]) if config.get("sessions") else None
     processor = BatchProcessor("events", rows, sessions=sessions)
     pause_at = set(config.get("pause_at") or ())

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_eh.client.receive import STOP
 from airflow_provider_eh.errors import IngestStalledError
-from airflow_provider_eh.ingest.drain import Arrivals, Drain
+from airflow_provider_eh.ingest.drain import Arrivals, Drain, Gathering
 from airflow_provider_eh.ingest.events import IngestEvent
 
 
@@ -139,3 +139,39 @@ def test_a_gap_after_the_checkpoint_is_logged_as_events_lost_to_retention(caplog
         _, batch = drain.take()
     assert seqs(batch) == [9, 10]
     assert "Instance worker-1: partition 0 resumes at seq 9 but its checkpoint is 4: events 5-8" in caplog.text
+
+
+def test_gathering_holds_a_partition_until_its_time_bytes_count_or_target():
+    clock = Clock()
+    gathering = Gathering(10.0, 5, 1000, clock=clock)
+    targets = {"0": 99, "1": 99, "2": 3}
+    gathering.add("0", events("0", 0, 1))
+    gathering.add("1", events("1", 0, 5))  # reaches batch_size: split into batches of 5
+    gathering.add("2", events("2", 0, 3))  # reaches its target
+    assert [(p, seqs(b)) for p, b in gathering.due(targets, {"0", "1", "2"})] == [
+        ("1", [0, 1, 2, 3, 4]), ("1", [5]), ("2", [0, 1, 2, 3])]
+    gathering.add("0", events("0", 2, 2))
+    clock.now += 9.9
+    assert list(gathering.due(targets, {"0"})) == []
+    clock.now += 0.1
+    assert [(p, seqs(b)) for p, b in gathering.due(targets, {"0"})] == [("0", [0, 1, 2])]
+    gathering.add("0", events("0", 3, 3, body=b"x" * 1000))  # reaches batch_bytes
+    assert [seqs(b) for _, b in gathering.due(targets, {"0"})] == [[3]]
+    gathering.add("0", events("0", 4, 4))
+    assert [seqs(b) for _, b in gathering.due(targets, set())] == [[4]]  # its link ended
+    gathering.add("0", events("0", 5, 5))
+    assert [seqs(b) for _, b in gathering.rest()] == [[5]]
+
+
+def test_gathering_of_zero_seconds_makes_every_take_a_batch():
+    gathering = Gathering(0.0, None, 1000)
+    gathering.add("0", events("0", 0, 1))
+    assert [seqs(b) for _, b in gathering.due({"0": 99}, {"0"})] == [[0, 1]]
+
+
+def test_events_held_for_a_later_commit_are_no_gap(caplog):
+    drain, _ = drain_of({"0": (-1, 9)}, ("0", events("0", 0, 4)), ("0", events("0", 5, 9)), batch_size=5)
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_eh.ingest.drain"):
+        assert seqs(drain.take()[1]) == [0, 1, 2, 3, 4]
+        assert seqs(drain.take()[1]) == [5, 6, 7, 8, 9]  # taken before the first five are committed (gathered)
+    assert "resumes at seq" not in caplog.text

@@ -1,0 +1,486 @@
+"""The Delta Lake side of ingestion: rows and their checkpoint in one Delta commit (no Airflow import).
+
+:class:`DeltaIngestStore` is the Delta counterpart of :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`
+for :class:`~airflow_provider_eh.ingest.runner.IngestRun`, through the ``deltalake`` package (delta-rs, no JVM).
+A partition's checkpoint is a Delta *application transaction* (a ``txn`` action of the table's log): app id
+``eventhubs/<namespace>/<hub>/<consumer group>/<partition>``, version the last sequence number committed. It is
+written in the same commit as the batch's rows, so the table holds a batch's rows exactly when its log holds
+the checkpoint after them, and a resumed run reads where to start from the log. The dedupe high-water marks
+are application transactions as well (``.../<partition>/dedupe/<producer group>``, version the mark).
+
+Two writers of one partition race on the commit: delta-rs refuses a commit when a commit that landed after
+the snapshot it read carries an application transaction of the same app id (``CommitFailedError``:
+concurrent transaction), and the version is also compared before the commit; the loser's batch is not
+written and it gives the partition up (:class:`~airflow_provider_eh.errors.PartitionTakenOverError`), as the
+SQL store's compare-and-set does. Writers of different partitions of one table do not conflict.
+
+Dead letters go to a Delta table of their own, committed just before the batch with an application
+transaction of its own per partition; a batch received again after a crash between the two commits writes
+only the dead letters after that table's version, so each event is dead-lettered once.
+
+Sessions and deferred events need per-event state that changes in place; the Delta store refuses them
+(:func:`check_delta_options`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.store import NO_CHECKPOINT, SqlCheckpoint, Stream, utc_text
+
+log = logging.getLogger(__name__)
+
+APPEND = "append"
+MERGE = "merge"
+# a Delta sink's default batch_bytes: few, large commits and files (a SQL sink's is 4 MiB)
+DELTA_BATCH_BYTES = 64 * 1024 * 1024
+DEAD_LETTER_SUFFIX = "_dead_letters"
+# commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
+META_PARTITION = "eh.ingest.partition_id"
+META_OFFSET = "eh.ingest.offset"
+META_SEQUENCE = "eh.ingest.sequence_number"
+_OFFSET_HISTORY = 200  # commits looked back for a partition's offset that this process did not commit
+
+
+class DataError(ValueError):
+    """A row the table cannot hold (a column it lacks, a value of the wrong type).
+
+    Named as the DB-API's data error, so that the batch processor dead-letters the rows of that event
+    alone (``row_rejected``) and writes the others, as it does when a database refuses a row.
+    """
+
+
+def check_delta_options(*, sessions: Any, mode: str, merge_keys: Sequence[str] | None) -> None:
+    """Refuse what the Delta store cannot do honestly, naming the option and what to do instead."""
+    if sessions is not None:
+        raise SinkConfigError(
+            "session_key: in-order sessions keep deferred events and per-session state that change in place "
+            "with every event; the Delta sink does not keep them. Unset session_key (the rows are then "
+            "written in partition order), or ingest into a SQL sink (sql_conn_id) for sessions."
+        )
+    if mode not in (APPEND, MERGE):
+        raise SinkConfigError(f"delta_mode {mode!r} must be {APPEND!r} or {MERGE!r}")
+    if mode == MERGE and not merge_keys:
+        raise SinkConfigError("delta_mode 'merge' needs merge_keys: the columns that identify a row of the table")
+    if mode == APPEND and merge_keys:
+        raise SinkConfigError("merge_keys are used by delta_mode 'merge' only; set delta_mode='merge' or drop them")
+
+
+def dead_letter_uri(uri: str) -> str:
+    """The default dead-letter table of ``uri``: beside it, named ``<table>_dead_letters``."""
+    return uri.rstrip("/") + DEAD_LETTER_SUFFIX
+
+
+@dataclass
+class DeltaTarget:
+    """
+    Where and how rows are written.
+
+    :param uri: the table: a local path, or ``abfss://container@account.dfs.core.windows.net/path`` /
+        ``az://container/path`` on Azure storage.
+    :param storage_options: delta-rs object store options (credentials: never logged).
+    :param mode: ``append``, or ``merge`` (upsert on ``merge_keys``: a row whose keys match one of the
+        table is updated, others are inserted; within a batch the last row of a key wins).
+    :param merge_keys: the key columns of ``merge``.
+    :param partition_by: partition columns of a table this store creates (an existing table must have them).
+    :param dead_letter_uri: the dead-letter table; default ``<uri>_dead_letters``.
+    :param target_file_size: bytes per data file delta-rs aims at (``None``: its default).
+    """
+
+    uri: str
+    storage_options: dict[str, str] | None = None
+    mode: str = APPEND
+    merge_keys: Sequence[str] | None = None
+    partition_by: Sequence[str] | None = None
+    dead_letter_uri: str | None = None
+    target_file_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.uri or not isinstance(self.uri, str):
+            raise SinkConfigError(f"table {self.uri!r}: give the Delta table's path or abfss:// / az:// URI")
+        if self.dead_letter_uri is None:
+            self.dead_letter_uri = dead_letter_uri(self.uri)
+        if self.dead_letter_uri.rstrip("/") == self.uri.rstrip("/"):
+            raise SinkConfigError("dead_letter_table must not be the table itself; leave it unset for <table>_dead_letters")
+
+    def __repr__(self) -> str:  # no storage options: they hold the account key
+        return f"DeltaTarget(uri={self.uri!r}, mode={self.mode!r}, dead_letter_uri={self.dead_letter_uri!r})"
+
+
+def _open(uri: str, storage_options: dict[str, str] | None) -> Any:
+    """The table at ``uri``, or ``None`` when there is none yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(uri, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+
+
+class DeltaTransaction:
+    """What one batch writes: buffered here, committed by :meth:`DeltaIngestStore.transaction` at its end."""
+
+    def __init__(self, store: DeltaIngestStore):
+        self._store = store
+        self.rows: list[Mapping[str, Any]] = []
+        self.tables: list[Any] = []  # the rows as Arrow tables of the table's schema, as converted by insert_rows
+        self.dead_letters: list[dict[str, Any]] = []
+        self.marks_to_save: dict[str, int] = {}
+        self.partition_id: str | None = None
+        self.version: int | None = None  # the checkpoint this commit sets
+        self.expected: int | None = None
+        self.offset: str | None = None
+
+    # -- checkpoint ------------------------------------------------------------------------
+
+    def advance_checkpoint(
+        self, partition_id: str, expected: int, sequence_number: int, offset: str | None, owner_id: str
+    ) -> None:
+        """Set the partition's checkpoint in this commit; raise if the table's has moved from ``expected``."""
+        current = self._store.checkpoint_of(partition_id)
+        if current != expected:
+            raise PartitionTakenOverError(
+                f"Partition {partition_id!r} of {'/'.join(self._store.stream.key)}: the Delta table "
+                f"{self._store.target.uri!r} is checkpointed at sequence number {current}, not {expected} as read "
+                "before this batch; another instance processed it. This batch was not written; the partition is "
+                "left to that instance."
+            )
+        self.partition_id, self.expected, self.version, self.offset = partition_id, expected, sequence_number, offset
+
+    # -- dedupe marks ----------------------------------------------------------------------
+
+    def marks(self, partition_id: str, groups: Iterable[str]) -> dict[str, int]:
+        found = {}
+        for group in sorted(set(groups)):
+            mark = self._store.txn_version(self._store.dedupe_app_id(partition_id, group))
+            if mark is not None:
+                found[group] = mark
+        return found
+
+    def save_marks(self, partition_id: str, marks: Mapping[str, int]) -> None:
+        self.partition_id = partition_id
+        self.marks_to_save.update(marks)
+
+    # -- rows and dead letters -------------------------------------------------------------
+
+    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Buffer ``rows``, converted to the table's columns now so that a row it cannot hold raises here."""
+        self.tables.append(self._store.arrow_rows(rows))
+        self.rows.extend(rows)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A scope whose buffered rows and dead letters are dropped if its block raises."""
+        rows, tables, letters = len(self.rows), len(self.tables), len(self.dead_letters)
+        try:
+            yield
+        except BaseException:
+            del self.rows[rows:]
+            del self.tables[tables:]
+            del self.dead_letters[letters:]
+            raise
+
+    def is_driver_error(self, exc: BaseException) -> bool:
+        return type(exc).__module__.split(".")[0] in ("deltalake", "pyarrow", "_internal")
+
+    def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
+        self.dead_letters.append(dead_letter_row(self._store.stream, event, reason, error))
+
+    # -- what the Delta store cannot keep --------------------------------------------------
+
+    def _no_sessions(self, *args: Any) -> Any:
+        raise SinkConfigError("session_key: the Delta sink keeps no session state; unset it or use a SQL sink")
+
+    session = save_session = defer = take_deferred = take_expired_deferred = pending_in_session = _no_sessions
+    mark_replayed = _no_sessions
+
+
+def dead_letter_row(stream: Stream, event: IngestEvent, reason: str, error: str) -> dict[str, Any]:
+    """A row of the dead-letter table: the stream, the event as received, why and when."""
+    namespace, eventhub, consumer_group = stream.key
+    return {
+        "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
+        "partition_id": event.partition_id, "sequence_number": int(event.sequence_number),
+        "event_offset": event.offset, "enqueued_time": utc_text(event.enqueued_time),
+        "body_base64": event.body_base64(), "properties_json": event.properties_json(),
+        "reason": reason, "error": error[:4000], "failed_at": utc_text(datetime.now(UTC)),
+    }
+
+
+def _dead_letter_schema() -> Any:
+    import pyarrow as pa
+
+    text = pa.string()
+    return pa.schema([
+        ("namespace", text), ("eventhub", text), ("consumer_group", text), ("partition_id", text),
+        ("sequence_number", pa.int64()), ("event_offset", text), ("enqueued_time", text), ("body_base64", text),
+        ("properties_json", text), ("reason", text), ("error", text), ("failed_at", text),
+    ])
+
+
+@dataclass
+class CommitCounts:
+    """What the store committed in this process: for reports and benchmarks."""
+
+    commits: int = 0
+    dead_letter_commits: int = 0
+    taken_over: int = 0
+    offsets: dict[str, tuple[int, str | None]] = field(default_factory=dict)  # partition -> (seq, offset)
+
+
+class DeltaIngestStore:
+    """
+    The Delta table of one stream's rows and its checkpoints, for :class:`~airflow_provider_eh.ingest.runner.IngestRun`.
+
+    :param target: the table and how to write it.
+    :param stream: the hub and consumer group the checkpoints belong to.
+    """
+
+    def __init__(self, target: DeltaTarget, stream: Stream):
+        self.target = target
+        self.stream = stream
+        self.counts = CommitCounts()
+        self._table = _open(target.uri, target.storage_options)
+        self._schema: Any = None
+        if self._table is not None:
+            self._check_table()
+
+    # -- ids and the log -------------------------------------------------------------------
+
+    def app_id(self, partition_id: str) -> str:
+        """The application transaction id of a partition's checkpoint."""
+        return "eventhubs/" + "/".join((*self.stream.key, str(partition_id)))
+
+    def dedupe_app_id(self, partition_id: str, group: str) -> str:
+        return f"{self.app_id(partition_id)}/dedupe/{group}"
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The version of application transaction ``app_id`` in the log as last read (``None``: none yet)."""
+        if self._table is None:
+            return None
+        version = self._table.transaction_version(app_id)
+        return None if version is None else int(version)
+
+    def checkpoint_of(self, partition_id: str) -> int:
+        """The partition's last sequence number committed, as the log was last read (``-1``: none)."""
+        version = self.txn_version(self.app_id(partition_id))
+        return NO_CHECKPOINT if version is None else version
+
+    def _refresh(self) -> None:
+        """Read the log up to its newest commit (a table another writer created is found)."""
+        if self._table is None:
+            self._table = _open(self.target.uri, self.target.storage_options)
+            if self._table is not None:
+                self._check_table()
+        else:
+            self._table.update_incremental()
+            self._schema = None
+
+    def _check_table(self) -> None:
+        wanted = list(self.target.partition_by or [])
+        actual = list(self._table.metadata().partition_columns)
+        if wanted and wanted != actual:
+            raise SinkConfigError(
+                f"partition_by {wanted} does not match the partition columns {actual} of the existing Delta table "
+                f"{self.target.uri!r}; pass {actual}, or write to a new table."
+            )
+
+    def arrow_rows(self, rows: Sequence[Mapping[str, Any]]) -> Any:
+        """``rows`` as an Arrow table of the table's schema (inferred when there is no table yet); :class:`DataError`
+        for a row it cannot hold."""
+        import pyarrow as pa
+
+        if self._table is None:
+            try:
+                return pa.Table.from_pylist(list(rows))
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                raise DataError(f"the rows cannot be converted to Arrow: {exc}") from None
+        if self._schema is None:
+            self._schema = pa.schema(self._table.schema().to_arrow())
+        names = set(self._schema.names)
+        for row in rows:
+            unknown = [c for c in row if c not in names]
+            if unknown:
+                raise DataError(f"columns {unknown} are not in the Delta table {self.target.uri!r}")
+        try:
+            return pa.Table.from_pylist(list(rows), schema=self._schema)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise DataError(f"a value does not fit the Delta table's schema: {exc}") from None
+
+    # -- what the run calls ----------------------------------------------------------------
+
+    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, SqlCheckpoint]:
+        """Each partition's checkpoint as the table's log holds it (``-1`` where none was committed)."""
+        self._refresh()
+        result = {}
+        for p in (str(p) for p in partition_ids):
+            seq = self.checkpoint_of(p)
+            offset = self._offset(p, seq) if seq != NO_CHECKPOINT else None
+            result[p] = SqlCheckpoint(p, seq, offset, None, None)
+        return result
+
+    def _offset(self, partition_id: str, sequence_number: int) -> str | None:
+        """The offset of the partition's checkpoint: from this process's commits, else from the log's commit info."""
+        known = self.counts.offsets.get(partition_id)
+        if known is not None and known[0] == sequence_number:
+            return known[1]
+        offset = None  # also remembered when not found: the history is read once per partition and checkpoint
+        for commit in self._table.history(_OFFSET_HISTORY):
+            if commit.get(META_PARTITION) == partition_id and str(commit.get(META_SEQUENCE)) == str(sequence_number):
+                offset = commit.get(META_OFFSET) or None
+                break
+        self.counts.offsets[partition_id] = (sequence_number, offset)
+        return offset
+
+    @contextmanager
+    def transaction(self) -> Iterator[DeltaTransaction]:
+        """One batch: what the block buffers is committed when it ends (nothing is written when it raises)."""
+        self._refresh()
+        tx = DeltaTransaction(self)
+        yield tx
+        self._commit(tx)
+
+    def close(self) -> None:
+        self._table = None
+
+    # -- the commit ------------------------------------------------------------------------
+
+    def _commit(self, tx: DeltaTransaction) -> None:
+        if tx.partition_id is None or tx.version is None:
+            raise SinkConfigError("a Delta batch must advance its partition's checkpoint before it commits")
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        if tx.dead_letters:
+            self._commit_dead_letters(tx.partition_id, tx.version, tx.dead_letters)
+        transactions = [Transaction(self.app_id(tx.partition_id), tx.version)]
+        transactions += [Transaction(self.dedupe_app_id(tx.partition_id, g), m) for g, m in sorted(tx.marks_to_save.items())]
+        properties = CommitProperties(
+            app_transactions=transactions,
+            custom_metadata={META_PARTITION: tx.partition_id, META_SEQUENCE: str(tx.version), META_OFFSET: tx.offset or ""},
+        )
+        rows = tx.rows
+        if self.target.mode == MERGE and rows:
+            rows = _last_per_key(rows, self.target.merge_keys or ())
+        try:
+            if self._table is None:
+                if not rows:
+                    raise SinkConfigError(
+                        f"The Delta table {self.target.uri!r} does not exist and the first batch of partition "
+                        f"{tx.partition_id} (up to seq {tx.version}) has no rows to take its columns from; create the "
+                        "table first (write_deltalake with an empty table of its schema)."
+                    )
+                write_deltalake(self.target.uri, self.arrow_rows(rows), mode="append",
+                                partition_by=list(self.target.partition_by or []) or None,
+                                storage_options=self.target.storage_options, commit_properties=properties,
+                                target_file_size=self.target.target_file_size)
+            elif self.target.mode == MERGE and rows:
+                predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in self.target.merge_keys or ())
+                (self._table.merge(self.arrow_rows(rows), predicate, source_alias="s", target_alias="t",
+                                   commit_properties=properties)
+                 .when_matched_update_all().when_not_matched_insert_all().execute())
+            else:
+                import pyarrow as pa
+
+                # converted once, by insert_rows, to the existing table's schema
+                data = pa.concat_tables(tx.tables) if tx.tables else self.arrow_rows([])
+                write_deltalake(self._table, data, mode="append", storage_options=self.target.storage_options,
+                                commit_properties=properties, target_file_size=self.target.target_file_size)
+        except CommitFailedError as exc:
+            self._lost(tx, exc)
+            raise
+        except Exception as exc:
+            if type(exc).__name__ == "DeltaError" and "version" in str(exc).lower():
+                self._lost(tx, exc)  # a commit file of that version already exists
+            raise
+        self.counts.commits += 1
+        self.counts.offsets[tx.partition_id] = (tx.version, tx.offset)
+
+    def _lost(self, tx: DeltaTransaction, exc: BaseException) -> None:
+        """After a refused commit: raise :class:`PartitionTakenOverError` when another writer moved the checkpoint."""
+        self._table = _open(self.target.uri, self.target.storage_options)
+        current = self.checkpoint_of(tx.partition_id or "")
+        if current != tx.expected:
+            self.counts.taken_over += 1
+            raise PartitionTakenOverError(
+                f"Partition {tx.partition_id!r} of {'/'.join(self.stream.key)}: another instance committed it up to "
+                f"sequence number {current} in the Delta table {self.target.uri!r} while this batch (up to "
+                f"{tx.version}) was written; this batch was not committed ({type(exc).__name__}), the partition is "
+                "left to that instance."
+            ) from exc
+
+    def _commit_dead_letters(self, partition_id: str, version: int, letters: list[dict[str, Any]]) -> None:
+        """Write the batch's dead letters after the dead-letter table's own checkpoint of the partition."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        uri = self.target.dead_letter_uri or dead_letter_uri(self.target.uri)
+        table = _open(uri, self.target.storage_options)
+        app_id = self.app_id(partition_id)
+        done = table.transaction_version(app_id) if table is not None else None
+        fresh = [d for d in letters if done is None or d["sequence_number"] > done]
+        if not fresh:
+            return
+        write_deltalake(table if table is not None else uri, pa.Table.from_pylist(fresh, schema=_dead_letter_schema()),
+                        mode="append", storage_options=self.target.storage_options,
+                        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+        self.counts.dead_letter_commits += 1
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead-letter table's rows of this stream (empty when it has none)."""
+        table = _open(self.target.dead_letter_uri or "", self.target.storage_options)
+        if table is None:
+            return []
+        namespace, eventhub, group = self.stream.key
+        rows = table.to_pyarrow_table().to_pylist()
+        return sorted((r for r in rows if (r["namespace"], r["eventhub"], r["consumer_group"]) == (namespace, eventhub, group)),
+                      key=lambda r: (r["partition_id"], r["sequence_number"]))
+
+
+def _quote(column: str) -> str:
+    if not isinstance(column, str) or not column or '"' in column:
+        raise SinkConfigError(f"merge key {column!r} must be a column name")
+    return f'"{column}"'
+
+
+def _last_per_key(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[Mapping[str, Any]]:
+    """The last row of each key, in first-seen order (a merge refuses two source rows for one target row)."""
+    by_key: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+    for row in rows:
+        try:
+            key = tuple(row[k] for k in keys)
+        except KeyError as exc:
+            raise SinkConfigError(f"merge key {exc.args[0]!r} is missing from a row the row function returned") from None
+        by_key[key] = row
+    return list(by_key.values())
+
+
+def maintain(
+    uri: str, storage_options: dict[str, str] | None = None, *, optimize: bool = True, vacuum_hours: float | None = None,
+    target_size: int | None = None,
+) -> dict[str, Any]:
+    """
+    Compact small files (``optimize``: one commit that rewrites them, rows and checkpoints unchanged) and remove
+    files no version younger than ``vacuum_hours`` reads (``vacuum``; ``None``: none removed). Returns the metrics.
+    """
+    table = _open(uri, storage_options)
+    if table is None:
+        raise SinkConfigError(f"table {uri!r}: there is no Delta table there to maintain")
+    result: dict[str, Any] = {"version_before": table.version()}
+    if optimize:
+        result["optimize"] = table.optimize.compact(target_size=target_size)
+    if vacuum_hours is not None:
+        if vacuum_hours < 0:
+            raise SinkConfigError(f"vacuum_retention_hours must be 0 or more, not {vacuum_hours}")
+        removed = table.vacuum(retention_hours=int(vacuum_hours), dry_run=False, enforce_retention_duration=False)
+        result["vacuumed_files"] = len(removed)
+    result["version_after"] = table.version()
+    return result

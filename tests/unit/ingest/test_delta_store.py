@@ -1,0 +1,159 @@
+"""The Delta store on a real Delta table on local disk (delta-rs): a batch's rows and its partition's
+checkpoint in one commit, dedupe marks and dead letters, merge on keys, the race of two writers of one
+partition, and the options it refuses."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pyarrow.dataset as ds
+import pytest
+from deltalake import DeltaTable
+
+from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream
+from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
+
+STREAM = Stream("ns.example.net", "orders", "$Default")
+
+
+def event(partition: str, seq: int, body: dict, **properties) -> IngestEvent:
+    return IngestEvent(partition, seq, str(seq * 100), datetime(2026, 1, 1, tzinfo=UTC), json.dumps(body).encode(),
+                       properties)
+
+
+def rows(e: IngestEvent) -> dict:
+    body = e.json()
+    if body.get("poison"):
+        raise ValueError(f"poison {body['id']}")
+    return {"id": body["id"], "partition_id": e.partition_id, "sequence_number": e.sequence_number,
+            "amount": body.get("amount", 0)}
+
+
+def commit(store: DeltaIngestStore, partition: str, events: list[IngestEvent], *, dedupe: bool = True, after=None):
+    processor = BatchProcessor("delta_table", rows, dedupe=dedupe)
+    if after is None:
+        after = store.checkpoints([partition])[partition].sequence_number
+    with store.transaction() as tx:
+        counts = processor.process(tx, partition, events)
+        tx.advance_checkpoint(partition, after, events[-1].sequence_number, events[-1].offset, "me")
+    return counts
+
+
+def table_ids(uri: str) -> list[str]:
+    return sorted(r["id"] for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
+
+
+def test_batch_rows_and_checkpoint_land_in_one_commit_and_resume_from_the_log(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    assert store.checkpoints(["0"])["0"].sequence_number == -1
+    commit(store, "0", [event("0", i, {"id": f"a{i}"}) for i in range(3)])
+    commit(store, "0", [event("0", i, {"id": f"a{i}"}) for i in range(3, 5)])
+    commit(store, "1", [event("1", 0, {"id": "b0"})])
+
+    reopened = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    checkpoints = reopened.checkpoints(["0", "1", "2"])
+    assert {p: c.sequence_number for p, c in checkpoints.items()} == {"0": 4, "1": 0, "2": -1}
+    assert checkpoints["0"].offset == "400"  # from the commit's metadata, not this process
+    table = DeltaTable(uri)
+    assert table.version() == 2  # one commit per batch
+    assert table.transaction_version(store.app_id("0")) == 4
+    assert [h["operation"] for h in table.history()] == ["WRITE"] * 3
+    assert sorted(ds.dataset(table.file_uris(), format="parquet").to_table().column("id").to_pylist()) == table_ids(uri)
+    assert table_ids(uri) == ["a0", "a1", "a2", "a3", "a4", "b0"]
+
+
+def test_a_writer_behind_the_log_loses_its_commit_and_the_partition(tmp_path):
+    uri = str(tmp_path / "orders")
+    first = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(first, "0", [event("0", 0, {"id": "a0"})])
+    second = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    processor = BatchProcessor("delta_table", rows)
+    # both read checkpoint 0; the first commits 1-2 while the second's batch of the same range is being written
+    with pytest.raises(PartitionTakenOverError, match="another instance"):
+        with second.transaction() as tx:
+            processor.process(tx, "0", [event("0", 1, {"id": "x1"}), event("0", 2, {"id": "x2"})])
+            tx.advance_checkpoint("0", 0, 2, "200", "second")
+            commit(first, "0", [event("0", 1, {"id": "a1"}), event("0", 2, {"id": "a2"})], after=0)
+    assert table_ids(uri) == ["a0", "a1", "a2"]
+    assert second.counts.taken_over == 1
+    # a writer that read an old checkpoint is refused before writing anything
+    with pytest.raises(PartitionTakenOverError, match="checkpointed at sequence number 2, not 0"):
+        commit(second, "0", [event("0", 1, {"id": "y1"})], after=0)
+    # another partition of the same table is written meanwhile without conflict
+    commit(second, "1", [event("1", 0, {"id": "b0"})])
+    assert table_ids(uri) == ["a0", "a1", "a2", "b0"]
+
+
+def test_dedupe_marks_and_dead_letters_are_kept_once(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    stamp = {"eh.group": "pub"}
+    batch = [event("0", 0, {"id": "a0"}, **stamp, **{"eh.seq": 0}), event("0", 1, {"id": "p1", "poison": True}),
+             event("0", 2, {"id": "a0"}, **stamp, **{"eh.seq": 0})]  # a re-sent duplicate
+    counts = commit(store, "0", batch)
+    assert (counts.rows, counts.duplicates, counts.dead_letters) == (1, 1, 1)
+    assert DeltaTable(uri).transaction_version(store.dedupe_app_id("0", "pub")) == 0
+    # the same stamp in a later batch is a duplicate too: the mark is in the log
+    assert commit(store, "0", [event("0", 3, {"id": "a0"}, **stamp, **{"eh.seq": 0})]).duplicates == 1
+    letters = store.dead_letters()
+    assert [(d["sequence_number"], d["reason"]) for d in letters] == [(1, "rejected")]
+    assert "poison p1" in letters[0]["error"]
+    assert table_ids(uri) == ["a0"]
+    # a batch received again after a crash between the dead-letter commit and the table's writes them once
+    dead = DeltaIngestStore(DeltaTarget(str(tmp_path / "other")), STREAM)
+    dead._commit_dead_letters("0", 1, letters[:1])
+    dead._commit_dead_letters("0", 1, letters[:1])
+    assert len(dead.dead_letters()) == 1
+
+
+def test_rows_the_table_cannot_hold_are_dead_lettered_alone(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a0", "amount": 1})])
+    counts = commit(store, "0", [event("0", 1, {"id": "a1", "amount": 2}), event("0", 2, {"id": "a2", "amount": "many"})])
+    assert (counts.rows, counts.dead_letters) == (1, 1)
+    assert [d["reason"] for d in store.dead_letters()] == ["row_rejected"]
+    assert table_ids(uri) == ["a0", "a1"]
+
+
+def test_merge_updates_rows_by_key_with_the_checkpoint(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri, mode="merge", merge_keys=["id"]), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a", "amount": 1}), event("0", 1, {"id": "b", "amount": 1})])
+    commit(store, "0", [event("0", 2, {"id": "a", "amount": 2}), event("0", 3, {"id": "a", "amount": 3}),
+                        event("0", 4, {"id": "c", "amount": 1})])
+    table = DeltaTable(uri)
+    assert {r["id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()} == {"a": 3, "b": 1, "c": 1}
+    assert table.history(1)[0]["operation"] == "MERGE"
+    assert table.transaction_version(store.app_id("0")) == 4
+
+
+def test_partition_columns_and_maintenance(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri, partition_by=["partition_id"]), STREAM)
+    for i in range(4):
+        commit(store, "0", [event("0", i, {"id": f"a{i}"})], dedupe=False)
+    table = DeltaTable(uri)
+    assert table.metadata().partition_columns == ["partition_id"]
+    assert len(table.file_uris()) == 4
+    result = maintain(uri, vacuum_hours=0)
+    table = DeltaTable(uri)
+    assert len(table.file_uris()) == 1 and result["vacuumed_files"] == 4
+    assert table.transaction_version(store.app_id("0")) == 3  # compaction keeps the checkpoint
+    with pytest.raises(SinkConfigError, match=r"partition_by \['id'\] does not match"):
+        DeltaIngestStore(DeltaTarget(uri, partition_by=["id"]), STREAM)
+
+
+def test_what_the_delta_sink_refuses():
+    with pytest.raises(SinkConfigError, match="session_key"):
+        check_delta_options(sessions=SessionConfig.of("property:s"), mode="append", merge_keys=None)
+    with pytest.raises(SinkConfigError, match="merge_keys"):
+        check_delta_options(sessions=None, mode="merge", merge_keys=None)
+    with pytest.raises(SinkConfigError, match="delta_mode"):
+        check_delta_options(sessions=None, mode="upsert", merge_keys=["id"])
+    with pytest.raises(SinkConfigError, match="dead_letter_table"):
+        DeltaTarget("/x/t", dead_letter_uri="/x/t/")
+    assert "key" not in repr(DeltaTarget("az://c/t", {"azure_storage_account_key": "secret"}))
