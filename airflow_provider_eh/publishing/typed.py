@@ -196,8 +196,10 @@ class TypedBatch:
 
 
 def _cause(exc: BaseException) -> str:
-    """The innermost message of an encoder's error (Avro's names the field: 'The datum ... provided for "amount" ...')."""
+    """The innermost message of an encoder's error: Avro's names the field ('The datum ... provided for "amount"
+    ...'); a JSON Schema validation error's path (``$.amount``) is added to its message."""
     while exc.__cause__ is not None:
         exc = exc.__cause__
-    message = getattr(exc, "message", None) or str(exc)
-    return " ".join(str(message).split())[:500]
+    message = " ".join(str(getattr(exc, "message", None) or exc).split())[:500]
+    path = getattr(exc, "json_path", None)
+    return f"field {path}: {message}" if isinstance(path, str) and path != "$" else message

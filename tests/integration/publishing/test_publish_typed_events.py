@@ -29,7 +29,7 @@ from tests.conftest import connection_env, unique_name
 from tests.support.tls import Certificates, make_certificates
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "typed-publish-key"
-CONN_ID, WASB_ID, GROUP = "eh_typed", "wasb_typed", "orders"
+CONN_ID, WASB_ID, GROUP, JSON_GROUP = "eh_typed", "wasb_typed", "orders", "refunds"
 
 
 def order_schema(*extra: dict[str, Any], name: str = "Order") -> dict[str, Any]:
@@ -55,7 +55,7 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 def endpoint(tmp_path_factory: pytest.TempPathFactory, certificates: Certificates) -> Iterator[EmulatorProcess]:
     """The endpoint with its Schema Registry over HTTPS, token auth, and the Avro group ``orders``."""
     with EmulatorProcess(tmp_path_factory.mktemp("typed"), key_name=KEY_NAME, key=KEY, require_auth=True, registry_port=0,
-                         tls=(certificates.cert, certificates.key), schema_groups={GROUP: ("Avro", "None")},
+                         tls=(certificates.cert, certificates.key), schema_groups={GROUP: ("Avro", "None"), JSON_GROUP: ("Json", "None")},
                          websocket_port=None) as process:
         yield process
 
@@ -82,7 +82,7 @@ def publish(typed: dict[str, str], events: list[Any], *, group: str = "typed", g
 
     operator = EventHubPublishOperator(
         task_id="publish", event_hubs_conn_id=CONN_ID, wasb_conn_id=WASB_ID, state_container=typed["container"],
-        producer_group=group, generation=generation, events=events, schema_group=GROUP, **schema)
+        producer_group=group, generation=generation, events=events, **{"schema_group": GROUP, **schema})
     start = datetime(2026, 5, 1, tzinfo=UTC)
     context = {"ti": SimpleNamespace(try_number=1, map_index=-1), "data_interval_start": start,
                "data_interval_end": start, "logical_date": start, "run_id": "scheduled__2026-05-01"}
@@ -224,3 +224,30 @@ def test_avro_encoding_is_byte_identical_for_the_same_row_and_schema(typed: dict
         encoded = {AvroEncoder(client=client, group_name=GROUP, auto_register=True).encode(dict(row), schema=schema)[
             "content"] for _ in range(3)}
     assert len(encoded) == 1
+
+
+def test_json_schema_rows_carry_the_schema_id_and_a_bad_one_names_the_field(
+        endpoint: EmulatorProcess, typed: dict[str, str]) -> None:
+    """``schema_format="Json"``: Microsoft's JSON Schema encoder validates and encodes; its decoder reads the events."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+    from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
+
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Refund", "type": "object",
+              "properties": {"refund_id": {"type": "string"}, "cents": {"type": "integer"}},
+              "required": ["refund_id", "cents"]}
+    bad = [{"body": {"refund_id": "r-0", "cents": "ten"}, "partition_id": "0"}]
+    with pytest.raises(AirflowFailException) as failed:
+        publish(typed, bad, schema_group=JSON_GROUP, schema=schema, schema_format="Json", auto_register_schema=True)
+    assert "event 0 does not fit schema refunds/Refund version 1" in str(failed.value), str(failed.value)
+    assert "field $.cents" in str(failed.value), str(failed.value)
+    assert read_back(endpoint, typed["hub"]) == []
+
+    events = [{"body": {"refund_id": f"r-{i}", "cents": i}, "partition_id": str(i % 2)} for i in range(4)]
+    result = publish(typed, events, schema_group=JSON_GROUP, schema=schema, schema_format="Json")
+    schema_id = result["0"]["schema"]["id"]
+    landed = read_back(endpoint, typed["hub"])
+    assert {e.content_type for e in landed} == {f"application/json;serialization=Json+{schema_id}"}
+    with SchemaRegistryHook(CONN_ID).get_client() as client:
+        decoder = JsonSchemaEncoder(client=client, validate=schema["$schema"])
+        decoded = [decoder.decode({"content": b"".join(e.body), "content_type": e.content_type}) for e in landed]
+    assert sorted(decoded, key=lambda r: r["cents"]) == [e["body"] for e in events]
