@@ -126,6 +126,7 @@ class EventHubPublishOperator(BasePublishOperator):
         sent) and the content type and schema for the publisher; else the events as they are."""
         if not self.schema_group:
             return events, {}
+        self.check_arguments()  # an argument out of range fails before the registry is asked
         self.check_schema_settings()
         fmt = schema_format(self.schema_format)
         definition = load_definition(self.schema, self.schema_file)
