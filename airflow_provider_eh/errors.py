@@ -80,6 +80,10 @@ class InvalidEventError(EventHubsProviderError):
     """An event cannot be built from the input: body not serialisable, bad key, bad partition."""
 
 
+class SchemaNotRegisteredError(EventHubsProviderError):
+    """A publish's schema is not in the schema group (register it, or publish with ``auto_register_schema=True``)."""
+
+
 class CheckpointStoreError(EventHubsProviderError):
     """Checkpoints or ownership cannot be read or written (missing container, bad layout)."""
 

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 #: how long a signed SAS token lives; the client asks again before it expires
 TOKEN_SECONDS = 3600
+#: the token scope of Azure Schema Registry (the one ``SchemaRegistryClient`` asks for)
+SCOPE = "https://eventhubs.azure.net/.default"
+#: the data-plane version of the list-versions request
+API_VERSION = "2022-10"
 
 
 class SharedAccessKeyCredential:
@@ -154,6 +158,34 @@ class SchemaRegistryEndpoint:
         from azure.schemaregistry import SchemaRegistryClient
 
         return SchemaRegistryClient(self.fully_qualified_namespace, self.credential(), **self.client_kwargs(kwargs))
+
+    def schema_versions(self, group: str, name: str) -> list[int] | None:
+        """The versions of schema ``name`` in ``group``, oldest first; ``None`` when the schema is not registered.
+
+        The data plane's list-versions operation, sent through azure-core's public pipeline with this
+        endpoint's credential: the client release the package declares has no public method for it.
+        """
+        from urllib.parse import quote
+
+        from azure.core import PipelineClient
+        from azure.core.pipeline.policies import BearerTokenCredentialPolicy, RetryPolicy
+        from azure.core.rest import HttpRequest
+
+        policies = [RetryPolicy(retry_total=3), BearerTokenCredentialPolicy(self.credential(), SCOPE)]
+        with PipelineClient(self.url, policies=policies, **self.client_kwargs({})) as pipeline:
+            request = HttpRequest("GET", f"{self.url}/$schemaGroups/{quote(group, safe='')}/schemas/"
+                                         f"{quote(name, safe='')}/versions", params={"api-version": API_VERSION})
+            found: list[int] = []
+            while True:  # {"Value": [1, 2, ...], "NextLink": the next page's address, if any}
+                response = pipeline.send_request(request)
+                if response.status_code == 404:
+                    return None
+                response.raise_for_status()
+                page = response.json()
+                found += [int(v) for v in page.get("Value") or []]
+                if not page.get("NextLink"):
+                    return sorted(found)
+                request = HttpRequest("GET", page["NextLink"] if "://" in page["NextLink"] else self.url + page["NextLink"])
 
     def async_client(self, **kwargs: Any) -> AsyncSchemaRegistryClient:
         """The async ``SchemaRegistryClient`` (``azure.schemaregistry.aio``), for triggers; the caller closes it."""

@@ -278,7 +278,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
         in doubt settled: ``landed`` of its events found in the hub, ``resent`` sent again) or
         ``"already_committed"``; ``readback_seconds``: how long the read-back of a batch in doubt took,
         ``None`` when nothing was in doubt). A re-run of a committed batch returns what the ledger recorded.
-        Each partition's outcome is counted in the metrics (:meth:`count`).
+        A typed batch's partitions also give ``schema``: ``{group, name, id, version, format}`` of the schema
+        its events were encoded against. Each partition's outcome is counted in the metrics (:meth:`count`).
         """
         self.count(result for _, result in sorted(results.items()))
         for pid, result in sorted(results.items()):
@@ -294,5 +295,6 @@ class BasePublishOperator(HubLineage, BaseOperator):
         return {pid: {**result.sequence_range(), "fencing": result.fencing,
                       "lease_only_batch_bytes": result.lease_only_batch_bytes, "status": result.status,
                       "landed": result.landed_count, "resent": result.resent,
-                      "readback_seconds": result.readback_seconds}
+                      "readback_seconds": result.readback_seconds,
+                      **({"schema": result.schema} if result.schema else {})}
                 for pid, result in sorted(results.items())}

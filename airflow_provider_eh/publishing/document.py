@@ -13,12 +13,13 @@ the batch commits and never again (until pruning deletes it)::
     Ledger:         {"next", "first", "last"}
     CommittedBatch: {"events", "first_seq", "last_seq", "service_last_sequence_number", "fingerprint"?,
                      "owner_level"?, "committed_at"?, "origin"?, "fencing"?, "batch_id"?, "ordinal"?,
-                     "lease_only_batch_bytes"?}
+                     "lease_only_batch_bytes"?, "schema"?}
     PendingIntent:  {"batch_id", "first_seq", "indexes", "events", "fingerprint", "owner_level",
                      "start_sequence_number", "landed", "batch_first_seq"?, "started_at"?, "origin"?}
     PartialBatch:   {"events", "fingerprint", "landed", "batch_first_seq"?, "origin"?, "started_at"?}
     origin:         {"dag_id", "task_id", "run_id", "map_index", "try_number"} (what published the batch;
                     any JSON object the caller passes, the Airflow operators pass these)
+    schema:         {"group", "name", "id", "version", "format"} (a typed batch's schema in the Schema Registry)
 
 (``?``: absent from documents written before the field existed; such documents load unchanged.)
 The records are the dataclasses of :mod:`~airflow_provider_eh.publishing.records`, the only place

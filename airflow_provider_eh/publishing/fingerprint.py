@@ -1,7 +1,9 @@
 """An order-dependent hash of a batch's content, computable in one pass over an iterator.
 
 Each event contributes its body and its user properties (not our stamps), length-prefixed so
-that no two different sequences of events hash alike. Spark executors compute it per partition
+that no two different sequences of events hash alike. A typed batch (every event encoded against one
+registered schema) also hashes its content type, which carries the schema id: the same rows under
+another schema version are other content. Spark executors compute it per partition
 with :meth:`Fingerprint.update` while they iterate their rows, without collecting them.
 """
 
@@ -31,12 +33,19 @@ def canonical_properties(properties: Mapping[str, Any] | None) -> bytes:
 
 
 class Fingerprint:
-    """Incremental fingerprint: ``update`` once per event, in order; ``hexdigest`` at the end."""
+    """Incremental fingerprint: ``update`` once per event, in order; ``hexdigest`` at the end.
+
+    :param content_type: the content type every event of the batch carries (``avro/binary+<schema id>``),
+        or ``None`` for untyped events (whose fingerprints it leaves as they were).
+    """
 
     __slots__ = ("_hash", "count")
 
-    def __init__(self) -> None:
+    def __init__(self, content_type: str | None = None) -> None:
         self._hash = hashlib.sha256(b"eh-fingerprint-v1")
+        if content_type:
+            typed = content_type.encode()
+            self._hash.update(b"content-type" + len(typed).to_bytes(4, "big") + typed)
         self.count = 0
 
     def update(self, body: bytes, properties: Mapping[str, Any] | None = None) -> None:

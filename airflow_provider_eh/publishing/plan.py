@@ -49,6 +49,7 @@ class PartitionResult:
     lease_only_batch_bytes: int | None = None  # under "lease": the bytes of one SDK batch at most; None otherwise
     # seconds the claim spent reading the partition back to settle a batch in doubt; None: nothing was in doubt
     readback_seconds: float | None = field(default=None, compare=False)
+    schema: dict[str, Any] | None = None  # a typed batch's schema {group, name, id, version, format}; None: untyped
 
     def sequence_range(self) -> dict[str, int]:
         return {
@@ -77,6 +78,8 @@ class PartitionPlan:
     bound on each SDK batch where the send turns out fenced by the lease alone
     (:mod:`~airflow_provider_eh.publishing.in_flight`). ``readback_seconds``: how long the claim read the
     partition back to settle a batch in doubt (``None``: nothing was in doubt), for the result to report.
+    ``content_type``: a typed batch's (``avro/binary+<schema id>``), set on every event sent and covered by
+    the fingerprint; ``None``: untyped.
     """
 
     group: str
@@ -94,6 +97,7 @@ class PartitionPlan:
     hub_fencing: HubFencing = "auto"
     lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES
     readback_seconds: float | None = None  # the claim's read-back of a batch in doubt, as the result reports it
+    content_type: str | None = None  # a typed batch's content type (the schema id in it), on every event sent
 
     @property
     def batch_stamp(self) -> str:

@@ -77,6 +77,10 @@ class IdempotentPublisher:
         stalled publisher's late sends once another one claimed the partition; ``"required"``: raise
         :class:`~airflow_provider_eh.errors.HubFencingUnavailableError` before the intent where they do
         not; ``False``: the claim's deadline alone fences.
+    :param content_type: a typed batch's content type (``avro/binary+<schema id>``, what Microsoft's encoders
+        write): set on every event and covered by the fingerprint (:mod:`~airflow_provider_eh.publishing.typed`).
+    :param schema: a typed batch's schema ``{group, name, id, version, format}``, recorded in each committed
+        batch of the ledger and in each partition's result.
     :param lease_only_batch_bytes: where a send is fenced by the claim's deadline alone (``hub_fencing=False``,
         or ``"auto"`` where the hub or the SDK cannot fence), each SDK batch holds at most this many bytes
         (1 KiB to 1 MiB; default 256 KiB): what a publisher that stalls mid-send can land twice per
@@ -99,8 +103,12 @@ class IdempotentPublisher:
         origin: Mapping[str, Any] | None = None,
         hub_fencing: HubFencing = "auto",
         lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES,
+        content_type: str | None = None,
+        schema: Mapping[str, Any] | None = None,
     ):
         self.endpoint = endpoint
+        self.content_type = content_type
+        self.schema = dict(schema) if schema else None
         self.hub_fencing = fencing_mode(hub_fencing)
         self.lease_only_batch_bytes = check_lease_only_batch_bytes(lease_only_batch_bytes)
         self.store = store
@@ -197,7 +205,8 @@ class IdempotentPublisher:
         group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
         base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
                                     event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing,
-                                    lease_only_batch_bytes=self.lease_only_batch_bytes)
+                                    lease_only_batch_bytes=self.lease_only_batch_bytes,
+                                    content_type=self.content_type)
         pending = state.pending
         in_doubt = self._in_doubt
         readback: float | None = None  # seconds spent reading the partition back, when something was in doubt
@@ -215,7 +224,8 @@ class IdempotentPublisher:
             check_same_content(key, batch_id, done.fingerprint, fingerprint, count, done.events)
             result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
                                      done.service_last_sequence_number, "already_committed", fencing=done.fencing or "",
-                                     lease_only_batch_bytes=done.lease_only_batch_bytes, readback_seconds=readback)
+                                     lease_only_batch_bytes=done.lease_only_batch_bytes, readback_seconds=readback,
+                                     schema=done.schema)
             log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
                      group, pid, stamp, done.events, done.first_seq, done.last_seq)
             return PartitionPlan(**base, action="done", result=result)
@@ -303,7 +313,7 @@ class IdempotentPublisher:
                 service_last_sequence_number=service_last, fingerprint=plan.fingerprint,
                 owner_level=plan.owner_level, committed_at=datetime.now(UTC).isoformat(),
                 origin=self.origin if state.pending is None else state.pending.origin, fencing=fencing or None,
-                batch_id=plan.batch_id, ordinal=state.ledger.next, lease_only_batch_bytes=bound,
+                batch_id=plan.batch_id, ordinal=state.ledger.next, lease_only_batch_bytes=bound, schema=self.schema,
             )
             self.store.record_committed(claim, record)
             reached("after_commit_records")
@@ -319,7 +329,8 @@ class IdempotentPublisher:
             )
             return PartitionResult(key.partition, plan.event_count, first_seq, last_seq, service_last, status,
                                    landed_count=plan.landed_count, resent=plan.send_count if plan.recovered_from else 0,
-                                   fencing=fencing, lease_only_batch_bytes=bound, readback_seconds=plan.readback_seconds)
+                                   fencing=fencing, lease_only_batch_bytes=bound, readback_seconds=plan.readback_seconds,
+                                   schema=self.schema)
         finally:
             self.store.release(claim)
 
@@ -362,7 +373,7 @@ class IdempotentPublisher:
 
     def publish_partition(self, partition_id: str, batch_id: str, events: Sequence[OutgoingEvent]) -> PartitionResult:
         """The whole protocol for one partition (events in order; their position is their batch index)."""
-        fp = Fingerprint()
+        fp = Fingerprint(self.content_type)
         for event in events:
             fp.update(event.body, event.properties)
         count, fingerprint = fp.count, fp.hexdigest()

@@ -72,7 +72,7 @@ class CommittedBatch(_Record):
     """A batch that landed whole: its events had producer sequence numbers ``first_seq..last_seq``."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("fingerprint", "owner_level", "committed_at", "origin", "fencing", "batch_id",
-                                           "ordinal", "lease_only_batch_bytes")
+                                           "ordinal", "lease_only_batch_bytes", "schema")
 
     events: int
     first_seq: int
@@ -86,6 +86,7 @@ class CommittedBatch(_Record):
     batch_id: str | None = None  # in a record of its own (None inside a version 1 document, keyed by it there)
     ordinal: int | None = None  # its place in the ledger's commit order (records only)
     lease_only_batch_bytes: int | None = None  # under "lease": the most bytes of one SDK batch (None: hub, or older)
+    schema: dict[str, Any] | None = None  # a typed batch's schema {group, name, id, version, format} (None: untyped)
 
 
 @dataclass(frozen=True)

@@ -66,16 +66,18 @@ def _pairs(events: Iterable[Any]) -> Iterable[tuple[bytes, Any]]:
 
 
 def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedLink | None = None,
+                  content_type: str | None = None,
                   ) -> tuple[Callable[[bytes, Any, int], Any], Callable[[Any, Any], None]]:
     """``(make, add)``: build one stamped message and add it to an SDK batch (``ValueError`` when full).
 
     Straight AMQP bytes (:mod:`~airflow_provider_eh.publishing.wire`) when the SDK's layout was proven
     and no tracer needs per-message properties; otherwise ``EventData`` through the SDK's encoder.
     On a fenced link each message also carries the hub's producer annotations, numbered in the order
-    the messages are made (each is made once, and sent in that order).
+    the messages are made (each is made once, and sent in that order). A typed batch's ``content_type``
+    (the schema id in it) goes on each ``EventData``: the straight-bytes path writes no message properties.
     """
     encoder = (StampedMessageEncoder.create(group, stamp, owner, annotated=fence is not None)
-               if fast and not tracing_enabled() else None)
+               if fast and not tracing_enabled() and content_type is None else None)
     if encoder is not None:
         if fence is None:
             return encoder.encode, add_encoded
@@ -89,6 +91,8 @@ def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedL
 
     def make(body: bytes, props: Any, seq: int) -> EventData:
         event = EventData(body)
+        if content_type is not None:
+            event.content_type = content_type
         set_stamps(event, stamps.properties(props, seq), None if fence is None else fence.annotations(fence.take()))
         return event
 
@@ -102,12 +106,13 @@ class EventWalk:
 
     :param wanted: the indexes to send (``None``: all).
     :param fingerprint: ``True`` to compute the events' fingerprint while walking them.
+    :param content_type: a typed batch's content type, which the fingerprint covers.
     """
 
-    def __init__(self, wanted: set[int] | None, fingerprint: bool):
+    def __init__(self, wanted: set[int] | None, fingerprint: bool, content_type: str | None = None):
         self.wanted = wanted
         self.count = 0
-        self.fingerprint = Fingerprint() if fingerprint else None
+        self.fingerprint = Fingerprint(content_type) if fingerprint else None
 
     def planned(self, events: Iterable[Any]) -> Iterator[tuple[int, bytes, Any]]:
         """``(index, body, properties)`` of each planned event; the others are only counted."""
@@ -198,7 +203,7 @@ class BatchFiller:
         self.in_force = bound_in_force(plan.lease_only_batch_bytes, self.link_max, fence is not None)
         self.batch = first if self.cap is None else self._new_batch()
         self.make, self.add = _message_path(plan.group, plan.batch_stamp, plan.owner_level,
-                                            fast_path_available(self.batch), fence)
+                                            fast_path_available(self.batch), fence, plan.content_type)
         self.in_batch = 0
         self.alone = 0  # events over the bound, each sent in an SDK batch of its own
 
@@ -310,7 +315,8 @@ def send_partition(
         raise ValueError(f"partition {plan.partition_id} batch {plan.batch_stamp}: plan says {plan.action!r}, nothing to send")
     started = time.monotonic()
     client = endpoint.producer(retry_total=0) if producer is None else producer
-    walk = EventWalk(None if plan.indexes is None else set(from_ranges(plan.indexes)), fingerprint is None)
+    walk = EventWalk(None if plan.indexes is None else set(from_ranges(plan.indexes)), fingerprint is None,
+                     plan.content_type)
     where = f"group {plan.group} partition {plan.partition_id} batch {plan.batch_stamp}"
     try:
         fence = attach(client, plan, send_timeout)

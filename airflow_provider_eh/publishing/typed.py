@@ -1,0 +1,205 @@
+"""Typed events: every row of a batch encoded against one registered schema by Microsoft's encoder.
+
+:func:`resolve_schema` finds the schema a publish uses in a namespace's Schema Registry (an inline
+definition, registered only when asked, or the latest version of a schema registered by name), and
+:class:`TypedBatch` encodes every row with Microsoft's ``AvroEncoder`` or ``JsonSchemaEncoder``, so that
+each event's content type carries the schema id (``avro/binary+<id>``, ``application/json;serialization=Json+<id>``...)
+as Microsoft's consumers expect. All rows are encoded before anything is sent: a row that does not
+fit fails the batch naming the row, the field and the schema, and nothing of the batch is sent.
+
+The content type is the same for every event of the batch; the publisher sets it on each event and
+the fingerprint covers it (:class:`~airflow_provider_eh.publishing.fingerprint.Fingerprint`), so the
+same rows under another schema version are other content (``BatchContentChangedError`` unless
+``generation`` is raised). Apache Avro's binary encoding of a value is deterministic, so a re-run with
+the same rows and schema has the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_eh.errors import InvalidEventError, SchemaNotRegisteredError
+
+#: the formats a publish encodes with, by the name the registry gives them
+FORMATS = ("Avro", "Json")
+#: the JSON Schema draft assumed when a definition names none (``$schema``)
+DEFAULT_JSON_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+@dataclass(frozen=True)
+class SchemaUsed:
+    """The registered schema a batch is encoded against (what the result and the ledger record)."""
+
+    group: str
+    name: str
+    id: str
+    version: int | None
+    format: str
+
+    def describe(self) -> str:
+        version = f" version {self.version}" if self.version is not None else ""
+        return f"schema {self.group}/{self.name}{version} (id {self.id})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def schema_format(value: Any) -> str:
+    """``"Avro"`` or ``"Json"`` (any case), or ``ValueError`` naming ``schema_format``."""
+    for name in FORMATS:
+        if isinstance(value, str) and value.lower() == name.lower():
+            return name
+    raise ValueError(f"schema_format={value!r}: must be one of {', '.join(FORMATS)}")
+
+
+def load_definition(schema: Any = None, schema_file: str | None = None) -> str | None:
+    """The inline definition as JSON text: ``schema`` (a dict, or JSON text), or the text of ``schema_file``;
+    ``ValueError`` naming the parameter when it is not a JSON object."""
+    if schema is not None and schema_file:
+        raise ValueError("give `schema` or `schema_file`, not both")
+    if schema_file:
+        try:
+            text = Path(schema_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"schema_file={schema_file!r}: cannot be read ({exc.strerror or exc})") from None
+        name, schema = "schema_file", text
+    elif schema is None:
+        return None
+    else:
+        name = "schema"
+    if isinstance(schema, Mapping):
+        return json.dumps(schema)
+    if not isinstance(schema, str):
+        raise ValueError(f"{name}: a {type(schema).__name__}; give a dict or the schema's JSON text")
+    try:
+        parsed = json.loads(schema)
+    except ValueError as exc:
+        raise ValueError(f"{name}: not JSON ({exc}); give an Avro schema or a JSON Schema as JSON text") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name}: a JSON {type(parsed).__name__}; a schema is a JSON object")
+    return schema
+
+
+def name_of(definition: str, fmt: str, schema_name: str | None) -> str:
+    """The name a definition is registered under: an Avro record's full name (what ``AvroEncoder`` uses), a
+    JSON Schema's ``schema_name``, else its ``title``."""
+    parsed = json.loads(definition)
+    if fmt == "Avro":
+        name, namespace = parsed.get("name"), parsed.get("namespace")
+        if not isinstance(name, str) or not name:
+            raise ValueError("schema: an Avro schema for events is a record with a 'name'")
+        full = name if "." in name or not namespace else f"{namespace}.{name}"
+        if schema_name and schema_name != full:
+            raise ValueError(f"schema_name={schema_name!r}: an Avro schema is registered under its full name "
+                             f"{full!r}; leave schema_name out or give that")
+        return full
+    name = schema_name or parsed.get("title")
+    if not isinstance(name, str) or not name:
+        raise ValueError("schema: a JSON Schema needs a 'title', or give schema_name, to be registered under")
+    return name
+
+
+def resolve_schema(client: Any, group: str, fmt: str, *, definition: str | None, schema_name: str | None,
+                   auto_register: bool, versions: Callable[[str, str], list[int] | None]) -> tuple[str, SchemaUsed]:
+    """
+    ``(definition, SchemaUsed)`` of the schema a publish encodes with, from Microsoft's ``SchemaRegistryClient``.
+
+    An inline ``definition`` is looked up by its content (registered with ``auto_register``, else
+    :class:`~airflow_provider_eh.errors.SchemaNotRegisteredError`); ``schema_name`` alone is the latest
+    registered version of that name (``versions(group, name)`` lists them:
+    :meth:`~airflow_provider_eh.client.schema_registry.SchemaRegistryEndpoint.schema_versions`).
+    """
+    from azure.core.exceptions import ResourceNotFoundError
+
+    if definition is not None:
+        name = name_of(definition, fmt, schema_name)
+        try:
+            props = client.get_schema_properties(group, name, definition, fmt)
+        except ResourceNotFoundError:
+            if not auto_register:
+                raise SchemaNotRegisteredError(
+                    f"schema {name!r} ({fmt}) is not registered in schema group {group!r} with this definition; "
+                    "register it (a new version of the schema), or set auto_register_schema=True"
+                ) from None
+            props = client.register_schema(group, name, definition, fmt)
+        return definition, SchemaUsed(group, name, props.id, props.version, fmt)
+    if not schema_name:
+        raise ValueError("give the schema: `schema`, `schema_file` or `schema_name` (one already registered)")
+    known = versions(group, schema_name)
+    if not known:
+        raise SchemaNotRegisteredError(f"schema {schema_name!r} is not registered in schema group {group!r}; "
+                                       "register it, or give its definition as `schema` or `schema_file`")
+    fetched = client.get_schema(group_name=group, name=schema_name, version=max(known))
+    props = fetched.properties
+    registered = str(getattr(props.format, "value", props.format))  # a SchemaFormat (a str enum) or its text
+    if registered.lower() != fmt.lower():
+        raise ValueError(f"schema_format={fmt!r}: schema {group}/{schema_name} is registered as {registered}")
+    return fetched.definition, SchemaUsed(group, schema_name, props.id, props.version, fmt)
+
+
+class TypedBatch:
+    """
+    Encodes a batch's rows against one registered schema with Microsoft's encoder.
+
+    :param client: Microsoft's ``SchemaRegistryClient`` (the encoder fetches nothing more: the schema is resolved).
+    :param definition: the schema's definition (JSON text).
+    :param used: the registered schema (:func:`resolve_schema`).
+    """
+
+    def __init__(self, client: Any, definition: str, used: SchemaUsed):
+        self.definition = definition
+        self.used = used
+        if used.format == "Avro":
+            from azure.schemaregistry.encoder.avroencoder import AvroEncoder
+
+            self._encoder: Any = AvroEncoder(client=client, group_name=used.group)
+        else:
+            from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
+
+            draft = json.loads(definition).get("$schema") or DEFAULT_JSON_DRAFT
+            self._encoder = JsonSchemaEncoder(client=client, validate=draft)
+        self.content_type: str | None = None
+
+    def _encode(self, value: Any) -> dict[str, Any]:
+        if self.used.format == "Avro":
+            return dict(self._encoder.encode(value, schema=self.definition))
+        return dict(self._encoder.encode(value, schema_id=self.used.id))
+
+    def encode(self, events: Iterable[Any]) -> list[Any]:
+        """Every event with its body (a row) encoded; a mapping with ``body`` keeps its other fields.
+        ``InvalidEventError`` naming the row (index, and partition key if any), the field and the schema
+        when a row does not fit: raised before anything is sent."""
+        out: list[Any] = []
+        for index, raw in enumerate(events):
+            keyed = isinstance(raw, Mapping) and "body" in raw
+            value = raw["body"] if keyed else raw
+            try:
+                content = self._encode(value)
+            except Exception as exc:
+                key = raw.get("partition_key") if keyed else None
+                row = f"event {index}" + (f" (partition_key {key!r})" if key is not None else "")
+                raise InvalidEventError(
+                    f"{row} does not fit {self.used.describe()}: {_cause(exc)}. Nothing of this batch was sent; "
+                    "fix the row, or publish with a schema version it fits"
+                ) from None
+            if self.content_type is None:
+                self.content_type = content["content_type"]
+            elif content["content_type"] != self.content_type:  # one schema for the batch: never expected
+                raise InvalidEventError(f"event {index}: content type {content['content_type']!r} differs from the "
+                                        f"batch's {self.content_type!r}")
+            out.append({**raw, "body": content["content"]} if keyed else content["content"])
+        return out
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost message of an encoder's error: Avro's names the field ('The datum ... provided for "amount"
+    ...'); a JSON Schema validation error's path (``$.amount``) is added to its message."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    message = " ".join(str(getattr(exc, "message", None) or exc).split())[:500]
+    path = getattr(exc, "json_path", None)
+    return f"field {path}: {message}" if isinstance(path, str) and path != "$" else message
