@@ -48,8 +48,9 @@ def identifier(name: str, what: str) -> str:
 # statements whose only differences are the upsert spelling, the parameter marker, the key column
 # type and how a transaction starts; the hot path is one bulk write per table per batch on the raw
 # DB-API cursor (multi-row ``VALUES``, or ``COPY``), which SQLAlchemy would wrap in per-statement
-# compilation and result objects for nothing. A plain DB-API connection (what ``DbApiHook.get_conn()`` returns, or
-# ``sqlite3.connect``) is all a dialect needs, and the supported list stays explicit.
+# compilation and result objects for nothing. A plain DB-API connection (what
+# ``DbApiHook.get_conn()`` returns, or ``sqlite3.connect``) is all a dialect needs, and the
+# supported list stays explicit.
 
 
 class Dialect:
@@ -97,8 +98,9 @@ class Dialect:
     @property
     def chains(self) -> bool:
         """
-        Whether statements can go to the server together, in one call (``"a; b"``): the ones whose result
-        nobody reads then wait for the next one (:meth:`~airflow_provider_eh.ingest.store.Transaction.later`).
+        Whether statements can go to the server together, in one call (``"a; b"``): a
+        :class:`~airflow_provider_eh.ingest.store.Transaction` then sends those whose result nobody
+        reads with the next one.
         """
         return False
 
