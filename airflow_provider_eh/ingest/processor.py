@@ -9,8 +9,8 @@ In order, for every event of the batch:
    that is now in order; one behind it is a duplicate; one in a completed session is dead-lettered;
 3. **apply**: the row function maps the event to rows; if it raises, the event becomes a dead letter.
 
-Then the rows are inserted (one ``executemany`` per column set; if the database refuses a row
-the events are retried one by one under savepoints and the refused ones are dead-lettered), deferred
+Then the rows are inserted (one bulk write per column set, undone alone if the database refuses a
+row: the events are then retried one by one, each undone alone, and the refused ones are dead-lettered), deferred
 events older than the session limit become dead letters, the marks are saved and the checkpoint
 is advanced by compare-and-set, all in the same transaction.
 """
@@ -253,8 +253,7 @@ class BatchProcessor:
         """
         try:
             rows = _rows_of(self.row_function(event))
-            with tx.savepoint():
-                tx.insert_rows(self.table, rows)
+            tx.insert_rows(self.table, rows, alone=True)
         except Exception as exc:
             if isinstance(exc, SinkConfigError) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
                 raise
@@ -360,8 +359,7 @@ class BatchProcessor:
         if not rows:
             return 0
         try:
-            with tx.savepoint():
-                tx.insert_rows(self.table, rows)
+            tx.insert_rows(self.table, rows, alone=True)
             return len(rows)
         except Exception as exc:
             if not _is_data_error(exc):
@@ -372,8 +370,7 @@ class BatchProcessor:
         written = 0
         for event, event_rows in applied:
             try:
-                with tx.savepoint():
-                    tx.insert_rows(self.table, event_rows)
+                tx.insert_rows(self.table, event_rows, alone=True)
                 written += len(event_rows)
             except Exception as exc:
                 if not _is_data_error(exc):

@@ -96,7 +96,14 @@ class DeadLetter:
 
 
 class Transaction:
-    """The statements of one batch; use :meth:`SqlIngestStore.transaction`."""
+    """
+    The statements of one batch; use :meth:`SqlIngestStore.transaction`.
+
+    Where the dialect :attr:`~airflow_provider_eh.ingest.schema.Dialect.chains` statements, those whose
+    result nobody reads (savepoints, their release, the dedupe marks) wait and go to the server with
+    the next statement, in one call: each call that waits on the server hands the interpreter lock to
+    the receiving thread and then waits to win it back, so a batch costs its calls more than its statements.
+    """
 
     def __init__(self, store: SqlIngestStore, cursor: Any):
         self._store = store
@@ -104,13 +111,43 @@ class Transaction:
         self._p = store.prefix
         self._k = store.stream.key
         self.savepoints = 0
+        self._waiting: list[bytes] = []  # rendered statements that go with the next one
+        self._calls = 0  # calls that sent (or began to send) statements to the server so far
 
     def _exec(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        self._cur.execute(self._store.dialect.sql(statement), tuple(params))
+        dialect = self._store.dialect
+        if self._waiting:
+            rendered = dialect.render(self._cur, dialect.sql(statement), params)  # what fails here sends nothing
+            self._calls += 1
+            self._cur.execute(self._take_waiting() + rendered)
+        else:
+            self._calls += 1
+            self._cur.execute(dialect.sql(statement), tuple(params))
         return self._cur
+
+    def _later(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Run ``statement``, whose result nobody reads, with the next one where the dialect chains statements; else now."""
+        dialect = self._store.dialect
+        if dialect.chains:
+            self._waiting.append(dialect.render(self._cur, dialect.sql(statement), params))
+        else:
+            self._exec(statement, params)
+
+    def _take_waiting(self) -> bytes:
+        """The waiting statements as the prefix of the next call (``"a; b; "``); they count as sent from now on."""
+        waiting, self._waiting = self._waiting, []
+        return b"".join(statement + b"; " for statement in waiting)
+
+    def flush(self) -> None:
+        """Send the statements still waiting (the store does before it commits)."""
+        if self._waiting:
+            self._calls += 1
+            self._cur.execute(self._take_waiting())
 
     def _many(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
+            self.flush()
+            self._calls += 1
             self._store.dialect.executemany(self._cur, self._store.dialect.sql(statement), [tuple(r) for r in rows])
 
     _STREAM = "namespace = ? AND eventhub = ? AND consumer_group = ?"
@@ -167,16 +204,20 @@ class Transaction:
         return {str(g): int(m) for g, m in rows}
 
     def save_marks(self, partition_id: str, marks: Mapping[str, int]) -> None:
+        """Move the high-water marks up (sent with the next statement where the dialect chains statements)."""
         now = utc_now()
-        self._many(
-            self._store.dialect.upsert(
-                f"{self._p}dedupe",
-                (*_STREAM_COLUMNS, "producer_group", "partition_id", "high_water_mark", "updated_at"),
-                (*_STREAM_COLUMNS, "producer_group", "partition_id"),
-                {"high_water_mark": "{new}", "updated_at": "{new}"},
-            ),
-            [(*self._k, group, partition_id, mark, now) for group, mark in sorted(marks.items())],
+        statement = self._store.dialect.upsert(
+            f"{self._p}dedupe",
+            (*_STREAM_COLUMNS, "producer_group", "partition_id", "high_water_mark", "updated_at"),
+            (*_STREAM_COLUMNS, "producer_group", "partition_id"),
+            {"high_water_mark": "{new}", "updated_at": "{new}"},
         )
+        rows = [(*self._k, group, partition_id, mark, now) for group, mark in sorted(marks.items())]
+        if self._store.dialect.chains:
+            for row in rows:
+                self._later(statement, row)
+        else:
+            self._many(statement, rows)
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -243,8 +284,14 @@ class Transaction:
 
     # -- rows and dead letters --------------------------------------------------------------
 
-    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert ``rows`` into ``table``, one ``executemany`` per distinct column set."""
+    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]], *, alone: bool = False) -> None:
+        """
+        Insert ``rows`` into ``table``, one bulk write per distinct column set.
+
+        :param alone: if the database refuses a row, none of ``rows`` stays and the transaction goes
+            on (the caller may then insert them in parts): under a savepoint, or without one where the
+            database undoes a failed statement by itself and the rows go as one statement.
+        """
         by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for row in rows:
             columns = tuple(row)
@@ -253,23 +300,48 @@ class Transaction:
                 group = by_columns[columns] = []
             # a dict's values are in its keys' order: no per-column lookup for the common case
             group.append(tuple(row.values()) if type(row) is dict else tuple(row[c] for c in columns))
+        dialect = self._store.dialect
+        writes = []
         for columns, values in by_columns.items():
             names = [identifier(c, f"column of table {table!r}") for c in columns]
-            self._store.dialect.insert_rows(self._cur, table, names, values)
+            writes.append((names, values, dialect.insert_statements(self._cur, table, names, values)))
+        if alone and dialect.statement_atomic and len(writes) == 1 and len(writes[0][2] or ()) == 1:
+            self._write_rows(table, writes)  # one statement: undone alone by the database itself
+        elif alone and writes:
+            with self.savepoint():
+                self._write_rows(table, writes)
+        else:
+            self._write_rows(table, writes)
+
+    def _write_rows(self, table: str, writes: Sequence[tuple[list[str], list[tuple[Any, ...]], list[str] | None]]) -> None:
+        for names, values, statements in writes:
+            if statements is None:
+                self._calls += 1
+                self._store.dialect.insert_rows(self._cur, table, names, values, self._take_waiting())
+                continue
+            self.flush()
+            for statement in statements:
+                self._calls += 1
+                self._cur.execute(statement)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested scope that is undone alone if its block raises."""
         self.savepoints += 1
         name = f"eh_sp_{self.savepoints}"
-        self._exec(f"SAVEPOINT {name}")
+        calls, waiting = self._calls, len(self._waiting)
+        self._later(f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
-            self._exec(f"ROLLBACK TO SAVEPOINT {name}")
-            self._exec(f"RELEASE SAVEPOINT {name}")
+            if self._calls == calls:  # the savepoint is still waiting: nothing of the block reached the server
+                del self._waiting[waiting:]
+            else:
+                self._waiting.clear()  # what the block left waiting is undone with it
+                self._exec(f"ROLLBACK TO SAVEPOINT {name}")
+                self._later(f"RELEASE SAVEPOINT {name}")
             raise
-        self._exec(f"RELEASE SAVEPOINT {name}")
+        self._later(f"RELEASE SAVEPOINT {name}")
 
     def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
         self._exec(
@@ -343,7 +415,9 @@ class SqlIngestStore:
         """One transaction: committed when the block ends, rolled back when it raises."""
         self.dialect.begin(self.conn)
         try:
-            yield Transaction(self, self.conn.cursor())
+            tx = Transaction(self, self.conn.cursor())
+            yield tx
+            tx.flush()
         except BaseException:
             self.dialect.rollback(self.conn)
             raise
