@@ -171,8 +171,10 @@ class DeltaTransaction:
 
     # -- rows and dead letters -------------------------------------------------------------
 
-    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Buffer ``rows``, converted to the table's columns now so that a row it cannot hold raises here."""
+    def insert_rows(self, table: str, rows: Sequence[Mapping[str, Any]], *, alone: bool = False) -> None:
+        """Buffer ``rows``, converted to the table's columns now so that a row it cannot hold raises here, before
+        any of them is buffered: a refused call leaves nothing behind, so it is always undone alone (``alone``
+        is the SQL stores' request for that, met here as it is)."""
         self.tables.append(self._store.arrow_rows(rows))
         self.rows.extend(rows)
 
