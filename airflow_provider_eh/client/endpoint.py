@@ -55,6 +55,24 @@ def canonical_namespace(namespace: str) -> str:
     return text
 
 
+
+def entra_credential(kind: str, tenant_id: str | None, client_id: str | None, client_secret: str | None,
+                     managed_identity_client_id: str | None, *, aio: bool = False) -> Any:
+    """A Microsoft Entra ``TokenCredential`` (``aio``: an ``AsyncTokenCredential``): a service principal's secret
+    when ``kind`` is ``client_secret`` and its three fields are set, else ``DefaultAzureCredential`` (with the
+    managed identity's client id when given)."""
+    if kind == "client_secret" and tenant_id and client_id and client_secret:
+        if aio:
+            from azure.identity.aio import ClientSecretCredential
+        else:
+            from azure.identity import ClientSecretCredential  # type: ignore[assignment]
+        return ClientSecretCredential(tenant_id, client_id, client_secret)
+    if aio:
+        from azure.identity.aio import DefaultAzureCredential
+    else:
+        from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
+    return DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
+
 @dataclass(frozen=True)
 class EventHubsEndpoint:
     """
@@ -110,17 +128,8 @@ class EventHubsEndpoint:
         return replace(self, eventhub_name=eventhub_name)
 
     def _credential(self, *, aio: bool) -> Any:
-        if self.credential_kind == "client_secret" and self.tenant_id and self.client_id and self.client_secret:
-            if aio:
-                from azure.identity.aio import ClientSecretCredential
-            else:
-                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
-            return ClientSecretCredential(self.tenant_id, self.client_id, self.client_secret)
-        if aio:
-            from azure.identity.aio import DefaultAzureCredential
-        else:
-            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
-        return DefaultAzureCredential(managed_identity_client_id=self.managed_identity_client_id)
+        return entra_credential(self.credential_kind, self.tenant_id, self.client_id, self.client_secret,
+                                self.managed_identity_client_id, aio=aio)
 
     def _kwargs(self, *, aio: bool, **kwargs: Any) -> dict[str, Any]:
         return {

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote_plus, urlencode
 
+from airflow_provider_eh.client.endpoint import entra_credential
+
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken
     from azure.schemaregistry import SchemaRegistryClient
@@ -135,17 +137,8 @@ class SchemaRegistryEndpoint:
         if self.credential_kind == "shared_access_key":
             cls = AsyncSharedAccessKeyCredential if aio else SharedAccessKeyCredential
             return cls(self.url + "/", self.key_name or "", self.key or "", self.signature or "")
-        if self.credential_kind == "client_secret" and self.tenant_id and self.client_id and self.client_secret:
-            if aio:
-                from azure.identity.aio import ClientSecretCredential
-            else:
-                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
-            return ClientSecretCredential(self.tenant_id, self.client_id, self.client_secret)
-        if aio:
-            from azure.identity.aio import DefaultAzureCredential
-        else:
-            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
-        return DefaultAzureCredential(managed_identity_client_id=self.managed_identity_client_id)
+        return entra_credential(self.credential_kind, self.tenant_id, self.client_id, self.client_secret,
+                                self.managed_identity_client_id, aio=aio)
 
     def client_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The transport's arguments (the CA bundle as ``connection_verify``) under the caller's ``kwargs``."""
