@@ -69,9 +69,10 @@ def namespace_spellings(fully_qualified_namespace: str) -> list[str]:
     return [fully_qualified_namespace, host]
 
 
-def list_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str) -> str:
-    """The prefix to list: what the lower-cased and the as-configured spellings of the path share."""
-    spelled = f"{fully_qualified_namespace}/{eventhub_name}/{consumer_group}/"
+def list_prefix(fully_qualified_namespace: str, eventhub_name: str, consumer_group: str | None) -> str:
+    """The prefix to list: what the lower-cased and the as-configured spellings of the path share (of the hub's
+    every consumer group when ``consumer_group`` is ``None``)."""
+    spelled = f"{fully_qualified_namespace}/{eventhub_name}/" + ("" if consumer_group is None else f"{consumer_group}/")
     lowered = spelled.lower()
     common = 0
     while common < len(spelled) and spelled[common] == lowered[common]:
@@ -234,6 +235,22 @@ def parse_listing(
     )
 
 
+def groups_in_listing(blobs: Iterable[Any], *, fully_qualified_namespace: str, eventhub_name: str) -> list[str]:
+    """The consumer groups with checkpoint or ownership blobs among ``blobs`` (a listing of the hub's prefix), each
+    once as first found (paths in any case, under any spelling of the namespace), in name order."""
+    prefixes = [f"{ns}/{eventhub_name}/".lower() for ns in namespace_spellings(fully_qualified_namespace)]
+    found: dict[str, str] = {}
+    for blob in blobs:
+        lowered = blob.name.lower()
+        prefix = next((p for p in prefixes if lowered.startswith(p)), None)
+        if prefix is None:
+            continue
+        parts = blob.name[len(prefix):].split("/")
+        if len(parts) == 3 and parts[0] and parts[2] and parts[1].lower() in (CHECKPOINT, OWNERSHIP):
+            found.setdefault(parts[0].lower(), parts[0])
+    return sorted(found.values(), key=str.lower)
+
+
 def _partition_sort_key(partition_id: str) -> tuple[int, int | str]:
     return (0, int(partition_id)) if partition_id.isdigit() else (1, partition_id)
 
@@ -261,16 +278,27 @@ class _Reader:
         self.fully_qualified_namespace = fully_qualified_namespace
         self.eventhub_name = eventhub_name
 
-    def _list_kwargs(self, consumer_group: str) -> list[dict[str, Any]]:
-        """One List Blobs call per spelling of the namespace (two when it has a port)."""
+    def _list_kwargs(self, consumer_group: str | None) -> list[dict[str, Any]]:
+        """One List Blobs call per spelling of the namespace (two when it has a port); of the hub's every consumer
+        group when ``consumer_group`` is ``None``."""
         return [
             {"name_starts_with": list_prefix(ns, self.eventhub_name, consumer_group), "include": ["metadata"]}
             for ns in namespace_spellings(self.fully_qualified_namespace)
         ]
 
-    def _error(self, exc: Exception, consumer_group: str) -> CheckpointStoreError:
+    def _error(self, exc: Exception, consumer_group: str | None) -> CheckpointStoreError:
         prefix = " and ".join(repr(k["name_starts_with"]) for k in self._list_kwargs(consumer_group))
-        return _store_error(exc, self.container_client.container_name, consumer_group, prefix)
+        return _store_error(exc, self.container_client.container_name,
+                            "(every group of the hub)" if consumer_group is None else consumer_group, prefix)
+
+    def _parse_groups(self, blobs: list[Any], consumer_groups: Iterable[str] | None) -> list[ConsumerGroupCheckpoints]:
+        names = groups_in_listing(blobs, fully_qualified_namespace=self.fully_qualified_namespace,
+                                  eventhub_name=self.eventhub_name) if consumer_groups is None else list(consumer_groups)
+        read: dict[str, ConsumerGroupCheckpoints] = {}
+        for name in names:
+            if name.lower() not in read:
+                read[name.lower()] = self._parse(blobs, name)
+        return list(read.values())
 
     def _parse(self, blobs: Iterable[Any], consumer_group: str) -> ConsumerGroupCheckpoints:
         return parse_listing(
@@ -301,6 +329,16 @@ class CheckpointReader(_Reader):
         except Exception as exc:
             raise self._error(exc, consumer_group) from exc
         return self._parse(blobs, consumer_group)
+
+    def read_hub(self, consumer_groups: Iterable[str] | None = None) -> list[ConsumerGroupCheckpoints]:
+        """Checkpoints and ownership of ``consumer_groups`` (each once, whatever its case), or of every consumer
+        group found with checkpoint or ownership blobs of the hub: one listing of the hub's blobs (a List Blobs
+        request per 5,000 blobs) per spelling, however many groups."""
+        try:
+            blobs = [b for kwargs in self._list_kwargs(None) for b in self.container_client.list_blobs(**kwargs)]
+        except Exception as exc:
+            raise self._error(exc, None) from exc
+        return self._parse_groups(blobs, consumer_groups)
 
 
 class AsyncCheckpointReader(_Reader):

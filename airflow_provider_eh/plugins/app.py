@@ -280,10 +280,13 @@ def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[s
 
     now = datetime.now(UTC)
     endpoint = reading.endpoint
-    with ThreadPoolExecutor(2) as pool:  # the hub's management requests and the state blobs, side by side
+    with ThreadPoolExecutor(2) as pool:  # the hub's management requests, then the checkpoints; the state blobs beside
         props_future = pool.submit(timed, "partitions", lambda: partition_properties(reading))
+        consumers_future = pool.submit(
+            timed, "consumer_groups", lambda: consumer_groups(reading, props_future.result(), now))
         producers = timed("producer_groups", lambda: producer_groups(reading, now, may_read_variable))
         props = props_future.result()
+        consumers = consumers_future.result()
     batches = []
     for group in producers:
         for row in group["partitions"]:
@@ -292,7 +295,6 @@ def _overview(reading: Reading, threshold: float, may_read: Callable[[Iterable[s
                 if "age_seconds" in batch:
                     batch["stale"] = is_stale(batch["age_seconds"], threshold)
     timed("task_instances", lambda: _link_batches(batches, may_read))
-    consumers = timed("consumer_groups", lambda: consumer_groups(reading, props, now))
     dead = timed("dead_letters", lambda: dead_letters(reading))
     return {
         "namespace": endpoint.namespace,

@@ -10,11 +10,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_provider_eh.errors import CheckpointStoreError
 from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag_events, lag_seconds
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
-
-CHECKPOINT = "checkpoint"
-OWNERSHIP = "ownership"
 
 
 def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub: str) -> list[str]:
@@ -25,20 +23,11 @@ def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub
     lower-case them, early Go releases kept the configured case): one listing per spelling, with the
     prefix both cases share. A group found under several spellings is returned once, as first found.
     """
-    from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
+    from airflow_provider_eh.checkpoints.blob_layout import groups_in_listing, list_prefix, namespace_spellings
 
-    found: dict[str, str] = {}
-    for namespace in namespace_spellings(fully_qualified_namespace):
-        spelled = f"{namespace}/{hub}/"
-        lowered = spelled.lower()
-        common = next((i for i, (a, b) in enumerate(zip(spelled, lowered, strict=False)) if a != b), len(spelled))
-        for blob in container.list_blobs(name_starts_with=spelled[:common]):
-            if not blob.name.lower().startswith(lowered):
-                continue
-            parts = blob.name[len(lowered):].split("/")
-            if len(parts) == 3 and parts[0] and parts[2] and parts[1].lower() in (CHECKPOINT, OWNERSHIP):
-                found.setdefault(parts[0].lower(), parts[0])
-    return sorted(found.values(), key=str.lower)
+    blobs = [blob for namespace in namespace_spellings(fully_qualified_namespace)
+             for blob in container.list_blobs(name_starts_with=list_prefix(namespace, hub, None))]
+    return groups_in_listing(blobs, fully_qualified_namespace=fully_qualified_namespace, eventhub_name=hub)
 
 
 def consumer_row(partition: str, last_enqueued: int, checkpoint: Any, owner: Any,
@@ -69,17 +58,13 @@ def consumer_groups(
     container = reading.container(source.checkpoint_container)
     what = f"reading checkpoints in container {source.checkpoint_container!r} (connection {source.wasb_conn_id!r})"
     try:
-        names = list(source.consumer_groups) or discover_consumer_groups(
-            container, endpoint.fully_qualified_namespace, endpoint.eventhub_name
-        )
         reader = CheckpointReader(container, endpoint.fully_qualified_namespace, endpoint.eventhub_name)
-        reads = {}
-        for name in names:
-            if name.lower() not in reads:
-                reads[name.lower()] = reader.read(name)
+        # one listing of the hub's blobs for every group, found or named
+        reads = {read.consumer_group.lower(): read for read in reader.read_hub(list(source.consumer_groups) or None)}
     except Exception as exc:
-        raise read_failure(what, exc, reading.blob_site(source.checkpoint_container, "checkpoint_container", "checkpoints"),
-                           CONTAINER_HINT) from None
+        cause = exc.__cause__ if isinstance(exc, CheckpointStoreError) and exc.__cause__ is not None else exc
+        raise read_failure(what, cause, reading.blob_site(source.checkpoint_container, "checkpoint_container",
+                                                          "checkpoints"), CONTAINER_HINT) from None
     positions = set()
     for read in reads.values():
         for pid, prop in props.items():

@@ -176,6 +176,29 @@ def test_one_read_is_one_list_request_per_consumer_group(azurite: object, contai
     assert all("comp=list" in url and "include=metadata" in url for _, url in counter.requests)
 
 
+def test_every_group_of_a_hub_is_read_in_one_list_request_the_same_as_one_by_one(azurite: object, container: str) -> None:
+    store = _sdk_store(azurite, container)
+    groups = ["$Default", "analytics", "reporting"]
+    for group in groups:
+        for partition in "0123":
+            _sdk_checkpoint(store, group, partition, int(partition) + len(group))
+            _sdk_claim(store, group, partition, f"{group}-owner")
+    _sdk_checkpoint(store, "other", "0", 1)  # a group of the hub not asked for below
+    counter = RequestCounter()
+    reader = CheckpointReader(_container(azurite, container, raw_request_hook=counter), NAMESPACE, HUB)
+
+    found = reader.read_hub()
+    assert len(counter.requests) == 1 and "comp=list" in counter.requests[0][1]  # one listing for four groups
+    assert [s.consumer_group for s in found] == ["$default", "analytics", "other", "reporting"]
+    one_by_one = {g.lower(): reader.read(g) for g in [*groups, "other"]}
+    for state in found:
+        alone = one_by_one[state.consumer_group.lower()]
+        assert state.checkpoints == alone.checkpoints and state.ownership == alone.ownership
+
+    named = reader.read_hub(["analytics", "ANALYTICS", "absent"])  # as named, each once, absent ones empty
+    assert [(s.consumer_group, len(s.checkpoints)) for s in named] == [("analytics", 4), ("absent", 0)]
+
+
 def test_async_reader_reads_the_same_in_one_list_request(azurite: object, container: str) -> None:
     from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 
