@@ -98,7 +98,11 @@ def test_delta_kill_at_every_step_then_resume_writes_each_event_once(
                              Stream(endpoint.namespace, endpoint.eventhub_name, "$Default"))
     assert {p: c.sequence_number for p, c in store.checkpoints("0123").items()} == {p: PER_PARTITION - 1 for p in "0123"}
     history = DeltaTable(delta_table["uri"], storage_options=delta_table["storage_options"]).history()
-    assert [h["operation"] for h in history] == ["WRITE"] * commits  # one commit per batch, none for a killed one
+    # one commit per batch: each holds one batch's rows at most, and together they hold each event once (a batch
+    # committed twice would add its rows twice). A kill can land between another partition's commit and the
+    # line its thread traces for it, so the trace counts a floor of the commits, not all of them.
+    assert {h["operation"] for h in history} == {"WRITE"} and len(history) >= commits
+    assert all(0 < h["operationMetrics"]["num_added_rows"] <= limits["batch_size"] for h in history)
     assert sum(h["operationMetrics"]["num_added_rows"] for h in history) == total
     # the standard blob checkpoints follow the table's, with the offsets its commits recorded
     assert blob_checkpoints(azurite, container, eh_conn_str) == {p: PER_PARTITION - 1 for p in "0123"}
