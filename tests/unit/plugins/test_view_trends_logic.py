@@ -202,3 +202,23 @@ def test_an_answer_starts_no_ledgers_reads_after_its_time_and_the_next_goes_on_w
     assert fourth["complete"] is True and events(fourth) == 6 * 20 * 10
     fifth = answer()  # nothing left to read: no read, no bound
     assert fifth["complete"] is True and fifth["records_read"] == 0 and len(ledgers.read) == 12
+
+
+def test_a_windows_lag_series_is_thinned_once_for_the_same_samples_and_again_when_one_comes() -> None:
+    from airflow_provider_eh.plugins import trends
+
+    trends._SERIES.clear()
+    store = type("Store", (), {"container": type("Container", (), {"url": "http://unit/series"})(), "prefix": "_samples/ns/h/lag/"})()
+
+    def sample(minutes: int, lag: int) -> Sample:
+        at = NOW - timedelta(minutes=minutes)
+        return Sample.decode(bucket_start(at, 60), encode(at, 60, [
+            {"consumer_group": "g", "partitions": [{"partition": "0", "lag_events": lag, "lag_seconds": 1.0}]}]))
+
+    day = [sample(m, m % 7) for m in range(30, 0, -1)]
+    first = trends.window_series(store, day, 60.0)
+    assert first == lag_series(day, 60.0)
+    assert trends.window_series(store, list(day), 60.0) is first  # the same samples: kept
+    later = trends.window_series(store, [*day[1:], sample(0, 99)], 60.0)  # one left the window, one came
+    assert later is not first and later[0]["partitions"][0]["points"][-1][1] == 99
+    assert trends.window_series(store, day, 120.0) == lag_series(day, 120.0)  # another step: thinned for it
