@@ -250,14 +250,11 @@ def _variable_ledgers(reading: Reading, group: str, partitions: set[str],
                       may_read: Callable[[str], bool]) -> tuple[Any, set[str], bool]:
     """A read-only store over the Airflow Variables holding ``group``'s states on the task's hub, the partitions
     with one, and whether the user may not read one of them (then nothing of the ledger is shown)."""
-    from airflow_provider_eh.plugins.readers.variables import state_key, store_of, variable_states
+    from airflow_provider_eh.plugins.readers.variables import hub_states, state_key, store_of
 
     endpoint = reading.endpoint
-    prefix = state_key(group, "")
     denied = any(not may_read(state_key(group, pid)) for pid in partitions)
-    states = [s for s in variable_states(lambda key: key.startswith(prefix) and may_read(key))
-              if (s.namespace.lower(), s.hub.lower(), s.group.lower()) ==
-              (endpoint.namespace.lower(), endpoint.eventhub_name.lower(), group.lower())]
+    states = hub_states(endpoint.namespace, endpoint.eventhub_name, may_read, group)
     return store_of(states), {s.partition for s in states}, denied
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import avro_schema
+from .store import write_json
 
 _LOG = logging.getLogger("eventhubs_local")
 FORMATS = ("Avro", "Json", "Custom")
@@ -120,12 +120,7 @@ class Registry:
              "schemas": {n: [vars(v) for v in vs] for n, vs in g.schemas.items()}}
             for g in self.groups.values()
         ]}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, data)
 
     # -- groups (admin API, command line) ---------------------------------------------------------
 

@@ -36,6 +36,16 @@ class StoreError(ValueError):
         self.status = status
 
 
+
+def write_json(path: Path, data: object) -> None:
+    """Write ``data`` as ``path`` atomically: a file beside it, flushed to disk, then renamed over it."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
 @dataclass
 class Hub:
     """One hub: its partitions' logs, its consumer groups, and where an event without a partition goes."""
@@ -104,12 +114,7 @@ class Store:
             {"name": h.name, "partitions": h.partition_count, "consumer_groups": h.consumer_groups, "created_at": h.created_at}
             for h in self.hubs.values()
         ]}
-        tmp = self.meta_path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(meta, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.meta_path)
+        write_json(self.meta_path, meta)
 
     def _hub_dir(self, name: str) -> Path:
         return self.data_dir / "hubs" / name

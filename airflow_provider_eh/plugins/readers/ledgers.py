@@ -193,13 +193,12 @@ def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, 
 
 def _variable_ledgers(reading: Reading, now: datetime, may_read: Callable[[str], bool]) -> list[tuple[str, dict[str, Any]]]:
     """The hub's ledgers kept in Airflow Variables (one query for the keys, one for the documents)."""
-    from airflow_provider_eh.plugins.readers.variables import store_of, variable_states
+    from airflow_provider_eh.plugins.readers.variables import hub_states, store_of
     from airflow_provider_eh.publishing.document import StateKey
 
     endpoint = reading.endpoint
     try:
-        states = [s for s in variable_states(may_read)
-                  if (s.namespace.lower(), s.hub.lower()) == (endpoint.namespace.lower(), endpoint.eventhub_name.lower())]
+        states = hub_states(endpoint.namespace, endpoint.eventhub_name, may_read)
     except Exception as exc:
         raise failure("reading producer states in Airflow Variables", exc,
                       "Check the API server's metadata database and Fernet key.") from None

@@ -124,6 +124,16 @@ def variable_states(may_read: Callable[[str], bool] = lambda key: True) -> list[
     return [s for s in (parse_state(k, values.get(k)) for k in keys) if s is not None]
 
 
+def hub_states(namespace: str, hub: str, may_read: Callable[[str], bool] = lambda key: True,
+               group: str | None = None) -> list[VariableState]:
+    """The producer state documents of one hub (of ``group`` only, when given) whose Variable ``may_read`` allows."""
+    prefix = None if group is None else state_key(group, "")
+    allowed = may_read if prefix is None else (lambda key: key.startswith(prefix) and may_read(key))
+    return [s for s in variable_states(allowed)
+            if (s.namespace.lower(), s.hub.lower()) == (namespace.lower(), hub.lower())
+            and (group is None or s.group.lower() == group.lower())]
+
+
 def store_of(states: Iterable[VariableState]) -> Any:
     """The engine's Variables store over :class:`ReadOnlyVariables` that already holds ``states``."""
     from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
