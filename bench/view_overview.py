@@ -22,6 +22,9 @@ sees once the history is read, as the view's sampler reads it in the background 
 overview's answers come after the trends': the producer states are the ones kept (a state is
 downloaded again only when its ETag moved), as for anyone opening the view after another.
 
+With ``--quiet-load L`` the run waits, once the ledgers are seeded (the long part: about an hour at the full
+scale), until the machine's 1-minute load average is below ``L``, then writes the rest and measures.
+
 The last line is ``overview_s=... trends_first_s=... trends_s=... ratio_overview=<overview / 2 s>
 ratio_trends=<trends / 2 s> ratio_trends_first=<first trends answer / 2 s>``.
 """
@@ -136,6 +139,14 @@ def send_events(endpoint: EventHubsEndpoint, partitions: int, events: int) -> No
             producer.send_batch(batch)
 
 
+def wait_for_quiet(load: float) -> None:
+    """Return once the 1-minute load average is below ``load``, saying how long that took."""
+    started = time.monotonic()
+    while os.getloadavg()[0] >= load:
+        time.sleep(15)
+    print(f"load average {os.getloadavg()[0]:.2f} after waiting {time.monotonic() - started:.0f} s", flush=True)
+
+
 def main() -> None:
     """Time the view's overview and trends answers for a large namespace and print them against the target."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -147,6 +158,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20, help="events per partition")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--azurite-metadata", choices=("mariadb", "memory"), default="mariadb")
+    parser.add_argument("--quiet-load", type=float, default=None, metavar="L",
+                        help="once the ledgers are seeded, wait until the 1-minute load average is below L before "
+                             "writing the rest and measuring (seed beside other work, measure on a quiet machine)")
     args = parser.parse_args()
     consumer_groups = ["$Default", *[f"consumer-{i:02d}" for i in range(1, args.consumer_groups)]]
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=900)
@@ -160,6 +174,8 @@ def main() -> None:
             started = time.perf_counter()
             blobs = write_ledgers(state, endpoint.namespace, args.partitions, args.producer_groups, args.records, args.days)
             print(f"wrote {blobs} ledger blobs in {time.perf_counter() - started:.0f} s", flush=True)
+            if args.quiet_load is not None:
+                wait_for_quiet(args.quiet_load)
             send_events(endpoint, args.partitions, args.events)
             write_checkpoints(checkpoints, endpoint.fully_qualified_namespace, args.partitions, consumer_groups, args.events)
             samples = write_samples(checkpoints, endpoint, args.partitions, consumer_groups)
