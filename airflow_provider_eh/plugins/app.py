@@ -138,7 +138,7 @@ def create_app() -> FastAPI:
 
     @app.get("/static/{name}")
     def static(name: str, user: Any = Depends(get_user)) -> FileResponse:
-        if name not in {"view.js", "view.css", "format.js", "charts.js"}:
+        if name not in {"view.js", "view.css", "format.js", "dom.js", "charts.js"}:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no static file {name!r}")
         return FileResponse(STATIC / name, media_type="text/javascript" if name.endswith(".js") else "text/css")
 

@@ -70,7 +70,7 @@ def test_wheel_registers_the_event_hubs_view_plugin_and_carries_its_static_files
     section = entry_points.split("[airflow.plugins]", 1)[1].split("\n[", 1)[0]
     assert "azure_event_hubs_view = airflow_provider_eh.plugins.event_hubs_view:EventHubsViewPlugin" in section
     names = set(wheel.namelist())
-    for name in ("view.html", "view.js", "view.css", "format.js", "charts.js", "tab.html", "tab.js"):
+    for name in ("view.html", "view.js", "view.css", "format.js", "dom.js", "charts.js", "tab.html", "tab.js"):
         assert f"airflow_provider_eh/plugins/static/{name}" in names
         assert wheel.read(f"airflow_provider_eh/plugins/static/{name}") == (REPO / "airflow_provider_eh/plugins/static" / name).read_bytes()
 

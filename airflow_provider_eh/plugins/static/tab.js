@@ -1,6 +1,7 @@
 // The Event Hubs tab of a task instance page: reads /eventhubs/api/task-instance for the task instance in the query.
 (function () {
   "use strict";
+  var F = window.EventHubsFormat;
   var VIEW = document.querySelector("meta[name=view-base]").content;
   var statusLine = document.getElementById("status");
 
@@ -17,28 +18,10 @@
     return out;
   }
 
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) {
-      if (k === "text") node.textContent = attrs[k];
-      else if (k === "className") node.className = attrs[k];
-      else node.setAttribute(k, attrs[k]);
-    });
-    (children || []).forEach(function (c) { node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
-    return node;
-  }
+  var el = window.EventHubsDom.el;
 
-  function num(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"); }
+  function num(n) { return n === null || n === undefined ? "–" : F.number(n); }
   function cell(value, className) { return el("td", {className: className || "num", text: value}); }
-
-  function ago(text) {
-    if (!text) return "";
-    var seconds = (Date.now() - new Date(text).getTime()) / 1000;
-    if (!isFinite(seconds)) return text;
-    var words = seconds < 90 ? Math.round(seconds) + " s" : seconds < 5400 ? Math.round(seconds / 60) + " min"
-      : seconds < 172800 ? Math.round(seconds / 3600) + " h" : Math.round(seconds / 86400) + " days";
-    return words + " ago";
-  }
 
   function link(href, text, className) { return el("a", {href: href, className: className || "", text: text}); }
 
@@ -48,8 +31,9 @@
       var l = r.ledger || {};
       var ledger = el("td", {className: "ledger ledger-" + l.state});
       if (l.state === "committed") {
-        ledger.appendChild(el("span", {text: "committed #" + l.ordinal + " ", title: l.committed_at || ""}));
-        ledger.appendChild(el("span", {className: "muted", text: ago(l.committed_at) + (l.try_number ? ", try " + l.try_number : "")}));
+        ledger.appendChild(el("span", {text: "committed #" + l.ordinal + " "}));
+        ledger.appendChild(el("time", {className: "muted", datetime: l.committed_at || "", title: F.exact(l.committed_at) || "",
+          text: F.relative(l.committed_at) + (l.try_number ? ", try " + l.try_number : "")}));
       } else if (l.state === "pending" || l.state === "partial") {
         ledger.appendChild(el("span", {className: "bad", text: l.state + (l.state === "partial" ? " " + l.landed + " of " + l.events + " landed" : " " + l.events + " events")}));
       } else {

@@ -19,16 +19,7 @@
   var connectionList = null;  // the API's answer, read once per page
   var rendering = 0;  // the latest render: answers of earlier ones are dropped
 
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) {
-      if (k === "text") node.textContent = attrs[k];
-      else if (k === "className") node.className = attrs[k];
-      else node.setAttribute(k, attrs[k]);
-    });
-    (children || []).forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
-    return node;
-  }
+  var el = window.EventHubsDom.el;
 
   // a moment: relative text, the exact time (ISO, UTC, local) on hover; kept current by the ticker
   function moment(iso, prefix) {

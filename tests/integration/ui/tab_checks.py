@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -239,6 +240,9 @@ def test_browser_finds_the_tab_on_each_kind_of_task_instance_page(view_stack: Vi
             assert (status, int(events)) == ("published", result["events"])
             assert seq_range == f"{result['first_seq']} – {result['last_seq']}" and fence == "hub"
             assert ledger.startswith("committed #0") and "try 1" in ledger
+            assert re.search(r"committed #0 (just now|\d+ (s|min|h) ago), try 1", ledger), ledger  # relative
+        hover = page.eval(f"{inside}.querySelector('#publish tr.partition-row .ledger time').title")
+        assert re.match(r"\d{4}-\d\d-\d\dT.*\nUTC: .*\nlocal: ", hover), hover  # the exact time on hover
         assert page.eval(f"{inside}.querySelector('a.ledger-link').getAttribute('href')").startswith("/airflow/eventhubs/?")
         assert f"published {DAG_EVENTS} events" in page.eval(f"{inside}.getElementById('summary').textContent")
         page.screenshot(tmp_path / "eventhubs-tab.png")

@@ -28,7 +28,8 @@ def test_the_page_and_its_links_start_at_airflows_base_path(monkeypatch: pytest.
     assert event_hubs_view.base_path() == "/team-a/airflow/"
     page = view_app.render_page(event_hubs_view.base_path())
     assert _urls(page) == ["/team-a/airflow/", "/team-a/airflow/eventhubs/", "/team-a/airflow/eventhubs/static/view.css",
-                           "/team-a/airflow/eventhubs/static/format.js", "/team-a/airflow/eventhubs/static/charts.js",
+                           "/team-a/airflow/eventhubs/static/format.js", "/team-a/airflow/eventhubs/static/dom.js",
+                           "/team-a/airflow/eventhubs/static/charts.js",
                            "/team-a/airflow/eventhubs/static/view.js"]
     assert event_hubs_view._external_views()[0]["href"] == "/team-a/airflow/eventhubs/"
     for name in ("charts.js", "view.js"):
