@@ -213,3 +213,30 @@ def test_json_schema_rows_carry_the_schema_id_and_a_bad_one_names_the_field(
         decoder = JsonSchemaEncoder(client=client, validate=schema["$schema"])
         decoded = [decoder.decode({"content": b"".join(e.body), "content_type": e.content_type}) for e in landed]
     assert sorted(decoded, key=lambda r: r["cents"]) == [e["body"] for e in events]
+
+
+def test_an_incompatible_schema_fails_before_anything_is_registered_or_sent(
+        endpoint: EmulatorProcess, typed: dict[str, str]) -> None:
+    """``schema_compatibility="Full"``: amount turned from int to string is refused, naming the field and the
+    version, before the new version is registered or an event sent; a compatible version publishes."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    v1 = order_schema(name="CheckedOrder")
+    with SchemaRegistryHook(CONN_ID).get_client() as client:
+        client.register_schema(GROUP, "com.example.CheckedOrder", json.dumps(v1), "Avro")
+    changed = {**v1, "fields": [*v1["fields"][:1], {"name": "amount", "type": "string"}, *v1["fields"][2:]]}
+    events = [{**e, "body": {**e["body"], "amount": str(e["body"]["amount"])}} for e in rows(4)]
+    with pytest.raises(AirflowFailException) as refused:
+        publish(typed, events, schema=changed, auto_register_schema=True, schema_compatibility="Full")
+    text = str(refused.value)
+    assert "schema orders/com.example.CheckedOrder: the definition given is not full compatible with the latest " \
+           "registered version 1" in text, text
+    assert "field 'amount': int in version 1 cannot be read as string in this schema" in text, text
+    assert "field 'amount': string in this schema cannot be read as int in version 1" in text, text
+    assert SchemaRegistryHook(CONN_ID).get_endpoint().schema_versions(GROUP, "com.example.CheckedOrder") == [1]
+    assert read_back(endpoint, typed["hub"]) == []
+
+    widened = {**v1, "fields": [*v1["fields"], {"name": "note", "type": ["null", "string"], "default": None}]}
+    result = publish(typed, rows(4), schema=widened, auto_register_schema=True, schema_compatibility="Full")
+    assert {r["schema"]["version"] for r in result.values()} == {2}
+    assert len(read_back(endpoint, typed["hub"])) == 4
