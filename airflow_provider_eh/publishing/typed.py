@@ -161,6 +161,16 @@ def resolve_schema(client: Any, group: str, fmt: str, *, definition: str | None,
 MIME_TYPES = {"Avro": "avro/binary", "Json": "application/json;serialization=Json"}
 
 
+def top_level_fields(definition: str, fmt: str) -> tuple[str, ...] | None:
+    """The names an Avro record's fields or a JSON Schema's ``properties`` give; ``None`` when it names none."""
+    parsed = json.loads(definition)
+    if fmt == "Avro":
+        fields = parsed.get("fields") if parsed.get("type") == "record" else None
+        return tuple(f["name"] for f in fields if isinstance(f, dict) and "name" in f) if isinstance(fields, list) else None
+    properties = parsed.get("properties")
+    return tuple(properties) if isinstance(properties, dict) else None
+
+
 class ResolvedSchemaClient:
     """
     A stand-in for ``SchemaRegistryClient`` that knows one resolved schema and asks no registry.
@@ -219,10 +229,19 @@ class RowEncoder:
         self.definition = definition
         self.used = used
         self.content_type = f"{MIME_TYPES[used.format]}+{used.id}"
+        self.fields = top_level_fields(definition, used.format)
         self._encode: Callable[[Any], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"definition": self.definition, "used": self.used, "content_type": self.content_type}
+        return {"definition": self.definition, "used": self.used, "content_type": self.content_type,
+                "fields": self.fields}
+
+    def select(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The columns of a whole row that the schema names (all of them when it names none): a row carries
+        columns a schema need not hold (its key, its order), and Avro refuses a record with more keys."""
+        if self.fields is None:
+            return dict(row)
+        return {name: row[name] for name in self.fields if name in row}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -67,8 +67,8 @@ class RowMapping:
     :param key_column: column whose value is hashed to a partition (see ``partition_for_key``).
     :param order_by: columns that order each partition's events; a hash of the event breaks ties,
         so the order, and with it each partition's batch, is deterministic.
-    :param encoder: typed events: the body (the body column's value, the serializer's, or the row) is
-        encoded against the resolved schema by Microsoft's encoder
+    :param encoder: typed events: the body (the body column's value, the serializer's, or the row's
+        columns the schema names) is encoded against the resolved schema by Microsoft's encoder
         (:class:`~airflow_provider_eh.publishing.typed.RowEncoder`), no registry asked; a row that does not
         fit fails naming its key and order columns, the field and the schema version.
     """
@@ -143,7 +143,7 @@ class RowMapping:
         elif self.serializer:
             value = self.serializer(row)
         else:
-            value = row
+            value = row if self.encoder is None else self.encoder.select(row)
         if self.encoder is not None:
             return self.encoder.encode(value, _RowLabel(self, row))
         return encode_body(value, _RowLabel(self, row), _BODY_HINT)
