@@ -87,25 +87,24 @@ def _type_name(schema: Any) -> str:
 class _AvroResolution:
     """One writer/reader resolution, collecting every problem with the field's path."""
 
-    def __init__(self, writer_label: str, reader_label: str):
+    def __init__(self, writer_label: str, reader_label: str, seen: set[tuple[int, int]] | None = None):
         self.writer_label, self.reader_label = writer_label, reader_label
         self.problems: list[str] = []
-        self._seen: set[tuple[int, int]] = set()
+        self.seen: set[tuple[int, int]] = set(seen or ())  # (writer, reader) pairs being matched: recursive types
 
     def _field(self, path: str) -> str:
         return f"field '{path}'" if path else "the schema"
 
     def readable(self, writer: Any, reader: Any) -> bool:
-        probe = _AvroResolution(self.writer_label, self.reader_label)
-        probe._seen = set(self._seen)
+        probe = _AvroResolution(self.writer_label, self.reader_label, self.seen)
         probe.match(writer, reader, "")
         return not probe.problems
 
     def match(self, writer: Any, reader: Any, path: str) -> None:
         key = (id(writer), id(reader))
-        if key in self._seen:  # a recursive type already being matched
+        if key in self.seen:  # a recursive type already being matched
             return
-        self._seen.add(key)
+        self.seen.add(key)
         if writer.type == "union":
             for branch in writer.schemas:
                 if reader.type == "union" and not any(self.readable(branch, b) for b in reader.schemas):

@@ -62,6 +62,15 @@ AVRO_CASES = [
      record(ID, {"name": "tags", "type": {"type": "map", "values": "long"}}), None),
     (record(ID, {"name": "customer_id", "type": "long"}),
      record(ID, {"name": "customer", "type": "long", "aliases": ["customer_id"]}), None),  # renamed, with an alias
+    (json.dumps({"type": "record", "name": "Node", "fields": [{"name": "v", "type": "int"},
+                                                             {"name": "next", "type": ["null", "Node"]}]}),
+     json.dumps({"type": "record", "name": "Node", "fields": [{"name": "v", "type": "long"},
+                                                             {"name": "next", "type": ["null", "Node"]}]}), None),
+    (json.dumps({"type": "record", "name": "Node", "fields": [{"name": "v", "type": "long"},
+                                                             {"name": "next", "type": ["null", "Node"]}]}),
+     json.dumps({"type": "record", "name": "Node", "fields": [{"name": "v", "type": "int"},
+                                                             {"name": "next", "type": ["null", "Node"]}]}),
+     "field 'v': long in W cannot be read as int in R"),  # a recursive record
     (record(ID), record(ID, name="Refund"), "the schema: record com.example.Order in W cannot be read as record "
                                             "com.example.Refund in R (another name)"),
 ]
