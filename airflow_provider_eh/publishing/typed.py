@@ -185,8 +185,10 @@ class ResolvedSchemaClient:
         self.used = used
 
     def get_schema_properties(self, group_name: str, name: str, definition: str, format: Any, **kwargs: Any) -> Any:
-        if (group_name, name, definition) != (self.used.group, self.used.name, self.definition):
-            raise LookupError(f"only {self.used.describe()} is resolved here, not {group_name}/{name}")
+        """The resolved schema's properties when asked for its definition (whatever name the encoder derives:
+        a schema registered by name under another one than its Avro full name is still that schema)."""
+        if (group_name, definition) != (self.used.group, self.definition):
+            raise LookupError(f"only {self.used.describe()} is resolved here, not another definition of {group_name}/{name}")
         return self._properties()
 
     def get_schema(self, schema_id: str | None = None, **kwargs: Any) -> Any:

@@ -117,3 +117,14 @@ def test_a_row_encoder_travels_pickled_and_encodes_as_microsofts_encoder_without
     text = str(bad.value)
     assert text.startswith("row with customer='c-1', order_id=7 does not fit schema orders/com.example.Order version 3")
     assert '"id"' in text and "Nothing of this batch was sent" in text
+
+
+def test_a_schema_registered_under_another_name_than_its_avro_full_name_still_encodes() -> None:
+    """``schema_name="orders-value"`` (registered so by other tooling): the encoder derives the full name, and the
+    resolved schema is still the one it gets; another definition is not."""
+    from airflow_provider_eh.publishing.typed import ResolvedSchemaClient, RowEncoder, SchemaUsed
+
+    used = SchemaUsed("orders", "orders-value", "ef" * 16, 1, "Avro")
+    assert RowEncoder(json.dumps(ORDER), used).encode({"id": 1}, "row 0") == b"\x02"
+    with pytest.raises(LookupError, match="not another definition of orders/com.example.Order"):
+        ResolvedSchemaClient(json.dumps(ORDER), used).get_schema_properties("orders", "com.example.Order", "{}", "Avro")
