@@ -84,6 +84,11 @@ class SchemaNotRegisteredError(EventHubsProviderError):
     """A publish's schema is not in the schema group (register it, or publish with ``auto_register_schema=True``)."""
 
 
+class SchemaIncompatibleError(EventHubsProviderError):
+    """A publish's schema is not compatible with the latest registered version, as ``schema_compatibility`` asks;
+    the message names the fields at fault."""
+
+
 class CheckpointStoreError(EventHubsProviderError):
     """Checkpoints or ownership cannot be read or written (missing container, bad layout)."""
 

@@ -19,11 +19,19 @@ from airflow_provider_eh import metrics
 from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
+from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
 from airflow_provider_eh.publishing.driver import progress_of
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 from airflow_provider_eh.publishing.plan import producer_group_of
+from airflow_provider_eh.publishing.typed import (
+    RowEncoder,
+    compatibility_mode,
+    load_definition,
+    resolve_schema,
+    schema_format,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -72,9 +80,32 @@ class BasePublishOperator(HubLineage, BaseOperator):
         trips; an event larger than the bound is sent alone. Checked when the operator is built. Under the
         hub's fencing it does not apply. Each partition's result gives the bound in force (``null`` under
         the hub's fencing).
+    :param schema_group: publish typed events: each body (a row) is encoded against a schema of this
+        group of the namespace's Schema Registry by Microsoft's encoder, the schema id in each event's
+        content type (``avro/binary+<id>``). Every row is encoded before anything is sent: a row that does
+        not fit fails the task naming it, and nothing of the batch is sent. (templated)
+    :param schema: the schema's definition: an Avro record schema, or a JSON Schema, as a dict or JSON text.
+    :param schema_file: a file holding the definition instead. (templated)
+    :param schema_name: a schema registered already: its latest version is used (with ``schema`` and a JSON
+        Schema: the name to register it under, else its ``title``). (templated)
+    :param schema_format: ``"Avro"`` (default) or ``"Json"`` (JSON Schema).
+    :param auto_register_schema: register the definition when the group does not hold it (default
+        ``False``: the task fails, naming the group and schema).
+    :param schema_compatibility: before anything is registered or sent, check the schema against the
+        latest registered version of its name: ``"Backward"`` (the schema reads what the latest version
+        wrote), ``"Forward"`` (the latest version reads what this schema writes), ``"Full"`` (both), or
+        ``"None"`` (default: no check). A schema that is not compatible fails the task naming the fields.
+
+    With a schema, each partition's result also gives ``schema``: ``{group, name, id, version, format}``,
+    recorded in the ledger too; the fingerprint covers the encoded bytes and the schema id, so a re-run of
+    the interval under another schema version is refused (``BatchContentChangedError``) unless
+    ``generation`` is raised.
     """
 
     template_fields: Sequence[str] = (
+        "schema_group",
+        "schema_file",
+        "schema_name",
         "eventhub_name",
         "event_hubs_conn_id",
         "state_backend",
@@ -104,10 +135,25 @@ class BasePublishOperator(HubLineage, BaseOperator):
         claim_timeout: float | None = None,
         hub_fencing: HubFencing = "auto",
         lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES,
+        schema_group: str | None = None,
+        schema: Mapping[str, Any] | str | None = None,
+        schema_file: str | None = None,
+        schema_name: str | None = None,
+        schema_format: str = "Avro",
+        auto_register_schema: bool = False,
+        schema_compatibility: str = "None",
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         check_lease_only_batch_bytes(lease_only_batch_bytes)  # not templated: refused when the DAG is parsed
+        self.schema_group = schema_group
+        self.schema = schema
+        self.schema_file = schema_file
+        self.schema_name = schema_name
+        self.schema_format = schema_format
+        self.auto_register_schema = auto_register_schema
+        self.schema_compatibility = schema_compatibility
+        self.check_schema_settings()  # refused when the DAG is parsed
         self.eventhub_name = eventhub_name
         self.event_hubs_conn_id = event_hubs_conn_id
         self.state_backend = state_backend
@@ -124,6 +170,45 @@ class BasePublishOperator(HubLineage, BaseOperator):
         self.hub_fencing = hub_fencing
         self.lease_only_batch_bytes = lease_only_batch_bytes
         self._lineage_hub: tuple[str, str] | None = None
+
+    def check_schema_settings(self) -> None:
+        """Refuse an incomplete or contradictory schema setting, naming the parameter."""
+        schema_format(self.schema_format)
+        compatibility_mode(self.schema_compatibility)
+        given = [n for n in ("schema", "schema_file", "schema_name") if getattr(self, n) not in (None, "")]
+        if given and not self.schema_group:
+            raise ValueError(f"{given[0]} is set but schema_group is not: name the Schema Registry group of the schema")
+        if self.schema_group and not given:
+            raise ValueError(f"schema_group={self.schema_group!r}: give the schema too, as `schema` (the definition), "
+                             "`schema_file` or `schema_name` (one already registered)")
+        if self.schema is not None and self.schema_file:
+            raise ValueError("give `schema` or `schema_file`, not both")
+        if not isinstance(self.auto_register_schema, bool):
+            raise ValueError(f"auto_register_schema={self.auto_register_schema!r}: must be True or False")
+        if self.auto_register_schema and given == ["schema_name"]:
+            raise ValueError("auto_register_schema=True needs the definition to register (`schema` or `schema_file`)")
+        if self.schema is not None:
+            load_definition(self.schema)
+
+    def row_encoder(self) -> RowEncoder | None:
+        """With a schema, the encoder of this task's rows: the schema resolved in the registry once (found,
+        or registered when asked), checked against the latest registered version first when
+        ``schema_compatibility`` says so; ``None`` without a schema. Arguments are checked before the
+        registry is asked."""
+        if not self.schema_group:
+            return None
+        self.check_arguments()
+        self.check_schema_settings()
+        fmt = schema_format(self.schema_format)
+        definition = load_definition(self.schema, self.schema_file)
+        registry = SchemaRegistryHook(self.event_hubs_conn_id).get_endpoint()
+        with registry.client() as client:
+            definition, used = resolve_schema(client, self.schema_group, fmt, definition=definition,
+                                              schema_name=self.schema_name or None,
+                                              auto_register=self.auto_register_schema, versions=registry.schema_versions,
+                                              compatibility=compatibility_mode(self.schema_compatibility))
+        self.log.info("events are encoded against %s (%s)", used.describe(), fmt)
+        return RowEncoder(definition, used)
 
     @property
     def resolved_producer_group(self) -> str:

@@ -112,6 +112,14 @@ class SparkToEventHubOperator(BasePublishOperator):
         port; ``"host"`` or ``"host:port"``: listen and be reached there (a fixed port where a network
         policy lets executors reach only known ports); ``False``: no check on the executors (the hub's
         fencing alone, where the namespace offers idempotent publishing).
+    :param schema_group: typed events, with ``schema``, ``schema_file``, ``schema_name``, ``schema_format``,
+        ``auto_register_schema`` and ``schema_compatibility`` as on
+        :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`: each row's body (the body
+        column's value, the serializer's, or the row) is encoded by Microsoft's encoder against the schema,
+        which the driver resolves once; the executors encode without asking the registry. Every row is
+        encoded while the output is prepared, before any partition is claimed: a row that does not fit
+        fails the task naming its key and order columns, the field and the schema version, and nothing is
+        sent. (templated)
 
     The hub, connections, state store, producer group, generation, lease and fencing arguments
     (``hub_fencing``, ``lease_only_batch_bytes``) are
@@ -175,12 +183,15 @@ class SparkToEventHubOperator(BasePublishOperator):
                 )
             source = SparkSource(path=self.path or None, format=self.format, table=self.table or None,
                                  read_options=dict(self.read_options or {}))
+            encoder = self.row_encoder()  # the schema resolved once, on the driver; executors ask no registry
             mapping = RowMapping(
                 body_column=self.body_column, serializer=self.serializer, property_columns=self.property_columns,
                 partition_column=self.partition_column, key_column=self.key_column, order_by=self.order_by,
+                encoder=encoder,
             )
             settings = spark_settings(self.spark_conn_id, self.spark_conf)
-            publisher = self.get_publisher(origin=self.origin(context))
+            typed = {} if encoder is None else {"content_type": encoder.content_type, "schema": encoder.used.to_dict()}
+            publisher = self.get_publisher(origin=self.origin(context), **typed)
             batch_id = self.batch_id(context, group)
             self.log.info(
                 "group %s batch %s: publishing %s to hub %s with Spark (%s) and the %s state backend (attempt %s)",

@@ -74,10 +74,10 @@ def _message_path(group: str, stamp: str, owner: int, fast: bool, fence: FencedL
     and no tracer needs per-message properties; otherwise ``EventData`` through the SDK's encoder.
     On a fenced link each message also carries the hub's producer annotations, numbered in the order
     the messages are made (each is made once, and sent in that order). A typed batch's ``content_type``
-    (the schema id in it) goes on each ``EventData``: the straight-bytes path writes no message properties.
+    (the schema id in it) goes on each message, either way.
     """
-    encoder = (StampedMessageEncoder.create(group, stamp, owner, annotated=fence is not None)
-               if fast and not tracing_enabled() and content_type is None else None)
+    encoder = (StampedMessageEncoder.create(group, stamp, owner, annotated=fence is not None, content_type=content_type)
+               if fast and not tracing_enabled() else None)
     if encoder is not None:
         if fence is None:
             return encoder.encode, add_encoded

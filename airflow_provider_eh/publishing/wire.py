@@ -9,7 +9,8 @@ Publishing is bound by the client's CPU: the SDK builds an ``EventData``, conver
 event (twice, through ``EventDataBatch.add``). Our events all have the same shape: a single data
 body, no header, no message properties, and application properties made of the user's properties
 followed by four stamps of which only ``eh.seq`` changes. :class:`StampedMessageEncoder` writes
-that shape directly::
+that shape directly (a typed batch's events have a message-properties section with their content
+type in front, the same for every event, written once per batch by the SDK's encoder)::
 
     00 53 74  map8|map32 (size, count)  <user pairs> <eh.group> <eh.batch> <eh.owner> <eh.seq>
     00 53 75  vbin8|vbin32 (length)     <body>
@@ -99,19 +100,39 @@ def set_stamps(event: Any, properties: dict[str, Any], annotations: dict[bytes, 
         event.raw_amqp_message.annotations.update(annotations)
 
 
-def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes, Any] | None = None) -> bytes:
+def _sdk_bytes(body: bytes, properties: dict[str, Any], annotations: dict[bytes, Any] | None = None,
+               content_type: str | None = None) -> bytes:
     """One event's encoding by the SDK's own path (the reference the fast path must match)."""
     from azure.eventhub import EventData
 
     event = EventData(body)
+    if content_type is not None:
+        event.content_type = content_type
     set_stamps(event, properties, annotations)
     return bytes(sdk_internals.sdk_encode(event))
 
 
-class StampedMessageEncoder:
-    """AMQP bytes of stamped events of one (group, batch, owner); build it with :meth:`create`."""
+def _properties_section(content_type: str | None) -> bytes:
+    """The message-properties section of events whose only property is ``content_type``, as the SDK writes it
+    (what an event with it has in front of the same event without it); empty for ``None``."""
+    if content_type is None:
+        return b""
+    plain = _sdk_bytes(b"", {})
+    typed = _sdk_bytes(b"", {}, content_type=content_type)
+    if not typed.endswith(plain) or len(typed) == len(plain):
+        raise ValueError("the SDK does not put the message properties in front of the rest")
+    return typed[: len(typed) - len(plain)]
 
-    def __init__(self, group: str, batch: str, owner: int):
+
+class StampedMessageEncoder:
+    """AMQP bytes of stamped events of one (group, batch, owner); build it with :meth:`create`.
+
+    ``content_type``: a typed batch's (``avro/binary+<schema id>``), the one message property of each event,
+    whose section the SDK's encoder writes once per batch.
+    """
+
+    def __init__(self, group: str, batch: str, owner: int, content_type: str | None = None):
+        self._properties = _properties_section(content_type)
         self._encode_value, self._string = sdk_internals.encode_value, sdk_internals.amqp_type("string")
         self._type, self._value = sdk_internals.typed_value_keys()
         self.stamps = StampEncoder(group, batch, owner)
@@ -150,16 +171,18 @@ class StampedMessageEncoder:
             head = _APP_PROPERTIES + b"\xd1" + _pack_L(size + 4) + _pack_L(count)
         n = len(body)
         data = _DATA + (bytes((0xA0, n)) if n <= 255 else b"\xb0" + _pack_L(n))
-        return b"".join((annotations, head, items, data, body))
+        return b"".join((annotations, self._properties, head, items, data, body))
 
     @classmethod
-    def create(cls, group: str, batch: str, owner: int, *, annotated: bool = False) -> StampedMessageEncoder | None:
+    def create(cls, group: str, batch: str, owner: int, *, annotated: bool = False,
+               content_type: str | None = None) -> StampedMessageEncoder | None:
         """An encoder proven byte-identical to the SDK on probe events, or None (use the SDK path).
 
-        ``annotated``: also prove it with a fenced link's message annotations in front.
+        ``annotated``: also prove it with a fenced link's message annotations in front; ``content_type``:
+        each event's content type (a typed batch's), proven on every probe.
         """
         try:
-            encoder = cls(group, batch, owner)
+            encoder = cls(group, batch, owner, content_type)
             stamps = encoder.stamps
             wide = {f"p{i}": "v" * 40 for i in range(6)}
             probes: list[tuple[bytes, dict[str, Any] | None, int]] = [
@@ -172,12 +195,13 @@ class StampedMessageEncoder:
 
             fence = FencedLink("0", 2**62 + 1, 7, -1)
             for body, props, seq in probes:
-                if encoder.encode(body, props, seq) != _sdk_bytes(body, stamps.properties(props, seq)):
+                if encoder.encode(body, props, seq) != _sdk_bytes(body, stamps.properties(props, seq),
+                                                                  content_type=content_type):
                     log.debug("stamped-message encoder differs from the SDK on a probe; using the SDK path")
                     return None
                 for pseq in (0, 128, 2**31 - 1) if annotated else ():  # with a fenced link's annotations
                     if (encoder.encode(body, props, seq, fence.annotation_bytes(pseq))
-                            != _sdk_bytes(body, stamps.properties(props, seq), fence.annotations(pseq))):
+                            != _sdk_bytes(body, stamps.properties(props, seq), fence.annotations(pseq), content_type)):
                         log.debug("stamped-message encoder differs from the SDK on an annotated probe; using the SDK path")
                         return None
             return encoder

@@ -97,7 +97,7 @@ def fingerprint_rows(batches: Iterable[pa.RecordBatch], mapping: RowMapping) -> 
 
     out: list[tuple[str, int, str]] = []
     for partition, events in _by_partition(batches, mapping):
-        fp = Fingerprint()
+        fp = Fingerprint(mapping.content_type)
         for body, props in events:
             fp.update(body, props)
         out.append((partition, fp.count, fp.hexdigest()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.errors import InvalidEventError
 from airflow_provider_eh.publishing.fingerprint import canonical_properties
@@ -23,6 +23,9 @@ from airflow_provider_eh.publishing.rulebook import (
     key_bytes,
     partition_for_key,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_eh.publishing.typed import RowEncoder
 
 # Column names the job adds; a user's output must not use them.
 PARTITION_COL = "__eh_partition"
@@ -64,6 +67,10 @@ class RowMapping:
     :param key_column: column whose value is hashed to a partition (see ``partition_for_key``).
     :param order_by: columns that order each partition's events; a hash of the event breaks ties,
         so the order, and with it each partition's batch, is deterministic.
+    :param encoder: typed events: the body (the body column's value, the serializer's, or the row's
+        columns the schema names) is encoded against the resolved schema by Microsoft's encoder
+        (:class:`~airflow_provider_eh.publishing.typed.RowEncoder`), no registry asked; a row that does not
+        fit fails naming its key and order columns, the field and the schema version.
     """
 
     body_column: str | None = None
@@ -72,6 +79,7 @@ class RowMapping:
     partition_column: str | None = None
     key_column: str | None = None
     order_by: tuple[str, ...] = field(default_factory=tuple)
+    encoder: RowEncoder | None = None
 
     def __post_init__(self) -> None:
         if self.body_column and self.serializer:
@@ -85,6 +93,11 @@ class RowMapping:
             )
         object.__setattr__(self, "property_columns", tuple(self.property_columns))
         object.__setattr__(self, "order_by", tuple(self.order_by))
+
+    @property
+    def content_type(self) -> str | None:
+        """Typed events' content type (``avro/binary+<schema id>``), which the fingerprint covers; else ``None``."""
+        return self.encoder.content_type if self.encoder is not None else None
 
     @property
     def whole_row(self) -> bool:
@@ -127,10 +140,13 @@ class RowMapping:
                 raise InvalidEventError(
                     f"{self.describe_row(row)}: body column {self.body_column!r} is null; filter or fill it in the Spark job"
                 )
-            return encode_body(value, _RowLabel(self, row), _BODY_HINT)
-        if self.serializer:
-            return encode_body(self.serializer(row), _RowLabel(self, row), _BODY_HINT)
-        return encode_body(row, _RowLabel(self, row), _BODY_HINT)
+        elif self.serializer:
+            value = self.serializer(row)
+        else:
+            value = row if self.encoder is None else self.encoder.select(row)
+        if self.encoder is not None:
+            return self.encoder.encode(value, _RowLabel(self, row))
+        return encode_body(value, _RowLabel(self, row), _BODY_HINT)
 
     def event_properties(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The property columns, by the event rulebook's one rule: a null stays (AMQP null), a value that is

@@ -9,8 +9,6 @@ a re-run adds nothing; a re-run under another schema version is refused as chang
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,22 +19,20 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.readback import events_after, partition_span
 from airflow_provider_eh.errors import BatchContentChangedError
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from eventhubs_local import EmulatorProcess
 from tests.conftest import connection_env, unique_name
-from tests.support.tls import Certificates, make_certificates
+from tests.support.tls import Certificates
+from tests.support.typed_events import (
+    connection_extra,
+    decode_elsewhere,
+    order_schema,
+    read_back,
+    registry_endpoint,
+)
 
-KEY_NAME, KEY = "RootManageSharedAccessKey", "typed-publish-key"
 CONN_ID, WASB_ID, GROUP, JSON_GROUP = "eh_typed", "wasb_typed", "orders", "refunds"
-
-
-def order_schema(*extra: dict[str, Any], name: str = "Order") -> dict[str, Any]:
-    """An Avro record of orders (``name`` in ``com.example``), with ``extra`` fields after the three."""
-    return {"type": "record", "name": name, "namespace": "com.example",
-            "fields": [{"name": "order_id", "type": "long"}, {"name": "amount", "type": "int"},
-                       {"name": "customer", "type": "string"}, *extra]}
 
 
 def rows(n: int) -> list[dict[str, Any]]:
@@ -46,31 +42,28 @@ def rows(n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    """A private CA and the endpoint's certificate."""
-    return make_certificates(tmp_path_factory.mktemp("typed-tls"))
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Certificates]]:
+    """The endpoint with its Schema Registry over HTTPS, token auth, the Avro group ``orders`` and the JSON one
+    ``refunds``; and its certificates."""
+    with registry_endpoint(tmp_path_factory.mktemp("typed"), {GROUP: ("Avro", "None"), JSON_GROUP: ("Json", "None")}) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory, certificates: Certificates) -> Iterator[EmulatorProcess]:
-    """The endpoint with its Schema Registry over HTTPS, token auth, and the Avro group ``orders``."""
-    with EmulatorProcess(tmp_path_factory.mktemp("typed"), key_name=KEY_NAME, key=KEY, require_auth=True, registry_port=0,
-                         tls=(certificates.cert, certificates.key), schema_groups={GROUP: ("Avro", "None"), JSON_GROUP: ("Json", "None")},
-                         websocket_port=None) as process:
-        yield process
+def endpoint(registry: tuple[Any, Certificates]) -> Any:
+    """The module's endpoint."""
+    return registry[0]
 
 
 @pytest.fixture
-def typed(endpoint: EmulatorProcess, certificates: Certificates, azurite: Any,
-          monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def typed(registry: tuple[Any, Certificates], azurite: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A new hub of 2 partitions, the Event Hubs connection (with the registry) and a state container."""
+    endpoint, certificates = registry
     hub = unique_name("typed")
     endpoint.admin.create_hub(hub, partitions=2)
     container = unique_name("c")
     BlobServiceClient.from_connection_string(azurite.connection_string).create_container(container)
-    monkeypatch.setenv(*connection_env(CONN_ID, "azure_event_hubs", extra={
-        "connection_string": endpoint.connection_string(hub), "schema_registry_namespace": endpoint.registry_namespace,
-        "ca_bundle": str(certificates.ca)}))
+    monkeypatch.setenv(*connection_env(CONN_ID, "azure_event_hubs", extra=connection_extra(endpoint, certificates, hub)))
     monkeypatch.setenv(*connection_env(WASB_ID, "wasb", extra={"connection_string": azurite.connection_string}))
     return {"hub": hub, "container": container}
 
@@ -89,39 +82,6 @@ def publish(typed: dict[str, str], events: list[Any], *, group: str = "typed", g
     return operator.execute(context)  # type: ignore[arg-type]
 
 
-def read_back(endpoint: EmulatorProcess, hub: str) -> list[Any]:
-    """Every event of the hub as the SDK receives it (``EventData``: body and content type)."""
-    eh = EventHubsEndpoint.from_connection_string(endpoint.connection_string(hub), hub)
-    out: list[Any] = []
-    for pid in ("0", "1"):
-        span = partition_span(eh, pid)
-        if not span.is_empty:
-            out += events_after(eh, pid, -1, span.last_enqueued_sequence_number)
-    return out
-
-
-def decode_elsewhere(events: list[Any], tmp_path: Path) -> list[Any]:
-    """Each event decoded by Microsoft's unmodified ``AvroEncoder`` in another process (the hook's endpoint, pickled)."""
-    import pickle
-
-    (tmp_path / "endpoint.pickle").write_bytes(pickle.dumps(SchemaRegistryHook(CONN_ID).get_endpoint()))
-    (tmp_path / "events.json").write_text(json.dumps([{"content": b"".join(e.body).hex(), "content_type": e.content_type}
-                                                      for e in events]))
-    decoder = (
-        "import json, pickle, sys\n"
-        "from azure.schemaregistry.encoder.avroencoder import AvroEncoder\n"
-        "with pickle.loads(open(sys.argv[1], 'rb').read()).client() as client:\n"
-        "    encoder = AvroEncoder(client=client)\n"
-        "    events = json.load(open(sys.argv[2]))\n"
-        "    print(json.dumps([encoder.decode({'content': bytes.fromhex(e['content']),\n"
-        "                                      'content_type': e['content_type']}) for e in events]))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", decoder, str(tmp_path / "endpoint.pickle"), str(tmp_path / "events.json")],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def test_typed_rows_decode_with_microsofts_encoder_and_a_rerun_adds_nothing(
         endpoint: EmulatorProcess, typed: dict[str, str], tmp_path: Path) -> None:
     """Rows against a registered schema: Microsoft's decoder reads them; result and ledger name the schema."""
@@ -137,7 +97,8 @@ def test_typed_rows_decode_with_microsofts_encoder_and_a_rerun_adds_nothing(
 
     landed = read_back(endpoint, typed["hub"])
     assert {e.content_type for e in landed} == {f"avro/binary+{registered.id}"}
-    assert sorted(decode_elsewhere(landed, tmp_path), key=lambda r: r["order_id"]) == [e["body"] for e in events]
+    decoded = decode_elsewhere(landed, SchemaRegistryHook(CONN_ID).get_endpoint(), tmp_path)
+    assert sorted(decoded, key=lambda r: r["order_id"]) == [e["body"] for e in events]
 
     # the ledger entry records the schema
     from airflow_provider_eh.hooks.producer_state import ProducerStateHook
@@ -229,8 +190,9 @@ def test_avro_encoding_is_byte_identical_for_the_same_row_and_schema(typed: dict
 def test_json_schema_rows_carry_the_schema_id_and_a_bad_one_names_the_field(
         endpoint: EmulatorProcess, typed: dict[str, str]) -> None:
     """``schema_format="Json"``: Microsoft's JSON Schema encoder validates and encodes; its decoder reads the events."""
-    from airflow.providers.common.compat.sdk import AirflowFailException
     from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
+
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Refund", "type": "object",
               "properties": {"refund_id": {"type": "string"}, "cents": {"type": "integer"}},
@@ -251,3 +213,30 @@ def test_json_schema_rows_carry_the_schema_id_and_a_bad_one_names_the_field(
         decoder = JsonSchemaEncoder(client=client, validate=schema["$schema"])
         decoded = [decoder.decode({"content": b"".join(e.body), "content_type": e.content_type}) for e in landed]
     assert sorted(decoded, key=lambda r: r["cents"]) == [e["body"] for e in events]
+
+
+def test_an_incompatible_schema_fails_before_anything_is_registered_or_sent(
+        endpoint: EmulatorProcess, typed: dict[str, str]) -> None:
+    """``schema_compatibility="Full"``: amount turned from int to string is refused, naming the field and the
+    version, before the new version is registered or an event sent; a compatible version publishes."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    v1 = order_schema(name="CheckedOrder")
+    with SchemaRegistryHook(CONN_ID).get_client() as client:
+        client.register_schema(GROUP, "com.example.CheckedOrder", json.dumps(v1), "Avro")
+    changed = {**v1, "fields": [*v1["fields"][:1], {"name": "amount", "type": "string"}, *v1["fields"][2:]]}
+    events = [{**e, "body": {**e["body"], "amount": str(e["body"]["amount"])}} for e in rows(4)]
+    with pytest.raises(AirflowFailException) as refused:
+        publish(typed, events, schema=changed, auto_register_schema=True, schema_compatibility="Full")
+    text = str(refused.value)
+    assert "schema orders/com.example.CheckedOrder: the definition given is not full compatible with the latest " \
+           "registered version 1" in text, text
+    assert "field 'amount': int in version 1 cannot be read as string in this schema" in text, text
+    assert "field 'amount': string in this schema cannot be read as int in version 1" in text, text
+    assert SchemaRegistryHook(CONN_ID).get_endpoint().schema_versions(GROUP, "com.example.CheckedOrder") == [1]
+    assert read_back(endpoint, typed["hub"]) == []
+
+    widened = {**v1, "fields": [*v1["fields"], {"name": "note", "type": ["null", "string"], "default": None}]}
+    result = publish(typed, rows(4), schema=widened, auto_register_schema=True, schema_compatibility="Full")
+    assert {r["schema"]["version"] for r in result.values()} == {2}
+    assert len(read_back(endpoint, typed["hub"])) == 4

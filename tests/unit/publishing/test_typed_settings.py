@@ -32,6 +32,8 @@ def operator(**schema: Any) -> Any:
     ({"schema_group": "orders", "schema": "[1, 2]"}, "schema: a JSON list; a schema is a JSON object"),
     ({"schema_group": "orders", "schema": "{not json"}, "schema: not JSON"),
     ({"schema_group": "orders", "schema": ORDER, "auto_register_schema": "yes"}, "auto_register_schema='yes': must be True or False"),
+    ({"schema_group": "orders", "schema": ORDER, "schema_compatibility": "Transitive"},
+     "schema_compatibility='Transitive': must be one of None, Backward, Forward, Full"),
 ])
 def test_incomplete_or_contradictory_schema_settings_are_refused_naming_the_parameter(
         settings: dict[str, Any], message: str) -> None:
@@ -81,3 +83,48 @@ def test_the_ledger_records_a_typed_batch_schema_and_reads_records_without_one()
     assert CommittedBatch.from_doc(record.to_doc()).schema == schema
     older = CommittedBatch(events=3, first_seq=0, last_seq=2, service_last_sequence_number=9).to_doc()
     assert "schema" not in older and CommittedBatch.from_doc(older).schema is None
+
+
+def test_the_spark_operator_takes_the_same_schema_settings() -> None:
+    from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+
+    with pytest.raises(ValueError, match="schema is set but schema_group is not"):
+        SparkToEventHubOperator(task_id="p", path="/out", key_column="k", schema=ORDER)
+    built = SparkToEventHubOperator(task_id="p", path="/out", key_column="k", schema_group="orders", schema=ORDER,
+                                    schema_compatibility="backward")
+    assert {"schema_group", "schema_file", "schema_name"} <= set(built.template_fields)
+
+
+def test_a_row_encoder_travels_pickled_and_encodes_as_microsofts_encoder_without_a_registry() -> None:
+    """What a Spark executor gets: the definition and schema, pickled; Microsoft's encoder on a client that knows
+    only them. A row that does not fit names the row, the field and the schema version."""
+    import pickle
+
+    from azure.schemaregistry.encoder.avroencoder import AvroEncoder
+
+    from airflow_provider_eh.errors import InvalidEventError
+    from airflow_provider_eh.publishing.typed import ResolvedSchemaClient, RowEncoder, SchemaUsed
+
+    used = SchemaUsed("orders", "com.example.Order", "cd" * 16, 3, "Avro")
+    encoder = RowEncoder(json.dumps(ORDER), used)
+    assert encoder.encode({"id": 7}, "row 1") == b"\x0e"
+    travelled = pickle.loads(pickle.dumps(encoder))
+    assert travelled.content_type == "avro/binary+" + "cd" * 16
+    reference = AvroEncoder(client=ResolvedSchemaClient(json.dumps(ORDER), used), group_name="orders")
+    assert travelled.encode({"id": 2**40}, "row 2") == reference.encode({"id": 2**40}, schema=json.dumps(ORDER))["content"]
+    with pytest.raises(InvalidEventError) as bad:
+        travelled.encode({"id": "seven"}, "row with customer='c-1', order_id=7")
+    text = str(bad.value)
+    assert text.startswith("row with customer='c-1', order_id=7 does not fit schema orders/com.example.Order version 3")
+    assert '"id"' in text and "Nothing of this batch was sent" in text
+
+
+def test_a_schema_registered_under_another_name_than_its_avro_full_name_still_encodes() -> None:
+    """``schema_name="orders-value"`` (registered so by other tooling): the encoder derives the full name, and the
+    resolved schema is still the one it gets; another definition is not."""
+    from airflow_provider_eh.publishing.typed import ResolvedSchemaClient, RowEncoder, SchemaUsed
+
+    used = SchemaUsed("orders", "orders-value", "ef" * 16, 1, "Avro")
+    assert RowEncoder(json.dumps(ORDER), used).encode({"id": 1}, "row 0") == b"\x02"
+    with pytest.raises(LookupError, match="not another definition of orders/com.example.Order"):
+        ResolvedSchemaClient(json.dumps(ORDER), used).get_schema_properties("orders", "com.example.Order", "{}", "Avro")

@@ -35,6 +35,21 @@ def test_encoder_matches_the_sdk_byte_for_byte_on_random_events() -> None:
         assert encoder.encode(body, props, seq) == wire._sdk_bytes(body, stamps.properties(props, seq))
 
 
+def test_a_typed_batch_content_type_goes_on_every_message_byte_for_byte_as_the_sdk_writes_it() -> None:
+    """Typed events keep the straight-bytes path: the content type's properties section is the SDK's own."""
+    content_type = "avro/binary+" + "ab" * 16
+    encoder = StampedMessageEncoder.create("orders", "0123456789abcdef", 12, annotated=True, content_type=content_type)
+    assert encoder is not None
+    stamps = StampEncoder("orders", "0123456789abcdef", 12)
+    for body, props, seq in ((b"\x02\x04", None, 0), (b"z" * 300, {"region": 3}, 2**33)):
+        event = EventData(body)
+        event.content_type = content_type
+        wire.set_stamps(event, stamps.properties(props, seq), None)
+        assert encoder.encode(body, props, seq) == bytes(wire.sdk_internals.sdk_encode(event))
+    untyped = StampedMessageEncoder.create("orders", "0123456789abcdef", 12)
+    assert untyped is not None and content_type.encode() not in untyped.encode(b"x", None, 1)
+
+
 def test_encoder_is_refused_when_the_sdk_encodes_differently(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wire, "_sdk_bytes", lambda body, props: b"\x00" + body)
     assert StampedMessageEncoder.create("g", "0123456789abcdef", 0) is None
