@@ -1,12 +1,16 @@
 """The event trigger's payload: event records, a batch's payload, and reading a payload's events back.
 
 An event record is the JSON-able view of one received event (:func:`event_record`): what a trigger's
-filter receives and what ``bodies`` hold. The event payload (the asset event's ``extra["payload"]``)::
+filter receives and what ``bodies`` hold. A typed event's record (its content type names a schema id:
+``avro/binary+<id>``, Microsoft's JSON Schema encoder's) also has ``content_type`` and ``schema_id``, and
+once the producer decoded it (:func:`decode_records`) its ``body`` is the decoded value (a dict, made
+JSON-safe: bytes as base64, times as ISO 8601, decimals as text); one that does not decode keeps its
+body as text and says why in ``decode_error``. The event payload (the asset event's ``extra["payload"]``)::
 
     {"namespace", "eventhub", "consumer_group", "events": <count>,
      "partitions": {"0": {"first": 10, "last": 14, "count": 5[, "sequence_numbers": [...]]}, ...},
      "lag": {"0": {"last_enqueued": 20, "behind": 6}, ...},
-     ["bodies": [{"partition", "sequence_number", "body"}, ...]]}
+     ["bodies": [{"partition", "sequence_number", "body"[, "schema_id"]}, ...]]}
 
 ``lag`` comes from the stream itself (the receiver runtime metric the hub sends with each delivery,
 no management call): per partition, its last enqueued sequence number when the batch's last event of
@@ -27,7 +31,9 @@ from typing import Any
 from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.client.receive import LastEnqueued
+from airflow_provider_eh.client.typed_events import AsyncTypedDecoder, UndecodableEventError, json_safe, typed_content
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.partition_stream import PartitionStream
 
 
@@ -46,7 +52,7 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
     }
     enqueued = getattr(event, "enqueued_time", None)
     last = LastEnqueued.of(sdk_internals.message_of(event))
-    return {
+    record = {
         "partition": partition_id,
         "sequence_number": int(event.sequence_number),
         "offset": None if event.offset is None else str(event.offset),
@@ -55,6 +61,29 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
         "body": body,
         "last_enqueued": None if last is None else last.sequence_number,  # the partition's, at delivery
     }
+    content_type = getattr(event, "content_type", None)
+    typed = typed_content(content_type)
+    if typed is not None:  # decoded by the producer (decode_records), from the bytes kept aside here
+        record.update(content_type=content_type, schema_id=typed.schema_id, _content=raw)
+    return record
+
+
+async def decode_records(records: Sequence[dict[str, Any]], decoder: AsyncTypedDecoder) -> None:
+    """
+    Decode the typed records of a batch in place: ``body`` becomes the decoded value (JSON-safe), or
+    ``decode_error`` says why it could not be (unknown schema id, corrupt content, no registry configured).
+
+    A registry that cannot be reached raises: the batch is not handed over, and is read again.
+    """
+    for record in records:
+        content = record.pop("_content", None)
+        if content is None:
+            continue
+        try:
+            record["body"] = json_safe(await decoder.decode(content, record["content_type"]))
+        except UndecodableEventError as exc:
+            record["decode_error"] = (f"event {record['sequence_number']} of partition {record['partition']}: "
+                                      f"{exc}")
 
 
 def last_reported(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -91,7 +120,8 @@ def batch_payload(
         size = sum(len(str(r["body"]).encode()) for r in records)
         if size <= max_body_bytes:
             payload["bodies"] = [
-                {"partition": r["partition"], "sequence_number": r["sequence_number"], "body": r["body"]} for r in records
+                {"partition": r["partition"], "sequence_number": r["sequence_number"], "body": r["body"],
+                 **({"schema_id": r["schema_id"]} if "schema_id" in r else {})} for r in records
             ]
         else:
             payload["bodies_omitted"] = f"{size} bytes of bodies exceed max_body_bytes={max_body_bytes}; use read_events"
@@ -115,10 +145,12 @@ def ranges_of(payloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]
 
 def read_events(
     payload: Mapping[str, Any], event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name, *, timeout: float = 60.0,
+    schema_registry_conn_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """
     Read back exactly the events of one payload (or asset event ``extra``): every partition's range, and
-    only the listed sequence numbers when the filter dropped some. Records as :func:`event_record` gives.
+    only the listed sequence numbers when the filter dropped some. Records as :func:`event_record` gives,
+    typed ones decoded with the Schema Registry of ``schema_registry_conn_id`` (default: ``event_hubs_conn_id``'s).
     """
     payload = payload.get("payload", payload)
     wanted = {
@@ -129,6 +161,7 @@ def read_events(
     async def read() -> list[dict[str, Any]]:
         hook = EventHubsAsyncHook(event_hubs_conn_id, payload["eventhub"])
         endpoint = await hook.get_endpoint()
+        decoder = AsyncTypedDecoder(SchemaRegistryAsyncHook(schema_registry_conn_id or event_hubs_conn_id).get_endpoint)
         out: list[dict[str, Any]] = []
         for pid, (first, last, only) in sorted(wanted.items()):
             site = FailureSite.of_endpoint(event_hubs_conn_id, endpoint, consumer_group=payload["consumer_group"],
@@ -148,6 +181,10 @@ def read_events(
                     if item is not None:
                         got.extend(event_record(e, pid) for e in item[1] if first <= e.sequence_number <= last)
             out.extend(r for r in got if only is None or r["sequence_number"] in only)
+        try:
+            await decode_records(out, decoder)
+        finally:
+            await decoder.close()
         return out
 
     return asyncio.run(read())
