@@ -132,9 +132,12 @@ def sql(db: Path, statement: str) -> list[tuple[Any, ...]]:
 
 
 def test_typed_events_load_into_columns_on_sqlite_and_delta_and_what_does_not_decode_is_dead_lettered(
-        endpoint: EmulatorProcess, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        endpoint: EmulatorProcess, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     from deltalake import DeltaTable
 
+    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    from airflow_provider_eh.ingest.__main__ import main
     from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator
 
     events = [
@@ -175,17 +178,25 @@ def test_typed_events_load_into_columns_on_sqlite_and_delta_and_what_does_not_de
     check_letters([(d["partition_id"], d["sequence_number"], d["reason"], d["error"]) for d in letters])
 
     # no registry configured: only the untyped event loads; the typed ones wait as dead letters naming the setting,
-    # their content type kept with them, and a replay with the registry loads the ones that decode
+    # their content type kept with them, and a replay with the registry loads the ones that decode (partition 0
+    # from a shell, then the rest by the operator)
     bare = sqlite_db(tmp_path, "typed_bare", monkeypatch)
     ingest("orders", sql_conn_id="typed_bare", event_hubs_conn_id=NO_REGISTRY_ID)
     assert sql(bare, "SELECT order_id FROM orders") == [(4,)]
     waiting = sql(bare, "SELECT reason, error FROM eh_ingest_dead_letter")
     assert len(waiting) == 10 and {r for r, _ in waiting} == {"undecodable"}
     assert all("set schema_registry_conn_id" in e and "schema_registry_namespace" in e for _, e in waiting), waiting[0]
+    capsys.readouterr()
+    namespace = EventHubsEndpoint.from_connection_string(endpoint.connection_string(hub)).namespace
+    assert main(["--sqlite", str(bare), "--namespace", namespace, "--eventhub", hub, "--table", "orders",
+                 "--columns", ",".join(COLUMNS), "--schema-registry-conn-id", CONN_ID, "replay", "--partition", "0"]) == 0
+    out = capsys.readouterr().out  # the command's JSON, after what the run logged
+    shell = json.loads(out[out.rindex('{\n  "replayed"'):])
+    assert sorted(shell["replayed"]) == [["0", 0], ["0", 1], ["0", 4]] and [f[:2] for f in shell["failed"]] == [["0", 2]]
     replayed = EventHubDeadLetterReplayOperator(
         task_id="replay", table="orders", sql_conn_id="typed_bare", columns=COLUMNS, event_hubs_conn_id=NO_REGISTRY_ID,
         schema_registry_conn_id=CONN_ID, fail_on_error=False).execute(context("r2"))  # type: ignore[arg-type]
-    assert len(replayed["replayed"]) == 7 and len(replayed["failed"]) == 3
+    assert len(replayed["replayed"]) == 4 and len(replayed["failed"]) == 3
     assert sorted(sql(bare, "SELECT order_id, amount, customer FROM orders")) == loaded
 
 
