@@ -15,8 +15,10 @@ arrives, so a stream without typed events never needs one.
 
 What cannot be decoded raises :class:`UndecodableEventError` (a dead letter for ingestion, a
 ``decode_error`` for a trigger's filter): an unknown schema id, content that does not decode or does
-not match its schema, or no registry configured. A registry that cannot be reached or refuses the
-credential raises the SDK's error unchanged: that is the run's failure (retried), not the event's.
+not match its schema, or no registry configured. A registry that refuses the credential
+(:class:`~airflow_provider_eh.errors.CredentialRefusedError`) or cannot be reached
+(:class:`~airflow_provider_eh.errors.ConnectionUnreachableError`, retryable) is the run's failure, not
+the event's, named with the connection and the registry's address.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from airflow_provider_eh.errors import ConnectionUnreachableError, CredentialRefusedError, EventHubsProviderError
 
 #: the content types of Microsoft's encoders, before ``+<schema id>``, and the format each names
 MIME_TYPES = {"avro/binary": "Avro", "application/json;serialization=Json": "Json"}
@@ -197,6 +201,22 @@ def _undecodable(typed: TypedContent, exc: BaseException) -> UndecodableEventErr
     return None
 
 
+def _registry_failure(exc: BaseException, conn_id: str | None, address: str) -> EventHubsProviderError | None:
+    """The run's failure for what the registry answered (not the event's fault); ``None`` for anything else."""
+    from azure.core.exceptions import AzureError, ClientAuthenticationError
+
+    conn = conn_id or "schema_registry_conn_id"
+    if isinstance(exc, ClientAuthenticationError):
+        return CredentialRefusedError(
+            conn, f"the Schema Registry at {address} refused the credential ({_cause(exc)}); check the connection's "
+                  "key, or give its identity the Schema Registry Reader role. Nothing of the batch was committed")
+    if isinstance(exc, AzureError):
+        return ConnectionUnreachableError(
+            conn, f"the Schema Registry at {address} did not answer ({type(exc).__name__}: {_cause(exc)}); nothing of "
+                  "the batch was committed, a retry reads it again")
+    return None
+
+
 def _missing(typed: TypedContent, why: str) -> UndecodableEventError:
     return UndecodableEventError(
         f"schema id {typed.schema_id} ({typed.format}): the event is typed but {why}; {SET_REGISTRY}")
@@ -210,10 +230,14 @@ class TypedDecoder:
         callable giving it (called at the first typed event; what it raises makes every typed event
         undecodable with that message), or ``None``: no registry configured.
     :param cache_size: schema ids kept at most.
+    :param conn_id: the registry's Airflow connection, named when the registry fails.
     """
 
-    def __init__(self, registry: Any | Callable[[], Any] | None, *, cache_size: int = CACHED_SCHEMAS):
+    def __init__(self, registry: Any | Callable[[], Any] | None, *, cache_size: int = CACHED_SCHEMAS,
+                 conn_id: str | None = None):
         self._registry = registry
+        self.conn_id = conn_id
+        self.address = "?"
         self.cache = _Cache(cache_size)
         self._client: Any = None
         self._encoders: dict[str, Any] = {}
@@ -228,6 +252,7 @@ class TypedDecoder:
             except Exception as exc:
                 self._unavailable = f"its Schema Registry cannot be used ({exc})"
                 raise _missing(typed, self._unavailable) from None
+            self.address = registry.fully_qualified_namespace  # type: ignore[union-attr]
             self._client = _CachingClient(registry.client(), self.cache)  # type: ignore[union-attr]
         encoder = self._encoders.get(typed.format)
         if encoder is None:
@@ -255,9 +280,12 @@ class TypedDecoder:
             return encoder.decode({"content": body, "content_type": content_type})
         except Exception as exc:
             failure = _undecodable(typed, exc)
-            if failure is None:
+            if failure is not None:
+                raise failure from None
+            unavailable = _registry_failure(exc, self.conn_id, self.address)
+            if unavailable is None:
                 raise
-            raise failure from None
+            raise unavailable from exc
 
     def close(self) -> None:
         if self._client is not None:
@@ -274,10 +302,14 @@ class AsyncTypedDecoder:
         :class:`~airflow_provider_eh.client.schema_registry.SchemaRegistryEndpoint` (the hook reads the
         connection in a thread), awaited at the first typed event; ``None``: no registry configured.
     :param cache_size: schema ids kept at most.
+    :param conn_id: the registry's Airflow connection, named when the registry fails.
     """
 
-    def __init__(self, registry: Callable[[], Awaitable[Any]] | None, *, cache_size: int = CACHED_SCHEMAS):
+    def __init__(self, registry: Callable[[], Awaitable[Any]] | None, *, cache_size: int = CACHED_SCHEMAS,
+                 conn_id: str | None = None):
         self._registry = registry
+        self.conn_id = conn_id
+        self.address = "?"
         self.cache = _Cache(cache_size)
         self._client: Any = None
         self._encoders: dict[str, Any] = {}
@@ -293,6 +325,7 @@ class AsyncTypedDecoder:
             except Exception as exc:
                 self._unavailable = f"its Schema Registry cannot be used ({exc})"
                 raise _missing(typed, self._unavailable) from None
+            self.address = registry.fully_qualified_namespace
             self._client = _AsyncCachingClient(registry.async_client(), self.cache)
         encoder = self._encoders.get(typed.format)
         if encoder is None:
@@ -317,9 +350,12 @@ class AsyncTypedDecoder:
             return await encoder.decode({"content": body, "content_type": content_type})
         except Exception as exc:
             failure = _undecodable(typed, exc)
-            if failure is None:
+            if failure is not None:
+                raise failure from None
+            unavailable = _registry_failure(exc, self.conn_id, self.address)
+            if unavailable is None:
                 raise
-            raise failure from None
+            raise unavailable from exc
 
     async def close(self) -> None:
         if self._client is not None:

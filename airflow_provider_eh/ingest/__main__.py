@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.sequence_numbers and args.partition is None:
                 raise SinkConfigError("--sequence-number needs --partition")
             columns = args.columns.split(",") if args.columns else None
-            decoder = TypedDecoder(_registry(args.schema_registry_conn_id) if args.schema_registry_conn_id else None)
+            decoder = TypedDecoder(_registry(args.schema_registry_conn_id) if args.schema_registry_conn_id else None,
+                                   conn_id=args.schema_registry_conn_id)
             processor = BatchProcessor(args.table, load_row_function(args.row_function, columns), decoder=decoder)
             try:
                 result = replay_dead_letters(

@@ -144,7 +144,7 @@ class _SqlSinkOperator(BaseOperator):
         """The decoder of typed events: the registry of ``schema_registry_conn_id`` (default: the Event Hubs
         connection's namespace, as publishing uses), looked up at the first typed event only."""
         conn_id = self.schema_registry_conn_id or self.event_hubs_conn_id
-        return TypedDecoder(lambda: SchemaRegistryHook(conn_id).get_endpoint())
+        return TypedDecoder(lambda: SchemaRegistryHook(conn_id).get_endpoint(), conn_id=conn_id)
 
     def _row_function(self) -> Callable[..., Any]:
         if callable(self.row_function):

@@ -161,7 +161,8 @@ def read_events(
     async def read() -> list[dict[str, Any]]:
         hook = EventHubsAsyncHook(event_hubs_conn_id, payload["eventhub"])
         endpoint = await hook.get_endpoint()
-        decoder = AsyncTypedDecoder(SchemaRegistryAsyncHook(schema_registry_conn_id or event_hubs_conn_id).get_endpoint)
+        registry = SchemaRegistryAsyncHook(schema_registry_conn_id or event_hubs_conn_id)
+        decoder = AsyncTypedDecoder(registry.get_endpoint, conn_id=registry.event_hubs_conn_id)
         out: list[dict[str, Any]] = []
         for pid, (first, last, only) in sorted(wanted.items()):
             site = FailureSite.of_endpoint(event_hubs_conn_id, endpoint, consumer_group=payload["consumer_group"],

@@ -103,7 +103,8 @@ class EventHubBatchProducer(SharedStreamProducer):
         self._container: Any = None
         self._after: dict[str, int | datetime] | None = None
         registry = SchemaRegistryAsyncHook(self.reading.schema_registry_conn_id or self.reading.event_hubs_conn_id)
-        self.decoder = AsyncTypedDecoder(registry.get_endpoint)  # typed events' records decoded before handed over
+        # typed events' records are decoded before a batch is handed over
+        self.decoder = AsyncTypedDecoder(registry.get_endpoint, conn_id=registry.event_hubs_conn_id)
 
     # -- reading ---------------------------------------------------------------------------
 

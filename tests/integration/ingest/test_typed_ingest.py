@@ -32,7 +32,7 @@ from tests.support.events import fire_trigger
 from tests.support.tls import Certificates, make_certificates
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "typed-ingest-key"
-CONN_ID, NO_REGISTRY_ID, WASB_ID = "eh_typed_in", "eh_typed_no_registry", "wasb_typed_in"
+CONN_ID, NO_REGISTRY_ID, BAD_KEY_ID, WASB_ID = "eh_typed_in", "eh_typed_no_registry", "eh_typed_bad_key", "wasb_typed_in"
 AVRO_GROUP, JSON_GROUP = "orders", "orders_json"
 PRODUCER = Path(__file__).with_name("typed_producer.py")
 COLUMNS = ["order_id", "amount", "customer"]
@@ -82,7 +82,8 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory, certificates: Certificate
 
 @pytest.fixture
 def hub(endpoint: EmulatorProcess, certificates: Certificates, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A new hub of 2 partitions; ``CONN_ID`` reaches it and the registry, ``NO_REGISTRY_ID`` only the hub."""
+    """A new hub of 2 partitions; ``CONN_ID`` reaches it and the registry, ``NO_REGISTRY_ID`` only the hub,
+    ``BAD_KEY_ID`` the registry with a key it refuses."""
     name = unique_name("typedin")
     endpoint.admin.create_hub(name, partitions=2)
     conn_str = endpoint.connection_string(name)
@@ -90,6 +91,9 @@ def hub(endpoint: EmulatorProcess, certificates: Certificates, monkeypatch: pyte
         "connection_string": conn_str, "schema_registry_namespace": endpoint.registry_namespace,
         "ca_bundle": str(certificates.ca)}))
     monkeypatch.setenv(*connection_env(NO_REGISTRY_ID, "azure_event_hubs", extra={"connection_string": conn_str}))
+    monkeypatch.setenv(*connection_env(BAD_KEY_ID, "azure_event_hubs", extra={
+        "connection_string": conn_str.replace(KEY, "not-the-key"), "schema_registry_namespace": endpoint.registry_namespace,
+        "ca_bundle": str(certificates.ca)}))
     return name
 
 
@@ -134,7 +138,10 @@ def sql(db: Path, statement: str) -> list[tuple[Any, ...]]:
 def test_typed_events_load_into_columns_on_sqlite_and_delta_and_what_does_not_decode_is_dead_lettered(
         endpoint: EmulatorProcess, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
     from deltalake import DeltaTable
+
+    from airflow_provider_eh.errors import CredentialRefusedError
 
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
     from airflow_provider_eh.ingest.__main__ import main
@@ -181,6 +188,13 @@ def test_typed_events_load_into_columns_on_sqlite_and_delta_and_what_does_not_de
     # their content type kept with them, and a replay with the registry loads the ones that decode (partition 0
     # from a shell, then the rest by the operator)
     bare = sqlite_db(tmp_path, "typed_bare", monkeypatch)
+    # first a registry that refuses the credential: the run's failure, not the events'; nothing is committed
+    with pytest.raises(AirflowFailException, match=rf"Connection '{BAD_KEY_ID}': the Schema Registry at .* refused the "
+                                                   "credential") as refused:
+        ingest("orders", sql_conn_id="typed_bare", schema_registry_conn_id=BAD_KEY_ID)
+    assert isinstance(refused.value.__cause__, CredentialRefusedError), repr(refused.value.__cause__)
+    assert sql(bare, "SELECT COUNT(*) FROM orders") == [(0,)]
+    assert sql(bare, "SELECT COUNT(*) FROM eh_ingest_checkpoint WHERE sequence_number >= 0") == [(0,)]
     ingest("orders", sql_conn_id="typed_bare", event_hubs_conn_id=NO_REGISTRY_ID)
     assert sql(bare, "SELECT order_id FROM orders") == [(4,)]
     waiting = sql(bare, "SELECT reason, error FROM eh_ingest_dead_letter")

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from azure.core.exceptions import ResourceNotFoundError, ServiceRequestError
+from azure.core.exceptions import ClientAuthenticationError, ResourceNotFoundError, ServiceRequestError
 
 from airflow_provider_eh.client.typed_events import (
     AsyncTypedDecoder,
@@ -23,6 +23,7 @@ from airflow_provider_eh.client.typed_events import (
     json_safe,
     typed_content,
 )
+from airflow_provider_eh.errors import ConnectionUnreachableError, CredentialRefusedError
 
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "t",
                     "fields": [{"name": "order_id", "type": "long"}, {"name": "amount", "type": "int"}]})
@@ -65,6 +66,8 @@ class AsyncRegistry(Registry):
 
 
 class Endpoint:
+    fully_qualified_namespace = "ns.example"
+
     def __init__(self, registry: Registry):
         self.registry = registry
 
@@ -107,14 +110,19 @@ def test_each_schema_is_fetched_once_an_unknown_id_once_too_and_the_cache_is_bou
     assert decoder.cache.get("a" * 32) is None and decoder.cache.get("1" * 32) is not None  # the oldest id dropped
 
 
-def test_corrupt_content_is_the_events_failure_an_unreachable_registry_is_the_runs() -> None:
+def test_corrupt_content_is_the_events_failure_an_unreachable_or_refusing_registry_the_runs() -> None:
     registry = Registry({"a" * 32: ORDER})
     message = encoded(registry, {"order_id": 1, "amount": 2})
     with pytest.raises(UndecodableEventError, match=r"^schema id a+ \(Avro\): the content does not decode as Avro"):
         TypedDecoder(Endpoint(registry)).decode(message["content"][:1], message["content_type"])
     down = Registry({}, fail=ServiceRequestError("connection refused"))
-    with pytest.raises(ServiceRequestError):
-        TypedDecoder(Endpoint(down)).decode(message["content"], message["content_type"])
+    with pytest.raises(ConnectionUnreachableError, match=r"^Connection 'reg': the Schema Registry at ns\.example "
+                                                         r"did not answer \(ServiceRequestError: connection refused\)"):
+        TypedDecoder(Endpoint(down), conn_id="reg").decode(message["content"], message["content_type"])
+    refused = Registry({}, fail=ClientAuthenticationError("401 Unauthorized"))
+    with pytest.raises(CredentialRefusedError, match="refused the credential") as caught:
+        TypedDecoder(Endpoint(refused), conn_id="reg").decode(message["content"], message["content_type"])
+    assert not caught.value.retryable
 
 
 def test_without_a_registry_a_typed_event_says_to_set_one() -> None:

@@ -35,6 +35,8 @@ class Registry:
 
 
 class Endpoint:
+    fully_qualified_namespace = "ns.example"
+
     def client(self) -> Registry:
         return Registry()
 
