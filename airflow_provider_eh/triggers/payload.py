@@ -3,7 +3,7 @@
 An event record is the JSON-able view of one received event (:func:`event_record`): what a trigger's
 filter receives and what ``bodies`` hold. A typed event's record (its content type names a schema id:
 ``avro/binary+<id>``, Microsoft's JSON Schema encoder's) also has ``content_type`` and ``schema_id``, and
-once the producer decoded it (:func:`decode_records`) its ``body`` is the decoded value (a dict, made
+as the producer reads it (:func:`decoded_record`) its ``body`` is the decoded value (a dict, made
 JSON-safe: bytes as base64, times as ISO 8601, decimals as text); one that does not decode keeps its
 body as text and says why in ``decode_error``. The event payload (the asset event's ``extra["payload"]``)::
 
@@ -37,9 +37,14 @@ from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.partition_stream import PartitionStream
 
 
+def _raw_body(event: Any) -> bytes | str:
+    return b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
+
+
 def event_record(event: Any, partition_id: str) -> dict[str, Any]:
-    """A JSON-able view of an SDK ``EventData``: what filters receive and what ``bodies`` hold."""
-    raw = b"".join(event.body) if not isinstance(event.body, (bytes, str)) else event.body
+    """A JSON-able view of an SDK ``EventData``: what filters receive and what ``bodies`` hold (a typed event's
+    body as received: :func:`decoded_record` decodes it)."""
+    raw = _raw_body(event)
     body = raw
     if isinstance(raw, bytes):
         try:
@@ -63,27 +68,30 @@ def event_record(event: Any, partition_id: str) -> dict[str, Any]:
     }
     content_type = getattr(event, "content_type", None)
     typed = typed_content(content_type)
-    if typed is not None:  # decoded by the producer (decode_records), from the bytes kept aside here
-        record.update(content_type=content_type, schema_id=typed.schema_id, _content=raw)
+    if typed is not None:
+        record.update(content_type=content_type, schema_id=typed.schema_id)
     return record
 
 
-async def decode_records(records: Sequence[dict[str, Any]], decoder: AsyncTypedDecoder) -> None:
+async def decoded_record(event: Any, partition_id: str, decoder: AsyncTypedDecoder | None) -> dict[str, Any]:
     """
-    Decode the typed records of a batch in place: ``body`` becomes the decoded value (JSON-safe), or
-    ``decode_error`` says why it could not be (unknown schema id, corrupt content, no registry configured).
+    :func:`event_record`, a typed event's ``body`` the decoded value (JSON-safe), or its ``decode_error`` saying
+    why it could not be (unknown schema id, corrupt content, no registry configured); ``decoder`` ``None``:
+    bodies as received.
 
-    A registry that cannot be reached raises: the batch is not handed over, and is read again.
+    A registry that refuses or does not answer raises: the batch is not handed over, and is read again.
     """
-    for record in records:
-        content = record.pop("_content", None)
-        if content is None:
-            continue
-        try:
-            record["body"] = json_safe(await decoder.decode(content, record["content_type"]))
-        except UndecodableEventError as exc:
-            record["decode_error"] = (f"event {record['sequence_number']} of partition {record['partition']}: "
-                                      f"{exc}")
+    record = event_record(event, partition_id)
+    if decoder is None or "schema_id" not in record:
+        return record
+    raw = _raw_body(event)
+    try:
+        value = await decoder.decode(raw if isinstance(raw, bytes) else raw.encode("utf-8"), record["content_type"])
+    except UndecodableEventError as exc:
+        record["decode_error"] = f"event {record['sequence_number']} of partition {partition_id}: {exc}"
+    else:
+        record["body"] = json_safe(value)
+    return record
 
 
 def last_reported(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -163,6 +171,12 @@ def read_events(
         endpoint = await hook.get_endpoint()
         registry = SchemaRegistryAsyncHook(schema_registry_conn_id or event_hubs_conn_id)
         decoder = AsyncTypedDecoder(registry.get_endpoint, conn_id=registry.event_hubs_conn_id)
+        try:
+            return await read_with(endpoint, decoder)
+        finally:
+            await decoder.close()
+
+    async def read_with(endpoint: Any, decoder: AsyncTypedDecoder) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for pid, (first, last, only) in sorted(wanted.items()):
             site = FailureSite.of_endpoint(event_hubs_conn_id, endpoint, consumer_group=payload["consumer_group"],
@@ -180,12 +194,9 @@ def read_events(
                         )
                     item = await reader.get(left)
                     if item is not None:
-                        got.extend(event_record(e, pid) for e in item[1] if first <= e.sequence_number <= last)
+                        got.extend([await decoded_record(e, pid, decoder) for e in item[1]
+                                    if first <= e.sequence_number <= last])
             out.extend(r for r in got if only is None or r["sequence_number"] in only)
-        try:
-            await decode_records(out, decoder)
-        finally:
-            await decoder.close()
         return out
 
     return asyncio.run(read())

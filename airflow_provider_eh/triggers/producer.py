@@ -34,7 +34,6 @@ from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.batches import gather_batches
 from airflow_provider_eh.triggers.partition_stream import PartitionStream, not_found
-from airflow_provider_eh.triggers.payload import decode_records
 
 try:  # Airflow 3.3+: acknowledged shared streams (persistence-gated checkpoints)
     from airflow.triggers.shared_stream import SharedStreamProducer
@@ -205,8 +204,7 @@ class EventHubBatchProducer(SharedStreamProducer):
         size, window = int(spec.batch_size), float(spec.batch_window)
         async with PartitionStream(self.endpoint, spec.consumer_group, after, max_batch_size=min(size, 300),
                                    site=self.hub_site(READING)) as stream:
-            async for batch in gather_batches(stream.get, self.read_to, size, window):
-                await decode_records(batch, self.decoder)
+            async for batch in gather_batches(stream.get, self.read_to, size, window, decoder=self.decoder):
                 yield {"namespace": self.endpoint.namespace, "events": batch}, positions_of(batch)
 
     def get_advance_lane(self, broker_payload: Any) -> Hashable:

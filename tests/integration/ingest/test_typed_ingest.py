@@ -218,6 +218,7 @@ def test_the_trigger_filter_and_the_sensor_match_on_decoded_fields(
         endpoint: EmulatorProcess, hub: str, tmp_path: Path, azurite: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_provider_eh.sensors.await_event import EventHubAwaitEventSensor
     from airflow_provider_eh.triggers.event import EventHubEventTrigger
+    from airflow_provider_eh.triggers.payload import read_events
 
     container = unique_name("c")
     BlobServiceClient.from_connection_string(azurite.connection_string).create_container(container)
@@ -239,6 +240,8 @@ def test_the_trigger_filter_and_the_sensor_match_on_decoded_fields(
         {"partition": "0", "sequence_number": 2, "body": order(3, 700, "json"), "schema_id": ids[2]},
     ]
     json.dumps(payload)  # what reaches the asset event is JSON
+    assert [(r["body"], r["schema_id"]) for r in read_events(payload, CONN_ID)] == [
+        (order(2, 500, "big"), ids[1]), (order(3, 700, "json"), ids[2])]  # read back, decoded alike
 
     # the await sensor (its trigger, then execute_complete as the task resumes): the first big typed order,
     # and a corrupt one found by its decode error
