@@ -151,6 +151,8 @@ class _CachingClient:
         self._cache = cache
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not yet set (a copy, a pickle): never the client's private names
+            raise AttributeError(name)
         return getattr(self._client, name)
 
     def get_schema(self, schema_id: str, **kwargs: Any) -> Any:
