@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data
+from airflow_provider_eh.client.typed_events import typed_content
 
 # The stamps of idempotent-publishing.md, defined once below both engines.
 from airflow_provider_eh.stamps import BATCH as STAMP_BATCH
@@ -26,7 +27,7 @@ __all__ = ["CONTENT_TYPE_KEY", "STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STA
 
 _decode_json = json.JSONDecoder().decode
 
-#: where a stored event (deferred, dead-lettered) keeps its content type: with its properties, under this key
+#: where a stored typed event (deferred, dead-lettered) keeps its content type: with its properties, under this key
 #: (an AMQP message property, not an application property; the state tables have no column of their own for it)
 CONTENT_TYPE_KEY = "$content_type"
 
@@ -99,9 +100,10 @@ class IngestEvent:
         return base64.b64encode(self.body).decode("ascii")
 
     def properties_json(self) -> str:
-        """The properties as JSON text; the content type, where there is one, with them under :data:`CONTENT_TYPE_KEY`."""
+        """The properties as JSON text; a typed event's content type (its schema id) with them under
+        :data:`CONTENT_TYPE_KEY`, so it decodes again when released or replayed (other events' text is as it was)."""
         properties = dict(self.properties)
-        if self.content_type is not None:
+        if self.content_type is not None and typed_content(self.content_type) is not None:
             properties[CONTENT_TYPE_KEY] = self.content_type
         return json.dumps(properties, sort_keys=True, default=str)
 
