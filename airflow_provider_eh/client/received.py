@@ -1,13 +1,14 @@
 """A received event as plain fields, from the SDK's ``EventData`` or straight from its AMQP message.
 
-Every consumer of this package (ingestion, the event trigger's read-back) needs the same six facts of
-a received event: its partition, sequence number, offset, enqueued time, body bytes and application
-properties as plain Python. The SDK hands over ``EventData``, which wraps the decoded AMQP message in
-an ``AmqpAnnotatedMessage`` and answers each of those facts through a property; building it costs
+Every consumer of this package (ingestion, the event trigger's read-back) needs the same seven facts of
+a received event: its partition, sequence number, offset, enqueued time, body bytes, application
+properties as plain Python, and its content type (where a typed event carries its schema id). The SDK
+hands over ``EventData``, which wraps the decoded AMQP message in an ``AmqpAnnotatedMessage`` and
+answers each of those facts through a property; building it costs
 about as much per event as decoding the message (``bench/ingest.py``'s docstring has the profile).
 
 :func:`fields_of_message` reads the facts straight from the decoded message (the SDK's own
-pyamqp ``Message``: annotations, application properties, data sections), and
+pyamqp ``Message``: annotations, application properties, properties, data sections), and
 :func:`fields_of_event_data` reads them through ``EventData``. :class:`MessageFields` holds the fast
 one to the other: a reader uses the fast path only while it gives exactly what ``EventData`` gives,
 checked on the first messages of every link; one difference and that link goes through ``EventData``
@@ -40,6 +41,7 @@ class ReceivedFields(NamedTuple):
     enqueued_time: datetime | None
     body: bytes
     properties: dict[str, Any]
+    content_type: str | None = None
 
 
 def plain(value: Any) -> Any:
@@ -129,7 +131,19 @@ def fields_of_event_data(event: Any) -> ReceivedFields:
         _utc(event.enqueued_time),
         body_bytes(event),
         _properties(event.properties),
+        event.content_type,
     )
+
+
+def _content_type(properties: Any) -> str | None:
+    """The content type of a message's AMQP properties, as ``EventData.content_type`` gives it (a symbol: bytes)."""
+    value = properties.content_type if properties else None
+    if type(value) is bytes:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value  # type: ignore[return-value]  # as EventData gives it
+    return value
 
 
 def fields_of_message(message: Any, reader: MessageFields | None = None) -> ReceivedFields | None:
@@ -158,6 +172,7 @@ def fields_of_message(message: Any, reader: MessageFields | None = None) -> Rece
         enqueued,
         data[0] if len(data) == 1 and type(data[0]) is bytes else b"".join(data),
         _properties(message.application_properties, None if reader is None else reader.keys),
+        _content_type(message.properties),
     )
 
 

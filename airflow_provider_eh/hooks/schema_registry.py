@@ -74,6 +74,30 @@ class SchemaRegistryHook(BaseHook):
         return self.get_endpoint().async_client(**kwargs)
 
 
+class SchemaRegistryAsyncHook(BaseHook):
+    """
+    Async twin of :class:`SchemaRegistryHook`, for triggers: the connection is read without blocking the event loop.
+
+    :param event_hubs_conn_id: the Airflow connection id.
+    """
+
+    conn_name_attr = "event_hubs_conn_id"
+    default_conn_name = "azure_event_hubs_default"
+    conn_type = CONN_TYPE
+    hook_name = "Azure Schema Registry"
+
+    def __init__(self, event_hubs_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.event_hubs_conn_id = event_hubs_conn_id
+        self._conn: Any = None
+
+    async def get_endpoint(self) -> SchemaRegistryEndpoint:
+        """Where the registry is and how to authenticate; opens nothing (its ``async_client()`` does)."""
+        if self._conn is None:
+            self._conn = await self.aget_connection(self.event_hubs_conn_id)
+        return endpoint_from(self.event_hubs_conn_id, self._conn)
+
+
 def endpoint_from(conn_id: str, conn: Any) -> SchemaRegistryEndpoint:
     """The registry endpoint of connection ``conn`` (id ``conn_id``), or ``ConnectionConfigError`` naming the field."""
     extras = conn.extra_dejson or {}

@@ -9,7 +9,8 @@ Commands print JSON::
 
 The database is a SQLite file (``--sqlite PATH``) or an Airflow SQL connection (``--sql-conn-id``,
 which needs Airflow and the connection's provider). ``replay`` writes with ``--row-function``
-(``json``, or ``package.module:function``) into ``--table``.
+(``json``, or ``package.module:function``) into ``--table``; typed dead letters (Schema Registry) are decoded
+with the registry of ``--schema-registry-conn-id`` (an Airflow ``azure_event_hubs`` connection).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
 from airflow_provider_eh.ingest.processor import BatchProcessor, load_row_function
@@ -36,6 +38,16 @@ def _connection(args: argparse.Namespace) -> Any:
     return BaseHook.get_connection(args.sql_conn_id).get_hook().get_conn()
 
 
+def _registry(conn_id: str) -> Any:
+    """The Schema Registry of an Airflow connection, read when the first typed dead letter is replayed."""
+    def endpoint() -> Any:
+        from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
+
+        return SchemaRegistryHook(conn_id).get_endpoint()
+
+    return endpoint
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_eh.ingest", description=__doc__.split("\n")[0])
     db = parser.add_mutually_exclusive_group(required=True)
@@ -48,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--table", help="target table (replay)")
     parser.add_argument("--row-function", default="json", help="'json' or package.module:function (replay)")
     parser.add_argument("--columns", help="comma-separated JSON keys to keep with --row-function json")
+    parser.add_argument("--schema-registry-conn-id",
+                        help="an Airflow azure_event_hubs connection whose Schema Registry decodes typed events (replay)")
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="dead letters")
     listing.add_argument("--status", default="dead", choices=["dead", "replayed", "all"])
@@ -86,11 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.sequence_numbers and args.partition is None:
                 raise SinkConfigError("--sequence-number needs --partition")
             columns = args.columns.split(",") if args.columns else None
-            processor = BatchProcessor(args.table, load_row_function(args.row_function, columns))
-            result = replay_dead_letters(
-                store, processor, partition_id=args.partition, sequence_numbers=args.sequence_numbers,
-                reasons=args.reasons,
-            )
+            decoder = TypedDecoder(_registry(args.schema_registry_conn_id) if args.schema_registry_conn_id else None,
+                                   conn_id=args.schema_registry_conn_id)
+            processor = BatchProcessor(args.table, load_row_function(args.row_function, columns), decoder=decoder)
+            try:
+                result = replay_dead_letters(
+                    store, processor, partition_id=args.partition, sequence_numbers=args.sequence_numbers,
+                    reasons=args.reasons,
+                )
+            finally:
+                decoder.close()
         elif args.command == "sessions":
             result = store.sessions()
         else:

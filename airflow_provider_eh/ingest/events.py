@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data
+from airflow_provider_eh.client.typed_events import typed_content
 
 # The stamps of idempotent-publishing.md, defined once below both engines.
 from airflow_provider_eh.stamps import BATCH as STAMP_BATCH
@@ -22,9 +23,13 @@ from airflow_provider_eh.stamps import GROUP as STAMP_GROUP
 from airflow_provider_eh.stamps import OWNER as STAMP_OWNER
 from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
-__all__ = ["STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
+__all__ = ["CONTENT_TYPE_KEY", "STAMP_BATCH", "STAMP_GROUP", "STAMP_OWNER", "STAMP_SEQ", "IngestEvent"]
 
 _decode_json = json.JSONDecoder().decode
+
+#: where a stored typed event (deferred, dead-lettered) keeps its content type: with its properties, under this key
+#: (an AMQP message property, not an application property; the state tables have no column of their own for it)
+CONTENT_TYPE_KEY = "$content_type"
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,9 @@ class IngestEvent:
     :param enqueued_time: when the service accepted it (UTC).
     :param body: the body bytes.
     :param properties: application properties, keys and bytes values decoded as text.
+    :param content_type: its content type; a typed event's names its schema id (``avro/binary+<id>``).
+    :param decoded: a typed event's decoded value, once decoded (:meth:`json` gives it): not stored,
+        decoded again after a replay.
     """
 
     partition_id: str
@@ -46,6 +54,8 @@ class IngestEvent:
     enqueued_time: datetime | None
     body: bytes
     properties: Mapping[str, Any] = field(default_factory=dict)
+    content_type: str | None = None
+    decoded: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def received(cls, partition_id: str, fields: ReceivedFields) -> IngestEvent:
@@ -62,7 +72,9 @@ class IngestEvent:
         return self.body.decode("utf-8")
 
     def json(self) -> Any:
-        """The body parsed as JSON (UTF-8, or the UTF-16/32 that ``json.loads`` detects)."""
+        """The body parsed as JSON (UTF-8, or the UTF-16/32 that ``json.loads`` detects); a typed event's decoded value."""
+        if self.decoded is not None:
+            return self.decoded
         try:
             return _decode_json(self.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):  # not UTF-8 (or not JSON): let json detect the encoding and say what is wrong
@@ -88,7 +100,12 @@ class IngestEvent:
         return base64.b64encode(self.body).decode("ascii")
 
     def properties_json(self) -> str:
-        return json.dumps(dict(self.properties), sort_keys=True, default=str)
+        """The properties as JSON text; a typed event's content type (its schema id) with them under
+        :data:`CONTENT_TYPE_KEY`, so it decodes again when released or replayed (other events' text is as it was)."""
+        properties = dict(self.properties)
+        if self.content_type is not None and typed_content(self.content_type) is not None:
+            properties[CONTENT_TYPE_KEY] = self.content_type
+        return json.dumps(properties, sort_keys=True, default=str)
 
     @classmethod
     def from_stored(
@@ -102,11 +119,14 @@ class IngestEvent:
         properties_json: str | None,
     ) -> IngestEvent:
         """Rebuild an event kept in the deferred or dead-letter table."""
+        properties = json.loads(properties_json) if properties_json else {}
+        content_type = properties.pop(CONTENT_TYPE_KEY, None)
         return cls(
             partition_id=str(partition_id),
             sequence_number=int(sequence_number),
             offset=offset,
             enqueued_time=datetime.fromisoformat(enqueued_time) if enqueued_time else None,
             body=base64.b64decode(body_base64 or ""),
-            properties=json.loads(properties_json) if properties_json else {},
+            properties=properties,
+            content_type=content_type,
         )

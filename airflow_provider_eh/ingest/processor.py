@@ -9,6 +9,12 @@ In order, for every event of the batch:
    that is now in order; one behind it is a duplicate; one in a completed session is dead-lettered;
 3. **apply**: the row function maps the event to rows; if it raises, the event becomes a dead letter.
 
+A typed event (its content type names a schema id: ``avro/binary+<id>``, Microsoft's JSON Schema
+encoder's) is decoded before sessions and the row function see it (:mod:`~airflow_provider_eh.client.typed_events`):
+its ``json()`` is then the decoded record, so the default row function maps its fields to columns as
+it maps a JSON body's keys. One that does not decode (unknown schema id, corrupt content, no registry
+configured) becomes a dead letter ``undecodable`` naming the partition, sequence number and schema id.
+
 Then the rows are inserted (one bulk write per column set, undone alone if the database refuses a
 row: the events are then retried one by one, each undone alone, and the refused ones are dead-lettered), deferred
 events older than the session limit become dead letters, the marks are saved and the checkpoint
@@ -20,10 +26,11 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+from airflow_provider_eh.client.typed_events import TypedDecoder, UndecodableEventError, json_default, typed_content
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest.events import STAMP_SEQ, IngestEvent
 from airflow_provider_eh.ingest.schema import identifier
@@ -33,13 +40,16 @@ Row = Mapping[str, Any]
 RowFunction = Callable[[IngestEvent], "Row | Iterable[Row] | None"]
 
 _DATA_ERRORS = frozenset({"IntegrityError", "DataError"})
+#: the dead-letter reason of a typed event that does not decode
+UNDECODABLE = "undecodable"
 
 
 def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
     """
-    A row function that inserts the body, a JSON object, as one row.
+    A row function that inserts the body, a JSON object, as one row; a typed event's decoded record likewise.
 
-    :param columns: the keys to keep, as columns (absent keys become NULL); default: every key.
+    :param columns: the keys to keep, as columns (absent keys become NULL); default: every key. A typed
+        Avro event whose record has no field of a column is refused (its schema does not fit the table).
     """
 
     def to_row(event: IngestEvent) -> Row:
@@ -51,6 +61,8 @@ def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
             raise ValueError(f"body is JSON {type(obj).__name__}, expected an object")
         if columns is None:
             return {k: v if type(v) not in _NESTED else _scalar(v) for k, v in obj.items()}
+        if event.decoded is not None:
+            _check_fields(event, obj, columns)
         return {c: _scalar(obj.get(c)) for c in columns}
 
     return to_row
@@ -76,7 +88,20 @@ _NESTED = (dict, list)
 
 
 def _scalar(value: Any) -> Any:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+    """A nested value as JSON text (a decoded record's bytes, times and decimals as :func:`json_default` writes them)."""
+    return json.dumps(value, sort_keys=True, default=json_default) if isinstance(value, (dict, list)) else value
+
+
+def _check_fields(event: IngestEvent, record: Mapping[str, Any], columns: Sequence[str]) -> None:
+    """An Avro record holds every field of its schema: a column it lacks means the schema does not fit the table."""
+    typed = typed_content(event.content_type)
+    if typed is None or typed.format != "Avro":
+        return
+    missing = [c for c in columns if c not in record]
+    if missing:
+        raise ValueError(
+            f"the record of schema id {typed.schema_id} has no field {missing[0]!r} for column {missing[0]!r} "
+            f"(its fields: {', '.join(sorted(record)) or 'none'}); map the columns to its fields or use a row function")
 
 
 @dataclass(frozen=True)
@@ -185,6 +210,8 @@ class BatchProcessor:
     :param row_function: event -> row, rows or ``None``; default :func:`json_rows`.
     :param sessions: in-order processing per session, or ``None``.
     :param dedupe: skip stamped events at or below their high-water mark.
+    :param decoder: decodes typed events (Schema Registry); ``None``: no registry, a typed event is dead-lettered
+        with a reason saying to configure one. Events that are not typed never reach it.
     """
 
     def __init__(
@@ -194,11 +221,13 @@ class BatchProcessor:
         *,
         sessions: SessionConfig | None = None,
         dedupe: bool = True,
+        decoder: TypedDecoder | None = None,
     ):
         self.table = identifier(table, "table")
         self.row_function = row_function or json_rows()
         self.sessions = sessions
         self.dedupe = dedupe
+        self.decoder = decoder or TypedDecoder(None)
 
     def process(self, tx: Transaction, partition_id: str, events: Sequence[IngestEvent]) -> BatchResult:
         """Apply ``events`` (one partition, in order); the caller advances the checkpoint and commits."""
@@ -214,7 +243,10 @@ class BatchProcessor:
 
         def apply(event: IngestEvent) -> None:
             try:
-                rows = _rows_of(self.row_function(event))
+                rows = _rows_of(self.row_function(self._decoded(event)))
+            except UndecodableEventError as exc:
+                self._undecodable(tx, event, exc, result)
+                return
             except Exception as exc:
                 tx.dead_letter(event, "rejected", _describe(exc))
                 result.dead_letters += 1
@@ -230,6 +262,12 @@ class BatchProcessor:
                         result.duplicates += 1
                         continue
                     marks[group] = changed[group] = seq
+            if event.content_type is not None and typed_content(event.content_type) is not None:
+                try:  # before sessions: a session key or sequence may be a field of the record
+                    event = self._decoded(event)
+                except UndecodableEventError as exc:
+                    self._undecodable(tx, event, exc, result)
+                    continue
             if self.sessions is None:
                 apply(event)
             else:
@@ -252,8 +290,12 @@ class BatchProcessor:
             otherwise the error, recorded on the dead letter (``attempts`` goes up).
         """
         try:
-            rows = _rows_of(self.row_function(event))
+            rows = _rows_of(self.row_function(self._decoded(event)))
             tx.insert_rows(self.table, rows, alone=True)
+        except UndecodableEventError as exc:
+            error = _undecodable_text(event, exc)
+            tx.dead_letter(event, UNDECODABLE, error)
+            return error
         except Exception as exc:
             if isinstance(exc, SinkConfigError) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
                 raise
@@ -262,6 +304,19 @@ class BatchProcessor:
             return error
         tx.mark_replayed(event)
         return None
+
+    # -- typed events -----------------------------------------------------------------------
+
+    def _decoded(self, event: IngestEvent) -> IngestEvent:
+        """A typed event with its decoded value (:class:`UndecodableEventError` when it does not decode); any
+        other event as it is."""
+        if event.decoded is not None or event.content_type is None or typed_content(event.content_type) is None:
+            return event
+        return replace(event, decoded=self.decoder.decode(event.body, event.content_type))
+
+    def _undecodable(self, tx: Transaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
+        tx.dead_letter(event, UNDECODABLE, _undecodable_text(event, exc))
+        result.dead_letters += 1
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -409,3 +464,7 @@ def _is_data_error(exc: BaseException) -> bool:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _undecodable_text(event: IngestEvent, exc: UndecodableEventError) -> str:
+    return f"event {event.sequence_number} of partition {event.partition_id}: {exc}"

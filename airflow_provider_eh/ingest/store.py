@@ -80,7 +80,8 @@ class DeadLetter:
 
     :param event: the event, as received.
     :param reason: ``rejected`` (the row function raised), ``row_rejected`` (the database refused its
-        rows), ``session_expired``, ``session_completed`` or ``bad_session`` (no session key or sequence).
+        rows), ``session_expired``, ``session_completed``, ``bad_session`` (no session key or sequence) or
+        ``undecodable`` (a typed event that does not decode: unknown schema id, corrupt content, no registry).
     :param error: the error text.
     :param failed_at: when, ISO 8601.
     :param status: ``dead`` or ``replayed``.

@@ -19,9 +19,11 @@ from airflow.sdk import BaseHook, BaseOperator
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, provider_error
+from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_eh.ingest import (
     BatchProcessor,
     IngestRun,
@@ -106,10 +108,11 @@ def sdk_failures(site_of: Callable[[BaseException], FailureSite]) -> Iterator[No
 
 
 class _SqlSinkOperator(BaseOperator):
-    """What the ingest and replay operators share: the SQL target and the row function."""
+    """What the ingest and replay operators share: the SQL target, the row function and the decoding of typed events."""
 
     _sink_fields: tuple[str, ...] = (
         "table", "sql_conn_id", "columns", "event_hubs_conn_id", "eventhub_name", "consumer_group",
+        "schema_registry_conn_id",
     )
 
     def __init__(
@@ -123,9 +126,11 @@ class _SqlSinkOperator(BaseOperator):
         eventhub_name: str | None = None,
         consumer_group: str = "$Default",
         state_table_prefix: str = DEFAULT_PREFIX,
+        schema_registry_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.schema_registry_conn_id = schema_registry_conn_id
         self.table = table
         self.sql_conn_id = sql_conn_id
         self.row_function = row_function
@@ -134,6 +139,12 @@ class _SqlSinkOperator(BaseOperator):
         self.eventhub_name = eventhub_name
         self.consumer_group = consumer_group
         self.state_table_prefix = state_table_prefix
+
+    def _decoder(self) -> TypedDecoder:
+        """The decoder of typed events: the registry of ``schema_registry_conn_id`` (default: the Event Hubs
+        connection's namespace, as publishing uses), looked up at the first typed event only."""
+        conn_id = self.schema_registry_conn_id or self.event_hubs_conn_id
+        return TypedDecoder(lambda: SchemaRegistryHook(conn_id).get_endpoint(), conn_id=conn_id)
 
     def _row_function(self) -> Callable[..., Any]:
         if callable(self.row_function):
@@ -179,6 +190,11 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         Default: the body is a JSON object inserted as one row. An exception dead-letters the event.
     :param columns: with the default row function, the JSON keys to insert (default: all). (templated)
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection. (templated)
+    :param schema_registry_conn_id: the ``azure_event_hubs`` connection whose namespace's Schema Registry decodes
+        typed events (default: ``event_hubs_conn_id``'s). A typed event (content type ``avro/binary+<id>`` or
+        Microsoft's JSON Schema encoder's) is decoded by Microsoft's decoder, each schema fetched once, and its
+        record is what ``event.json()`` gives the row function (its fields map to ``columns``); one that does not
+        decode is dead-lettered ``undecodable`` with the reason. Read only when a typed event arrives. (templated)
     :param eventhub_name: the hub; default: the connection's. (templated)
     :param consumer_group: the consumer group to read as and to checkpoint for. (templated)
     :param wasb_conn_id: the ``wasb`` connection of ``checkpoint_container``. (templated)
@@ -340,8 +356,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 upto=self._upto(context),
                 checkpoint_interval=float(self.checkpoint_interval),
             )
+            decoder = self._decoder()
             processor = BatchProcessor("delta_table" if delta else self.table, self._row_function(), sessions=sessions,
-                                       dedupe=self.dedupe)
+                                       dedupe=self.dedupe, decoder=decoder)
             if delta:
                 processor.table = self.table  # a path or URI: named in the processor's messages
             container = (
@@ -366,6 +383,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                     return self._run.run()
             finally:
                 store.close()
+                decoder.close()
 
     def _delta_store(self, endpoint: Any) -> DeltaIngestStore:
         """The Delta table of :attr:`table`, with the ``wasb`` connection's credentials for an Azure URI."""
@@ -428,6 +446,7 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     :param row_function: as for :class:`EventHubIngestOperator`.
     :param columns: as for :class:`EventHubIngestOperator`. (templated)
     :param event_hubs_conn_id: the hub's connection (names the stream the dead letters belong to). (templated)
+    :param schema_registry_conn_id: as for :class:`EventHubIngestOperator`: typed dead letters are decoded again. (templated)
     :param eventhub_name: the hub. (templated)
     :param consumer_group: the consumer group of the ingest task. (templated)
     :param partition_id: only this partition. (templated)
@@ -463,7 +482,8 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-            processor = BatchProcessor(self.table, self._row_function())
+            decoder = self._decoder()
+            processor = BatchProcessor(self.table, self._row_function(), decoder=decoder)
             store = self._store(endpoint)
             try:
                 result = replay_dead_letters(
@@ -474,6 +494,7 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
                 )
             finally:
                 store.close()
+                decoder.close()
         self.log.info("Replayed %d dead letters; %d failed again", len(result["replayed"]), len(result["failed"]))
         if result["failed"] and self.fail_on_error:
             first = result["failed"][0]

@@ -54,17 +54,21 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
     :param consumer_group: the consumer group to read as. (templated)
     :param filter: ``package.module.function`` called with each event record (dict with ``partition``,
         ``sequence_number``, ``offset``, ``enqueued_time``, ``properties``, ``body``); a truthy result
-        matches and is returned (``True``: the record). ``None``: the first event matches. (templated)
+        matches and is returned (``True``: the record). ``None``: the first event matches. A typed event's
+        ``body`` is its decoded value (a dict) and its record has ``schema_id``. (templated)
     :param checkpoint_container: the container of the group's checkpoints (needed for ``checkpoint``). (templated)
     :param checkpoint: checkpoint the found event.
     :param partition_ids: only these partitions. (templated)
     :param start_at: ``latest`` or ``earliest``, for partitions without a checkpoint.
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection.
     :param wasb_conn_id: the ``wasb`` connection of ``checkpoint_container``.
+    :param schema_registry_conn_id: the connection whose namespace's Schema Registry decodes typed events (default:
+        ``event_hubs_conn_id``'s); a record that does not decode has ``decode_error`` instead. (templated)
     :param deferrable: wait in the triggerer.
     """
 
-    template_fields: Sequence[str] = ("eventhub_name", "consumer_group", "filter", "checkpoint_container", "partition_ids")
+    template_fields: Sequence[str] = ("eventhub_name", "consumer_group", "filter", "checkpoint_container", "partition_ids",
+                                      "schema_registry_conn_id")
     ui_color = "#e7f0fb"
 
     def __init__(
@@ -79,6 +83,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
         start_at: str = "latest",
         event_hubs_conn_id: str = EventHubsHook.default_conn_name,
         wasb_conn_id: str = BlobStorageHook.default_conn_name,
+        schema_registry_conn_id: str | None = None,
         deferrable: bool = True,
         **kwargs: Any,
     ):
@@ -93,6 +98,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
         self.start_at = start_at
         self.event_hubs_conn_id = event_hubs_conn_id
         self.wasb_conn_id = wasb_conn_id
+        self.schema_registry_conn_id = schema_registry_conn_id
         self.deferrable = deferrable
         self._started: float | None = None  # POSIX time the task started (for the timeout)
         self._since: float | None = None  # reschedule mode: read latest partitions from events enqueued after this
@@ -105,7 +111,8 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
             eventhub_name=self.eventhub_name, consumer_group=self.consumer_group, filter=self.filter,
             checkpoint_container=self.checkpoint_container, checkpoint=self.checkpoint,
             partition_ids=self.partition_ids, start_at=self.start_at, event_hubs_conn_id=self.event_hubs_conn_id,
-            wasb_conn_id=self.wasb_conn_id, deadline=deadline, start_after=self._positions,
+            wasb_conn_id=self.wasb_conn_id, schema_registry_conn_id=self.schema_registry_conn_id, deadline=deadline,
+            start_after=self._positions,
             start_enqueued_after=self._since,
             batch_size=300, batch_window=0.1,  # look at each event as soon as it arrives
         )

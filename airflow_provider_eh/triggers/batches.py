@@ -10,18 +10,20 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from airflow_provider_eh.triggers.payload import event_record
+from airflow_provider_eh.client.typed_events import AsyncTypedDecoder
+from airflow_provider_eh.triggers.payload import decoded_record
 
 
 async def gather_batches(
     get: Callable[[float], Any], read_to: dict[str, int], size: int, window: float,
-    *, clock: Callable[[], float] = time.monotonic,
+    *, clock: Callable[[], float] = time.monotonic, decoder: AsyncTypedDecoder | None = None,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """
     Batches of event records from ``get(timeout)`` (``(partition, [EventData])`` or ``None`` when idle):
     a batch is handed over at ``size`` records or ``window`` seconds (by ``clock``) after its first
     record. ``read_to`` (partition -> last sequence number seen) is updated and drops what a reconnect
-    delivers again.
+    delivers again. Typed events are decoded by ``decoder`` as they are read
+    (:func:`~airflow_provider_eh.triggers.payload.decoded_record`).
     """
     pending: list[dict[str, Any]] = []
     started = 0.0
@@ -34,7 +36,7 @@ async def gather_batches(
             if fresh and not pending:
                 started = clock()
             for e in fresh:
-                pending.append(event_record(e, pid))
+                pending.append(await decoded_record(e, pid, decoder))
                 read_to[pid] = int(e.sequence_number)
         while pending and (len(pending) >= size or clock() - started >= window):
             batch, pending = pending[:size], pending[size:]

@@ -83,6 +83,11 @@ class EventHubEventTrigger(BaseEventTrigger):
     :param include_bodies: put the events' bodies into the payload when they fit ``max_body_bytes``.
     :param max_body_bytes: the bodies' total size limit.
     :param namespace: the namespace the connection must reach (set from a ``MessageQueueTrigger`` queue URI).
+    :param schema_registry_conn_id: the ``azure_event_hubs`` connection whose namespace's Schema Registry decodes
+        typed events (default: ``event_hubs_conn_id``'s). A typed event's record (content type
+        ``avro/binary+<id>`` or Microsoft's JSON Schema encoder's) has the decoded value as ``body`` (a dict)
+        and ``schema_id``, for the filter and the payload's ``bodies``; one that does not decode keeps its
+        body and has ``decode_error``. Read only when a typed event arrives.
     """
 
     _container_optional = False
@@ -103,6 +108,7 @@ class EventHubEventTrigger(BaseEventTrigger):
         include_bodies: bool = False,
         max_body_bytes: int = 65536,
         namespace: str | None = None,
+        schema_registry_conn_id: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -134,6 +140,7 @@ class EventHubEventTrigger(BaseEventTrigger):
         self.include_bodies = bool(include_bodies)
         self.max_body_bytes = int(max_body_bytes)
         self.namespace = namespace
+        self.schema_registry_conn_id = schema_registry_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -152,6 +159,7 @@ class EventHubEventTrigger(BaseEventTrigger):
                 "include_bodies": self.include_bodies,
                 "max_body_bytes": self.max_body_bytes,
                 "namespace": self.namespace,
+                "schema_registry_conn_id": self.schema_registry_conn_id,
             },
         )
 

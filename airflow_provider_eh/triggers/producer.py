@@ -26,10 +26,12 @@ from typing import Any
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
 from airflow_provider_eh.client.failures import FailureSite, provider_error, provider_errors, storage_failure
 from airflow_provider_eh.client.partitions import check_partition_ids
+from airflow_provider_eh.client.typed_events import AsyncTypedDecoder
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.batches import gather_batches
 from airflow_provider_eh.triggers.partition_stream import PartitionStream, not_found
 
@@ -55,6 +57,8 @@ class HubReading:
     :param start_after: ``{partition: sequence number}`` to read after, before checkpoints and ``start_at``.
     :param start_enqueued_after: POSIX time: with ``start_at="latest"``, a partition without a
         ``start_after`` entry or a checkpoint is read from the events enqueued after it.
+    :param schema_registry_conn_id: the connection whose namespace's Schema Registry decodes typed events
+        (``None``: ``event_hubs_conn_id``'s); read when the first typed event arrives.
     """
 
     eventhub_name: str
@@ -69,6 +73,7 @@ class HubReading:
     namespace: str | None = None
     start_after: Mapping[str, int] = field(default_factory=dict)
     start_enqueued_after: float | None = None
+    schema_registry_conn_id: str | None = None
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> HubReading:
@@ -96,6 +101,9 @@ class EventHubBatchProducer(SharedStreamProducer):
         self._blob: BlobStorageAsyncHook | None = None
         self._container: Any = None
         self._after: dict[str, int | datetime] | None = None
+        registry = SchemaRegistryAsyncHook(self.reading.schema_registry_conn_id or self.reading.event_hubs_conn_id)
+        # typed events' records are decoded before a batch is handed over
+        self.decoder = AsyncTypedDecoder(registry.get_endpoint, conn_id=registry.event_hubs_conn_id)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -196,7 +204,7 @@ class EventHubBatchProducer(SharedStreamProducer):
         size, window = int(spec.batch_size), float(spec.batch_window)
         async with PartitionStream(self.endpoint, spec.consumer_group, after, max_batch_size=min(size, 300),
                                    site=self.hub_site(READING)) as stream:
-            async for batch in gather_batches(stream.get, self.read_to, size, window):
+            async for batch in gather_batches(stream.get, self.read_to, size, window, decoder=self.decoder):
                 yield {"namespace": self.endpoint.namespace, "events": batch}, positions_of(batch)
 
     def get_advance_lane(self, broker_payload: Any) -> Hashable:
@@ -254,6 +262,7 @@ class EventHubBatchProducer(SharedStreamProducer):
             raise
 
     async def aclose(self) -> None:
+        await self.decoder.close()
         if self._blob is not None:
             blob, self._blob, self._container = self._blob, None, None
             await blob.close()

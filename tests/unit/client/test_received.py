@@ -49,6 +49,9 @@ def random_event(rng: random.Random) -> EventData:
     event.properties = {f"p{i}": rng.choice(values) for i in range(rng.randrange(0, 12))}
     if rng.random() < 0.3:
         event.properties[b"raw-key"] = "by bytes"
+    if rng.random() < 0.4:  # typed events name their schema id in the content type
+        event.content_type = rng.choice(["avro/binary+" + uuid.uuid4().hex, "application/json;serialization=Json+7",
+                                         "application/json", ""])
     return event
 
 
@@ -110,3 +113,10 @@ def test_one_difference_sends_the_link_through_eventdata(monkeypatch: pytest.Mon
     assert "partition 2 of 'orders'" in caplog.text and "through EventData from now on" in caplog.text
     monkeypatch.setattr(module, "fields_of_message", lambda m, r=None: pytest.fail("the fast path was used again"))
     assert reader(received(EventData(b"y"), 6)).body == b"y"
+
+
+def test_the_content_type_of_a_typed_event_is_read_from_its_properties():
+    event = EventData(b"\x02")
+    event.content_type = "avro/binary+0123abcd"
+    assert fields_of_message(received(event, 1)).content_type == "avro/binary+0123abcd"
+    assert fields_of_message(received(EventData(b"{}"), 2)).content_type is None
