@@ -38,6 +38,7 @@ from airflow_provider_eh.ingest.delta import (
     DeltaTarget,
     check_delta_options,
 )
+from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
 from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
@@ -227,6 +228,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
     :param partition_by: partition columns of the Delta table the first batch creates. (templated)
     :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
+    :param batch_seconds: how long a partition's events wait for more before their commit (unless ``batch_size`` /
+        ``batch_bytes`` is reached first, or the run's target); default 0.25 on a SQL sink (fewer, larger
+        transactions), ``delta_batch_seconds`` on a Delta sink. 0: commit what has arrived at once.
     :param delta_batch_seconds: how long a partition's events wait for more before their Delta commit (unless
         ``batch_size`` / ``batch_bytes`` is reached first, or the run's target): fewer, larger commits and files.
     """
@@ -277,6 +281,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         partition_by: Sequence[str] | None = None,
         dead_letter_table: str | None = None,
         delta_batch_seconds: float = 10.0,
+        batch_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
@@ -286,6 +291,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         self.partition_by = partition_by
         self.dead_letter_table = dead_letter_table
         self.delta_batch_seconds = delta_batch_seconds
+        self.batch_seconds = batch_seconds
         self.wasb_conn_id = wasb_conn_id
         self.checkpoint_container = checkpoint_container
         self.instance = instance
@@ -342,7 +348,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
             limits = RunLimits(
                 batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
                 batch_bytes=int(batch_bytes),
-                batch_seconds=float(self.delta_batch_seconds) if delta else 0.0,
+                batch_seconds=float(self.batch_seconds) if self.batch_seconds is not None else (
+                    float(self.delta_batch_seconds) if delta else SQL_BATCH_SECONDS),
                 max_wait_time=float(self.max_wait_time),
                 max_events=None if self.max_events in (None, "", "None") else int(self.max_events),
                 max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),
