@@ -136,6 +136,13 @@ class DeadLetterNotFoundError(EventHubsProviderError):
     """A dead letter asked for (partition, sequence number) is not in the dead-letter table."""
 
 
+class ReplayRaceError(EventHubsProviderError):
+    """Another replay of the same dead letters committed first; this one wrote no rows, and running it again skips
+    what the other replayed."""
+
+    retryable = True
+
+
 class UnknownEventHubError(EventHubsProviderError):
     """The hub does not exist on the namespace, or the credential cannot see it."""
 

@@ -10,6 +10,10 @@ Ingestion (:data:`INGEST_STEPS`): ``ingest_<stage>`` for each stage of a batch
 (:data:`airflow_provider_eh.ingest.runner.STAGES`), with the batch's number in this process as the count
 and ``{"partition", "first", "last"}`` (its partition and sequence numbers) as the detail.
 
+A Delta sink's dead-letter replay (:data:`REPLAY_STEPS`): ``replay_intent`` (the dead-letter table marks the
+letters ``replaying``), ``replay_committed`` (their rows committed, the letters not yet marked ``replayed``),
+with the replay's version as the count.
+
 Crash tests observe them from outside (:func:`airflow_provider_eh.testing.crash.crash_at` kills the
 process at one step: ``"after_intent"``, ``"mid_send:2"``, ``"ingest_committed:3"``), so no test hook
 lives in either engine. This module sits below both engines and imports nothing of the package.
@@ -24,6 +28,7 @@ PUBLISH_STEPS = ("after_claim", "after_intent", "before_send", "mid_send", "afte
                  "during_commit")
 COUNTED_STEPS = ("before_send", "mid_send")  # ``step:K`` names the K-th SDK batch
 INGEST_STEPS = ("ingest_received", "ingest_rows_written", "ingest_committed", "ingest_blob_checkpointed")
+REPLAY_STEPS = ("replay_intent", "replay_committed")
 
 StepObserver = Callable[[str, int, Mapping[str, Any]], None]
 _NO_DETAIL: Mapping[str, Any] = {}

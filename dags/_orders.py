@@ -27,6 +27,9 @@ DATA_DIR = os.environ.get(
     "EH_EXAMPLE_DATA_DIR", os.path.join(os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "data")
 )
 SQL_CONN_ID = "eh_example_db"
+# The lakehouse copy of the warehouse load: a Delta table on local disk, read by its own consumer group.
+LAKEHOUSE_TABLE = os.path.join(DATA_DIR, "lakehouse", "order_events")
+LAKEHOUSE_GROUP = "lakehouse"
 CHECKPOINT_CONTAINER = "eh-example-checkpoints"
 STATE_CONTAINER = "eh-example-producer-state"
 

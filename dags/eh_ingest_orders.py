@@ -1,4 +1,4 @@
-"""Warehouse ingestion: load the orders hub into SQLite exactly once, each order's events in order.
+"""Warehouse ingestion: load the orders hub into SQLite and into a Delta table, each exactly once.
 
 Scheduled on the hub's asset: every successful ``publish_orders`` of ``eh_daily_orders`` queues a run.
 ``load_orders`` (:class:`EventHubIngestOperator`) reads what the ``$Default`` consumer group has not
@@ -8,6 +8,11 @@ loads nothing twice. Each order is a session: its events (``step`` 0, 1, 2) are 
 an early one waits in the ``deferred`` table for its predecessors, and the event flagged ``final``
 closes the order. Events the row function refuses (an unknown currency) become dead letters with
 the reason; once their cause is fixed, trigger a run with ``replay_dead_letters`` to apply them again.
+
+``load_lakehouse`` loads the same hub as the ``lakehouse`` consumer group into a Delta table on local disk
+(``<data dir>/lakehouse/order_events``, ``sink="delta"``): each batch one Delta commit holding its rows
+and the partition's checkpoint, the refused events in ``order_events_dead_letters`` beside it, replayed
+with the warehouse's when asked. A Delta table keeps no sessions: its rows are in partition order.
 """
 
 from __future__ import annotations
@@ -77,6 +82,22 @@ def eh_ingest_orders() -> None:
         pre_execute=skip_unless_replay_requested,
     )
 
+    # the same orders into a Delta table, as another consumer group: each loads everything once
+    lakehouse: dict[str, Any] = {
+        "sink": "delta",
+        "table": orders.LAKEHOUSE_TABLE,         # a local path, or abfss://container@account.dfs.core.windows.net/...
+        "row_function": orders.warehouse_row,
+        "eventhub_name": "{{ params.hub }}",
+        "consumer_group": orders.LAKEHOUSE_GROUP,
+    }
+    load_lakehouse = EventHubIngestOperator(
+        task_id="load_lakehouse", **lakehouse, max_wait_time=0.5, max_duration=600, inlets=[orders.ORDERS_HUB],
+    )
+    replay_lakehouse = EventHubDeadLetterReplayOperator(
+        task_id="replay_lakehouse_dead_letters", **lakehouse, fail_on_error=False,
+        pre_execute=skip_unless_replay_requested,
+    )
+
     @task(trigger_rule="none_failed")
     def report(loaded: dict[str, Any], params: dict | None = None) -> dict[str, Any]:
         """Log and return what the run loaded and what waits as dead letters."""
@@ -108,6 +129,7 @@ def eh_ingest_orders() -> None:
     tables = task(orders.create_tables)()
     tables >> load >> replay
     [load, replay] >> report(load.output)
+    load_lakehouse >> replay_lakehouse
 
 
 eh_ingest_orders()

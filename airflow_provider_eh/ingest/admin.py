@@ -1,7 +1,8 @@
 """What a person does to the stored state once a cause is fixed: replay dead letters, complete a session.
 
 Both run through the same store and processor as ingestion, so a replayed event is written by the
-same row function into the same table, in one transaction per event with its dead-letter row update.
+same row function into the same table: on SQL in one transaction per event with its dead-letter row update,
+on a Delta sink as :mod:`airflow_provider_eh.ingest.delta_replay` says.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from airflow_provider_eh.ingest.delta import DeltaIngestStore
 from airflow_provider_eh.ingest.processor import BatchProcessor
 from airflow_provider_eh.ingest.store import SqlIngestStore
 
@@ -17,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def replay_dead_letters(
-    store: SqlIngestStore,
+    store: SqlIngestStore | DeltaIngestStore,
     processor: BatchProcessor,
     *,
     partition_id: str | None = None,
@@ -34,6 +36,11 @@ def replay_dead_letters(
     :param reasons: only dead letters with these reasons (``rejected``, ``row_rejected``, ``session_expired``, ...).
     :return: ``{replayed: [[partition, seq], ...], failed: [[partition, seq, error], ...]}``.
     """
+    if isinstance(store, DeltaIngestStore):
+        from airflow_provider_eh.ingest.delta_replay import replay_delta_dead_letters
+
+        return replay_delta_dead_letters(store, processor, partition_id=partition_id, sequence_numbers=sequence_numbers,
+                                         reasons=reasons)
     wanted_reasons = set(reasons) if reasons else None
     letters = store.dead_letters(status="dead", partition_id=partition_id, sequence_numbers=sequence_numbers)
     replayed: list[list[Any]] = []

@@ -16,7 +16,8 @@ SQL store's compare-and-set does. Writers of different partitions of one table d
 
 Dead letters go to a Delta table of their own, committed just before the batch with an application
 transaction of its own per partition; a batch received again after a crash between the two commits writes
-only the dead letters after that table's version, so each event is dead-lettered once.
+only the dead letters after that table's version, so each event is dead-lettered once. Replaying them is
+:mod:`airflow_provider_eh.ingest.delta_replay`.
 
 Sessions and deferred events need per-event state that changes in place; the Delta store refuses them
 (:func:`check_delta_options`).
@@ -42,6 +43,7 @@ MERGE = "merge"
 # a Delta sink's default batch_bytes: few, large commits and files (a SQL sink's is 4 MiB)
 DELTA_BATCH_BYTES = 64 * 1024 * 1024
 DEAD_LETTER_SUFFIX = "_dead_letters"
+DEAD, REPLAYING, REPLAYED = "dead", "replaying", "replayed"  # a dead letter's status
 # commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
 META_PARTITION = "eh.ingest.partition_id"
 META_OFFSET = "eh.ingest.offset"
@@ -114,7 +116,7 @@ class DeltaTarget:
         return f"DeltaTarget(uri={self.uri!r}, mode={self.mode!r}, dead_letter_uri={self.dead_letter_uri!r})"
 
 
-def _open(uri: str, storage_options: dict[str, str] | None) -> Any:
+def open_table(uri: str, storage_options: dict[str, str] | None) -> Any:
     """The table at ``uri``, or ``None`` when there is none yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -206,7 +208,9 @@ class DeltaTransaction:
 
 
 def dead_letter_row(stream: Stream, event: IngestEvent, reason: str, error: str) -> dict[str, Any]:
-    """A row of the dead-letter table: the stream, the event as received, why and when."""
+    """A row of the dead-letter table: the stream, the event as received, why and when, and where its replay is
+    (``status`` ``dead``, ``replaying`` with the ``replay_version`` of a replay under way, or ``replayed``:
+    :mod:`airflow_provider_eh.ingest.delta_replay`)."""
     namespace, eventhub, consumer_group = stream.key
     return {
         "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
@@ -214,10 +218,12 @@ def dead_letter_row(stream: Stream, event: IngestEvent, reason: str, error: str)
         "event_offset": event.offset, "enqueued_time": utc_text(event.enqueued_time),
         "body_base64": event.body_base64(), "properties_json": event.properties_json(),
         "reason": reason, "error": error[:4000], "failed_at": utc_text(datetime.now(UTC)),
+        "status": DEAD, "attempts": 1, "replay_version": None, "replayed_at": None,
     }
 
 
-def _dead_letter_schema() -> Any:
+def dead_letter_schema() -> Any:
+    """The Arrow schema of the dead-letter table (:func:`dead_letter_row`)."""
     import pyarrow as pa
 
     text = pa.string()
@@ -225,6 +231,7 @@ def _dead_letter_schema() -> Any:
         ("namespace", text), ("eventhub", text), ("consumer_group", text), ("partition_id", text),
         ("sequence_number", pa.int64()), ("event_offset", text), ("enqueued_time", text), ("body_base64", text),
         ("properties_json", text), ("reason", text), ("error", text), ("failed_at", text),
+        ("status", text), ("attempts", pa.int64()), ("replay_version", pa.int64()), ("replayed_at", text),
     ])
 
 
@@ -250,7 +257,7 @@ class DeltaIngestStore:
         self.target = target
         self.stream = stream
         self.counts = CommitCounts()
-        self._table = _open(target.uri, target.storage_options)
+        self._table = open_table(target.uri, target.storage_options)
         self._schema: Any = None
         if self._table is not None:
             self._check_table()
@@ -276,10 +283,10 @@ class DeltaIngestStore:
         version = self.txn_version(self.app_id(partition_id))
         return NO_CHECKPOINT if version is None else version
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """Read the log up to its newest commit (a table another writer created is found)."""
         if self._table is None:
-            self._table = _open(self.target.uri, self.target.storage_options)
+            self._table = open_table(self.target.uri, self.target.storage_options)
             if self._table is not None:
                 self._check_table()
         else:
@@ -321,7 +328,7 @@ class DeltaIngestStore:
 
     def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, SqlCheckpoint]:
         """Each partition's checkpoint as the table's log holds it (``-1`` where none was committed)."""
-        self._refresh()
+        self.refresh()
         result = {}
         for p in (str(p) for p in partition_ids):
             seq = self.checkpoint_of(p)
@@ -345,7 +352,7 @@ class DeltaIngestStore:
     @contextmanager
     def transaction(self) -> Iterator[DeltaTransaction]:
         """One batch: what the block buffers is committed when it ends (nothing is written when it raises)."""
-        self._refresh()
+        self.refresh()
         tx = DeltaTransaction(self)
         yield tx
         self._commit(tx)
@@ -358,7 +365,7 @@ class DeltaIngestStore:
     def _commit(self, tx: DeltaTransaction) -> None:
         if tx.partition_id is None or tx.version is None:
             raise SinkConfigError("a Delta batch must advance its partition's checkpoint before it commits")
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
         from deltalake.exceptions import CommitFailedError
 
         if tx.dead_letters:
@@ -369,33 +376,9 @@ class DeltaIngestStore:
             app_transactions=transactions,
             custom_metadata={META_PARTITION: tx.partition_id, META_SEQUENCE: str(tx.version), META_OFFSET: tx.offset or ""},
         )
-        rows = tx.rows
-        if self.target.mode == MERGE and rows:
-            rows = _last_per_key(rows, self.target.merge_keys or ())
         try:
-            if self._table is None:
-                if not rows:
-                    raise SinkConfigError(
-                        f"The Delta table {self.target.uri!r} does not exist and the first batch of partition "
-                        f"{tx.partition_id} (up to seq {tx.version}) has no rows to take its columns from; create the "
-                        "table first (write_deltalake with an empty table of its schema)."
-                    )
-                write_deltalake(self.target.uri, self.arrow_rows(rows), mode="append",
-                                partition_by=list(self.target.partition_by or []) or None,
-                                storage_options=self.target.storage_options, commit_properties=properties,
-                                target_file_size=self.target.target_file_size)
-            elif self.target.mode == MERGE and rows:
-                predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in self.target.merge_keys or ())
-                (self._table.merge(self.arrow_rows(rows), predicate, source_alias="s", target_alias="t",
-                                   commit_properties=properties)
-                 .when_matched_update_all().when_not_matched_insert_all().execute())
-            else:
-                import pyarrow as pa
-
-                # converted once, by insert_rows, to the existing table's schema
-                data = pa.concat_tables(tx.tables) if tx.tables else self.arrow_rows([])
-                write_deltalake(self._table, data, mode="append", storage_options=self.target.storage_options,
-                                commit_properties=properties, target_file_size=self.target.target_file_size)
+            self.write(tx.rows, tx.tables, properties,
+                       f"the first batch of partition {tx.partition_id} (up to seq {tx.version})")
         except CommitFailedError as exc:
             self._lost(tx, exc)
             raise
@@ -406,9 +389,43 @@ class DeltaIngestStore:
         self.counts.commits += 1
         self.counts.offsets[tx.partition_id] = (tx.version, tx.offset)
 
+    def write(self, rows: Sequence[Mapping[str, Any]], tables: Sequence[Any], properties: Any, first: str) -> None:
+        """
+        One commit of ``rows`` (``tables``: the same rows as :meth:`arrow_rows` converted them) with ``properties``
+        (its application transactions): appended, or merged on the keys; the table is created when missing.
+
+        :param first: what the commit is, for the error when there is no table and nothing to create it from.
+        """
+        from deltalake import write_deltalake
+
+        if self.target.mode == MERGE and rows:
+            rows = _last_per_key(rows, self.target.merge_keys or ())
+        if self._table is None:
+            if not rows:
+                raise SinkConfigError(
+                    f"The Delta table {self.target.uri!r} does not exist and {first} has no rows to take its columns "
+                    "from; create the table first (write_deltalake with an empty table of its schema)."
+                )
+            write_deltalake(self.target.uri, self.arrow_rows(rows), mode="append",
+                            partition_by=list(self.target.partition_by or []) or None,
+                            storage_options=self.target.storage_options, commit_properties=properties,
+                            target_file_size=self.target.target_file_size)
+        elif self.target.mode == MERGE and rows:
+            predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in self.target.merge_keys or ())
+            (self._table.merge(self.arrow_rows(rows), predicate, source_alias="s", target_alias="t",
+                               commit_properties=properties)
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+        else:
+            import pyarrow as pa
+
+            # converted once, by insert_rows, to the existing table's schema
+            data = pa.concat_tables(tables) if tables else self.arrow_rows([])
+            write_deltalake(self._table, data, mode="append", storage_options=self.target.storage_options,
+                            commit_properties=properties, target_file_size=self.target.target_file_size)
+
     def _lost(self, tx: DeltaTransaction, exc: BaseException) -> None:
         """After a refused commit: raise :class:`PartitionTakenOverError` when another writer moved the checkpoint."""
-        self._table = _open(self.target.uri, self.target.storage_options)
+        self._table = open_table(self.target.uri, self.target.storage_options)
         current = self.checkpoint_of(tx.partition_id or "")
         if current != tx.expected:
             self.counts.taken_over += 1
@@ -425,20 +442,20 @@ class DeltaIngestStore:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         uri = self.target.dead_letter_uri or dead_letter_uri(self.target.uri)
-        table = _open(uri, self.target.storage_options)
+        table = open_table(uri, self.target.storage_options)
         app_id = self.app_id(partition_id)
         done = table.transaction_version(app_id) if table is not None else None
         fresh = [d for d in letters if done is None or d["sequence_number"] > done]
         if not fresh:
             return
-        write_deltalake(table if table is not None else uri, pa.Table.from_pylist(fresh, schema=_dead_letter_schema()),
+        write_deltalake(table if table is not None else uri, pa.Table.from_pylist(fresh, schema=dead_letter_schema()),
                         mode="append", storage_options=self.target.storage_options,
                         commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
         self.counts.dead_letter_commits += 1
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """The dead-letter table's rows of this stream (empty when it has none)."""
-        table = _open(self.target.dead_letter_uri or "", self.target.storage_options)
+        table = open_table(self.target.dead_letter_uri or "", self.target.storage_options)
         if table is None:
             return []
         namespace, eventhub, group = self.stream.key
@@ -473,7 +490,7 @@ def maintain(
     Compact small files (``optimize``: one commit that rewrites them, rows and checkpoints unchanged) and remove
     files no version younger than ``vacuum_hours`` reads (``vacuum``; ``None``: none removed). Returns the metrics.
     """
-    table = _open(uri, storage_options)
+    table = open_table(uri, storage_options)
     if table is None:
         raise SinkConfigError(f"table {uri!r}: there is no Delta table there to maintain")
     result: dict[str, Any] = {"version_before": table.version()}

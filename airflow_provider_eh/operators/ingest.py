@@ -40,6 +40,7 @@ from airflow_provider_eh.ingest.delta import (
     DeltaTarget,
     check_delta_options,
 )
+from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
 from airflow_provider_eh.ingest.processor import load_row_function
 from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
@@ -85,6 +86,20 @@ def delta_storage_options(uri: str, wasb_conn_id: str) -> dict[str, str] | None:
             )
         return None
     return BlobStorageHook(wasb_conn_id).delta_storage_options()
+
+
+def delta_store(
+    endpoint: Any, consumer_group: str, table: str, wasb_conn_id: str, *, mode: str = APPEND,
+    merge_keys: Sequence[str] | None = None, partition_by: Sequence[str] | None = None,
+    dead_letter_table: str | None = None,
+) -> DeltaIngestStore:
+    """The Delta table ``table`` of the hub's stream, with the ``wasb`` connection's credentials for an Azure URI."""
+    target = DeltaTarget(
+        str(table), delta_storage_options(str(table), wasb_conn_id), mode=mode,
+        merge_keys=list(merge_keys) if merge_keys else None, partition_by=list(partition_by) if partition_by else None,
+        dead_letter_uri=dead_letter_table or None,
+    )
+    return DeltaIngestStore(target, Stream(endpoint.namespace, endpoint.eventhub_name, consumer_group))
 
 
 def _is_storage_error(exc: BaseException) -> bool:
@@ -229,6 +244,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
     :param partition_by: partition columns of the Delta table the first batch creates. (templated)
     :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
+    :param batch_seconds: how long a partition's events wait for more before their commit (unless ``batch_size`` /
+        ``batch_bytes`` is reached first, or the run's target); default 0.25 on a SQL sink (fewer, larger
+        transactions), ``delta_batch_seconds`` on a Delta sink. 0: commit what has arrived at once.
     :param delta_batch_seconds: how long a partition's events wait for more before their Delta commit (unless
         ``batch_size`` / ``batch_bytes`` is reached first, or the run's target): fewer, larger commits and files.
     """
@@ -279,6 +297,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         partition_by: Sequence[str] | None = None,
         dead_letter_table: str | None = None,
         delta_batch_seconds: float = 10.0,
+        batch_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
@@ -288,6 +307,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         self.partition_by = partition_by
         self.dead_letter_table = dead_letter_table
         self.delta_batch_seconds = delta_batch_seconds
+        self.batch_seconds = batch_seconds
         self.wasb_conn_id = wasb_conn_id
         self.checkpoint_container = checkpoint_container
         self.instance = instance
@@ -344,7 +364,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
             limits = RunLimits(
                 batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
                 batch_bytes=int(batch_bytes),
-                batch_seconds=float(self.delta_batch_seconds) if delta else 0.0,
+                batch_seconds=float(self.batch_seconds) if self.batch_seconds is not None else (
+                    float(self.delta_batch_seconds) if delta else SQL_BATCH_SECONDS),
                 max_wait_time=float(self.max_wait_time),
                 max_events=None if self.max_events in (None, "", "None") else int(self.max_events),
                 max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),
@@ -386,14 +407,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 decoder.close()
 
     def _delta_store(self, endpoint: Any) -> DeltaIngestStore:
-        """The Delta table of :attr:`table`, with the ``wasb`` connection's credentials for an Azure URI."""
-        target = DeltaTarget(
-            str(self.table), delta_storage_options(str(self.table), self.wasb_conn_id), mode=self.delta_mode,
-            merge_keys=list(self.merge_keys) if self.merge_keys else None,
-            partition_by=list(self.partition_by) if self.partition_by else None,
-            dead_letter_uri=self.dead_letter_table or None,
-        )
-        return DeltaIngestStore(target, Stream(endpoint.namespace, endpoint.eventhub_name, self.consumer_group))
+        return delta_store(endpoint, self.consumer_group, self.table, self.wasb_conn_id, mode=self.delta_mode,
+                           merge_keys=self.merge_keys, partition_by=self.partition_by,
+                           dead_letter_table=self.dead_letter_table)
 
     def count(self, hub: str, batch: IngestedBatch) -> None:
         """The metrics of one committed batch: its rows, dead letters and duplicates, its time, and the
@@ -434,9 +450,9 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
 
 class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     """
-    Apply dead letters again once their cause is fixed (a fixed row function, a fixed table).
+    Apply dead letters again once their cause is fixed (a fixed row function, a fixed table), on a SQL or Delta sink.
 
-    Each dead letter is replayed in its own transaction; one that succeeds is marked ``replayed`` and
+    On SQL each dead letter is replayed in its own transaction; one that succeeds is marked ``replayed`` and
     never applied again, one that fails again stays ``dead`` with the new error and ``attempts + 1``.
     Returns (XCom) ``{replayed: [[partition, seq], ...], failed: [[partition, seq, error], ...]}``;
     with ``fail_on_error`` the task fails when any replay failed.
@@ -454,6 +470,15 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     :param reasons: only dead letters with these reasons. (templated)
     :param fail_on_error: fail the task when a dead letter fails again.
     :param state_table_prefix: prefix of the state tables.
+    :param sink: ``sql``, or ``delta``: ``table`` is then the Delta table the ingest task wrote (its path or URI,
+        reached with ``wasb_conn_id``), and its dead letters are in ``dead_letter_table`` (default
+        ``<table>_dead_letters``). Each replay is three commits (the letters marked ``replaying``, their rows with
+        the replay's application transaction, the letters marked ``replayed``), so a replay killed anywhere and
+        run again writes each letter's rows once.
+    :param wasb_conn_id: the ``wasb`` connection of a Delta table on Azure storage. (templated)
+    :param dead_letter_table: the Delta dead-letter table. (templated)
+    :param delta_mode: ``append`` or ``merge``, as the ingest task writes.
+    :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
     """
 
     template_fields: Sequence[str] = (
@@ -461,6 +486,9 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
         "partition_id",
         "sequence_numbers",
         "reasons",
+        "wasb_conn_id",
+        "dead_letter_table",
+        "merge_keys",
     )
 
     def __init__(
@@ -471,6 +499,11 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
         sequence_numbers: Sequence[int] | None = None,
         reasons: Sequence[str] | None = None,
         fail_on_error: bool = True,
+        sink: str = SQL,
+        wasb_conn_id: str = BlobStorageHook.default_conn_name,
+        dead_letter_table: str | None = None,
+        delta_mode: str = APPEND,
+        merge_keys: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
@@ -478,13 +511,28 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
         self.sequence_numbers = sequence_numbers
         self.reasons = reasons
         self.fail_on_error = fail_on_error
+        self.sink = sink
+        self.wasb_conn_id = wasb_conn_id
+        self.dead_letter_table = dead_letter_table
+        self.delta_mode = delta_mode
+        self.merge_keys = merge_keys
 
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+            if self.sink not in (SQL, DELTA):
+                raise SinkConfigError(f"sink {self.sink!r} must be {SQL!r} or {DELTA!r}")
             decoder = self._decoder()
-            processor = BatchProcessor(self.table, self._row_function(), decoder=decoder)
-            store = self._store(endpoint)
+            store: SqlIngestStore | DeltaIngestStore
+            if self.sink == DELTA:
+                check_delta_options(sessions=None, mode=self.delta_mode, merge_keys=self.merge_keys)
+                processor = BatchProcessor("delta_table", self._row_function(), decoder=decoder)
+                processor.table = self.table  # a path or URI: named in the processor's messages
+                store = delta_store(endpoint, self.consumer_group, self.table, self.wasb_conn_id, mode=self.delta_mode,
+                                    merge_keys=self.merge_keys, dead_letter_table=self.dead_letter_table)
+            else:
+                processor = BatchProcessor(self.table, self._row_function(), decoder=decoder)
+                store = self._store(endpoint)
             try:
                 result = replay_dead_letters(
                     store, processor,

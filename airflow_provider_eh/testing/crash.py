@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_eh.steps import COUNTED_STEPS, INGEST_STEPS, PUBLISH_STEPS, observe
+from airflow_provider_eh.steps import COUNTED_STEPS, INGEST_STEPS, PUBLISH_STEPS, REPLAY_STEPS, observe
 
 ENV = "AIRFLOW_PROVIDER_EH_CRASH_AT"
 PAUSE_ENV = "AIRFLOW_PROVIDER_EH_PAUSE_AT"
@@ -36,8 +36,9 @@ CLAIM_ENV = "AIRFLOW_PROVIDER_EH_CRASH_CLAIM"
 def parse(point: str) -> tuple[str, int]:
     """``"mid_send:2"`` -> ``("mid_send", 2)``; refuses a step the engine does not have."""
     name, _, count = point.strip().partition(":")
-    if name not in PUBLISH_STEPS + INGEST_STEPS:
-        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(PUBLISH_STEPS + INGEST_STEPS)}")
+    steps = PUBLISH_STEPS + INGEST_STEPS + REPLAY_STEPS
+    if name not in steps:
+        raise ValueError(f"crash point {point!r}: unknown step; choose one of {', '.join(steps)}")
     if count and not count.isdigit():
         raise ValueError(f"crash point {point!r}: the count after ':' must be a whole number")
     return name, int(count or 0)

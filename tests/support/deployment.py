@@ -53,7 +53,7 @@ USER = "admin"
 # The example DAGs' hubs: eh_daily_orders publishes to orders, eh_on_new_orders watches orders-live
 # (without it the watcher's trigger fails and restarts in a loop in the triggerer).
 HUBS = {"orders": 4, "orders-live": 2}
-CONSUMER_GROUPS = {"orders": ["analytics"], "orders-live": ["airflow-watcher"]}
+CONSUMER_GROUPS = {"orders": ["analytics", "lakehouse"], "orders-live": ["airflow-watcher"]}
 KEY_NAME, KEY = "local", "local"
 WORKERS = ("worker-1", "worker-2")
 SPARK_WORKER = {"cores": "2", "memory": "2g"}  # what the Spark worker offers the Spark jobs of the tasks

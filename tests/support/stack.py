@@ -29,7 +29,7 @@ EVENT_HUBS_PORT = int(os.environ.get("EH_PORT", "5672"))
 EVENT_HUBS_ADMIN_PORT = int(os.environ.get("EH_ADMIN_PORT", "5680"))
 AZURITE_PORT = int(os.environ.get("AZURITE_PORT", "10000"))
 DEMO_HUBS = {"orders": 4}
-DEMO_CONSUMER_GROUPS = {"orders": ["analytics"]}
+DEMO_CONSUMER_GROUPS = {"orders": ["analytics", "lakehouse"]}
 # the key the stack's connection strings carry (the endpoint it starts checks no key)
 KEY_NAME = KEY = "local"
 

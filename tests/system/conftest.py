@@ -92,7 +92,7 @@ def order_event_keys(events: list[Any]) -> Counter:
 
 @pytest.fixture(scope="module")
 def example_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> ExampleStack:
-    """A 2-partition hub with the ``analytics`` consumer group, a SQLite file and a data dir; env for the DAGs.
+    """A 2-partition hub with the ``analytics`` and ``lakehouse`` consumer groups, a SQLite file and a data dir; env for the DAGs.
 
     One per test module: a module's tests follow one hub through several runs. The runs get an Airflow
     home and metadata DB of their own, migrated here, as a new deployment's: the test process's shared
@@ -101,7 +101,7 @@ def example_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPa
     """
     tmp_path = tmp_path_factory.mktemp("example")
     hub = unique_name("orders")
-    event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics"])
+    event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics", "lakehouse"])
     db = tmp_path / "example.db"
     data_dir = tmp_path / "data"
     env = migrated_home(tmp_path / "airflow", DAGS, example_env(

@@ -1,8 +1,9 @@
 """The example DAGs end to end through ``dag.test()`` on the local stack, one hub followed through all runs.
 
 The daily pipeline runs for two consecutive days, then for the same two days again (a re-run
-backfill); then the ingestion DAG loads the hub, and loads it again with a dead-letter replay.
-Every count is taken from what is really there: the hub read back, the parquet written, the SQLite rows.
+backfill); then the ingestion DAG loads the hub into SQLite and into a Delta table, and loads it again
+with a dead-letter replay. Every count is taken from what is really there: the hub read back, the parquet
+written, the SQLite rows, the Delta table read with ``deltalake`` and its files with PyArrow.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
+import pyarrow.dataset as ds
 import pytest
+from deltalake import DeltaTable
 
 from tests.system.conftest import ExampleStack, explain, order_event_keys
 
@@ -94,6 +97,15 @@ def test_ingest_dag_loads_each_order_event_once_and_dead_letters_unknown_currenc
     assert all("currency 'XXX'" in error for *_, error in letters)
     assert set(sessions) == {e["order_id"] for e in generated}  # a rejected event still takes its turn
     assert set(sessions.values()) == {1}  # every order reached its final event
+
+    # the lakehouse copy: the same orders once each in the Delta table, whatever the second run and its replay did
+    lake = DeltaTable(str(example_stack.data_dir / "lakehouse" / "order_events"))
+    assert Counter(zip(*(lake.to_pyarrow_table().column(c).to_pylist() for c in ("order_id", "step")), strict=True)) == valid
+    files = ds.dataset(lake.file_uris(), format="parquet").to_table()
+    assert Counter(zip(files.column("order_id").to_pylist(), files.column("step").to_pylist(), strict=True)) == valid
+    lake_letters = DeltaTable(str(example_stack.data_dir / "lakehouse" / "order_events_dead_letters")).to_pyarrow_table()
+    assert lake_letters.num_rows == len(rejected)
+    assert {(r["reason"], r["status"], r["attempts"]) for r in lake_letters.to_pylist()} == {("rejected", "dead", 2)}
 
 
 def test_invalid_params_fail_the_run_with_the_params_message(example_stack: ExampleStack) -> None:

@@ -6,10 +6,12 @@ sequence number, and the table's history holds one commit per batch that reached
 As in ``test_crash_recovery.py``: one hub and one sequence of processes per table, a worker killed at
 ``received`` of its 2nd batch, the next at ``rows_written`` (the batch's rows buffered, not committed), then at
 ``committed``, then at ``blob_checkpointed``, then a worker that runs to the end; each resumes from the table's log.
+The dead letters' replay is killed after each of its commits and run again, on both tables as well.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 from collections import Counter
 
@@ -22,6 +24,7 @@ from deltalake import DeltaTable
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import STAGES, Stream
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
+from airflow_provider_eh.ingest.delta_replay import replay_app_id
 
 PER_PARTITION = 25
 
@@ -106,3 +109,42 @@ def test_delta_kill_at_every_step_then_resume_writes_each_event_once(
     assert sum(h["operationMetrics"]["num_added_rows"] for h in history) == total
     # the standard blob checkpoints follow the table's, with the offsets its commits recorded
     assert blob_checkpoints(azurite, container, eh_conn_str) == {p: PER_PARTITION - 1 for p in "0123"}
+
+
+def test_delta_replay_killed_after_each_commit_then_rerun_writes_each_dead_letter_once(
+    delta_table, forked_worker, eh_conn_str, tmp_path
+):
+    """A replay is three commits (intent in the dead-letter table, rows with the replay's application
+    transaction, done); SIGKILLed after the first, then after the second, then run to the end: each dead
+    letter's row is in the table once, read back with ``deltalake`` and PyArrow, and the letters are ``replayed``."""
+    events = {p: stamped(p, 8) for p in "01"}
+    poisoned = {("0", 2), ("0", 5), ("1", 0), ("1", 7)}
+    for p, seq in poisoned:
+        events[p][seq]["body"]["poison"] = True
+    publish(eh_conn_str, events)
+    code, output = forked_worker(delta=delta_table, limits={"max_wait_time": 0.3, "max_duration": 60, "batch_seconds": 0.2})
+    assert code == 0, output[-2000:]
+    assert len(read_rows(delta_table)) == 16 - len(poisoned)
+    endpoint = EventHubsEndpoint.from_connection_string(eh_conn_str)
+    store = DeltaIngestStore(DeltaTarget(delta_table["uri"], delta_table["storage_options"]),
+                             Stream(endpoint.namespace, endpoint.eventhub_name, "$Default"))
+    assert {(d["partition_id"], d["sequence_number"]) for d in store.dead_letters()} == poisoned
+
+    for point, status, landed in (("replay_intent", "replaying", 0), ("replay_committed", "replaying", 4)):
+        code, output = forked_worker(delta=delta_table, replay=True, crash={"point": point})
+        assert code == -signal.SIGKILL, (point, output[-2000:])
+        rows = read_rows(delta_table)
+        assert len(rows) == 12 + landed and max(Counter(r[0] for r in rows).values()) == 1, point
+        assert {d["status"] for d in store.dead_letters()} == {status}, point
+
+    code, output = forked_worker(delta=delta_table, replay=True)
+    assert code == 0, output[-2000:]
+    assert sorted(tuple(x) for x in json.loads(output.strip().splitlines()[-1])["replayed"]) == sorted(poisoned)
+    code, output = forked_worker(delta=delta_table, replay=True)  # nothing left to replay
+    assert code == 0 and json.loads(output.strip().splitlines()[-1]) == {"replayed": [], "failed": []}
+    counts = Counter(r[0] for r in read_rows(delta_table))
+    assert set(counts) == {f"p{p}-{i}" for p in "01" for i in range(8)} and max(counts.values()) == 1
+    assert {d["status"] for d in store.dead_letters()} == {"replayed"}
+    table = DeltaTable(delta_table["uri"], storage_options=delta_table["storage_options"])
+    # the first replay's intent (version 0) never reached the table; the second's rows (version 1) did, once
+    assert table.transaction_version(replay_app_id(store)) == 1

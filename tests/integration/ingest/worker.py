@@ -5,7 +5,8 @@ file, or a Postgres or MySQL/MariaDB server: see ``sinks.py``; or ``delta: {uri,
 table) and, optionally, ``crash: {stage, batch}``:
 the process is SIGKILLed when it reaches that stage of that batch (counted from 1 in this process),
 through the package's one fault-injection mechanism (:func:`airflow_provider_eh.testing.crash.crash_at`
-on the step ``ingest_<stage>``). Every stage is appended to ``trace`` as a JSON line
+on the step ``ingest_<stage>``). With ``replay: true`` it replays the dead letters instead, with the fixed
+row function ``accept_all``, SIGKILLed at ``crash: {point}`` (a replay step) if given. Every stage is appended to ``trace`` as a JSON line
 ``{owner, stage, batch, partition, first, last, t}`` by an observer of the same steps, which sleeps
 ``pause`` seconds at each stage named in ``pause_at`` (every stage by default).
 """
@@ -26,7 +27,15 @@ from azure.storage.blob import ContainerClient
 from sinks import connect
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SessionConfig, SqlIngestStore, Stream
+from airflow_provider_eh.ingest import (
+    BatchProcessor,
+    IngestRun,
+    RunLimits,
+    SessionConfig,
+    SqlIngestStore,
+    Stream,
+    replay_dead_letters,
+)
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.steps import observe
 from airflow_provider_eh.testing.crash import crash_at
@@ -73,6 +82,11 @@ def main(config: dict) -> None:
 
     observe(traced)  # before the crash point: a killed stage is in the trace
     crash = config.get("crash") or {}
+    if config.get("replay"):
+        if crash:
+            crash_at(crash["point"])
+        print(json.dumps(replay_dead_letters(store, BatchProcessor("events", accept_all))), flush=True)
+        return
     if crash:
         crash_at(f"ingest_{crash['stage']}:{crash['batch']}")
 

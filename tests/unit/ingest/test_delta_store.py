@@ -1,6 +1,6 @@
 """The Delta store on a real Delta table on local disk (delta-rs): a batch's rows and its partition's
-checkpoint in one commit, dedupe marks and dead letters, merge on keys, the race of two writers of one
-partition, and the options it refuses."""
+checkpoint in one commit, dedupe marks and dead letters and their replay, merge on keys, the race of two
+writers of one partition, and the options it refuses."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
-from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream
+from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
+from airflow_provider_eh.ingest.delta_replay import replay_app_id
+from airflow_provider_eh.steps import observe
 
 STREAM = Stream("ns.example.net", "orders", "$Default")
 
@@ -157,3 +159,60 @@ def test_what_the_delta_sink_refuses():
     with pytest.raises(SinkConfigError, match="dead_letter_table"):
         DeltaTarget("/x/t", dead_letter_uri="/x/t/")
     assert "key" not in repr(DeltaTarget("az://c/t", {"azure_storage_account_key": "secret"}))
+
+
+def accept(e: IngestEvent) -> dict:
+    body = e.json()
+    return {"id": body["id"], "partition_id": e.partition_id, "sequence_number": e.sequence_number,
+            "amount": body.get("amount", 0)}
+
+
+def test_dead_letters_replay_once_into_the_table_and_a_failed_one_stays_dead(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a0"}), event("0", 1, {"id": "p1", "poison": True}),
+                        event("0", 2, {"id": "p2", "poison": True})])
+    commit(store, "1", [event("1", 0, {"id": "q0", "poison": True})])
+    # still broken: every letter fails again, one attempt more, nothing written
+    result = replay_dead_letters(store, BatchProcessor("delta_table", rows))
+    assert [f[:2] for f in result["failed"]] == [["0", 1], ["0", 2], ["1", 0]] and result["replayed"] == []
+    assert {d["attempts"] for d in store.dead_letters()} == {2} and table_ids(uri) == ["a0"]
+    # fixed for partition 0 only, seq 2 refused by the table (a text amount): seq 1 lands, seq 2 stays dead
+    def fixed(e: IngestEvent) -> dict:
+        return {**accept(e), "amount": "many"} if e.sequence_number == 2 else accept(e)
+
+    result = replay_dead_letters(store, BatchProcessor("delta_table", fixed), partition_id="0")
+    assert result["replayed"] == [["0", 1]] and [f[:2] for f in result["failed"]] == [["0", 2]]
+    assert table_ids(uri) == ["a0", "p1"]
+    letters = {(d["partition_id"], d["sequence_number"]): d for d in store.dead_letters()}
+    assert letters[("0", 1)]["status"] == "replayed" and letters[("0", 1)]["replayed_at"]
+    assert letters[("0", 2)]["status"] == "dead" and letters[("0", 2)]["attempts"] == 3
+    assert letters[("1", 0)]["status"] == "dead"
+    # again with the fix for all: the replayed one is not applied twice; one commit of rows per replay
+    result = replay_dead_letters(store, BatchProcessor("delta_table", accept))
+    assert result["replayed"] == [["0", 2], ["1", 0]]
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept)) == {"replayed": [], "failed": []}
+    assert table_ids(uri) == ["a0", "p1", "p2", "q0"]
+    assert DeltaTable(uri).transaction_version(replay_app_id(store)) == 1
+    with pytest.raises(DeadLetterNotFoundError, match=r"sequence number\(s\) \[7\]"):
+        replay_dead_letters(store, BatchProcessor("delta_table", accept), partition_id="0", sequence_numbers=[7])
+
+
+def test_a_replay_interrupted_after_its_rows_commit_is_completed_without_writing_them_again(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a0"}), event("0", 1, {"id": "p1", "poison": True})])
+    stop = observe(lambda step, count, detail: _interrupt(step, "replay_committed"))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            replay_dead_letters(store, BatchProcessor("delta_table", accept))
+    finally:
+        stop()
+    assert [d["status"] for d in store.dead_letters()] == ["replaying"] and table_ids(uri) == ["a0", "p1"]
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept))["replayed"] == [["0", 1]]
+    assert [d["status"] for d in store.dead_letters()] == ["replayed"] and table_ids(uri) == ["a0", "p1"]
+
+
+def _interrupt(step: str, at: str) -> None:
+    if step == at:
+        raise KeyboardInterrupt(step)
