@@ -270,16 +270,37 @@ class _BlobConnection:
         )
 
 
+def pooled_transport(size: int, connection_verify: Any = None) -> Any:
+    """The Azure SDK's ``requests`` transport with ``size`` connections kept per host, retries left to the SDK's
+    policy as its own transport does; ``connection_verify`` (a CA bundle) is the transport's to apply."""
+    import requests
+    from azure.core.pipeline.transport import RequestsTransport
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=size, pool_maxsize=size,
+                          max_retries=Retry(total=False, redirect=False, raise_on_status=False))
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, adapter)
+    verify = {} if connection_verify is None else {"connection_verify": connection_verify}
+    return RequestsTransport(session=session, session_owner=True, **verify)
+
+
 class BlobStorageHook(_BlobConnection, BaseHook):
     """
     Sync Azure Blob clients from a ``wasb`` connection.
 
     :param wasb_conn_id: the Airflow connection id.
+    :param pool_size: connections kept open to the account, for callers that read with that many threads at
+        once (the Event Hubs view); ``None``: the HTTP library's default (10), beyond which each request of a
+        busier caller opens a connection and throws it away.
     """
 
-    def __init__(self, wasb_conn_id: str = _BlobConnection.default_conn_name):
+    def __init__(self, wasb_conn_id: str = _BlobConnection.default_conn_name, *, pool_size: int | None = None):
         super().__init__()
         self.wasb_conn_id = wasb_conn_id
+        self.pool_size = pool_size
         self._how = ""
 
     @cached_property
@@ -297,6 +318,8 @@ class BlobStorageHook(_BlobConnection, BaseHook):
         network = self._network_kwargs(conn)
         self.log.info("Blob connection %s: using %s%s", self.wasb_conn_id, how,
                       " through a proxy" if "proxies" in network else "")
+        if self.pool_size:
+            network["transport"] = pooled_transport(self.pool_size, network.get("connection_verify"))
         if "conn_str" in kwargs:
             return BlobServiceClient.from_connection_string(kwargs["conn_str"], **network)
         return BlobServiceClient(**kwargs, **network)

@@ -33,6 +33,8 @@ from airflow_provider_eh.plugins.redaction import connection_secrets, failure, l
 
 #: the ``wasb`` connection a source uses when neither it, its Event Hubs connection nor the configuration names one
 DEFAULT_WASB_CONN_ID = "wasb_default"
+#: connections the view keeps to a storage account: its reads run up to 16 threads each, two side by side
+BLOB_CONNECTIONS = 32
 #: what to check when a container of the view's source cannot be listed or read
 CONTAINER_HINT = "Check that the container exists and that the connection may read it."
 
@@ -105,9 +107,9 @@ class Reading:
                 self.secrets |= connection_secrets(conn)
             return self._connections[conn_id]
 
-    def hook(self, base: type, conn_id: str, *args: Any) -> Any:
+    def hook(self, base: type, conn_id: str, *args: Any, **kwargs: Any) -> Any:
         """A ``base`` hook of ``conn_id`` that uses this reading's copy of the connection."""
-        hook = _one_read(base)(conn_id, *args)
+        hook = _one_read(base)(conn_id, *args, **kwargs)
         hook.seeded = self.connection(conn_id)
         return hook
 
@@ -125,7 +127,8 @@ class Reading:
     def blob_hook(self) -> Any:
         from airflow_provider_eh.hooks.blob import BlobStorageHook
 
-        return self.hook(BlobStorageHook, self.source.wasb_conn_id or DEFAULT_WASB_CONN_ID)
+        # as many connections as the view's reads run threads at once: the producer states beside the checkpoints
+        return self.hook(BlobStorageHook, self.source.wasb_conn_id or DEFAULT_WASB_CONN_ID, pool_size=BLOB_CONNECTIONS)
 
     def container(self, name: str) -> Any:
         try:

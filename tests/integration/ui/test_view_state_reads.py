@@ -7,13 +7,17 @@ no download), and a state written since is downloaded and decoded again.
 
 from __future__ import annotations
 
+import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from azure.storage.blob import BlobServiceClient
 
 from airflow_provider_eh.plugins.readers.ledgers import _STATES, producer_state_blobs, read_state
 from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from tests.conftest import connection_env
 
 NAMESPACE, HUB = "view-cache.servicebus.windows.net", "orders"
 
@@ -58,3 +62,44 @@ def test_a_state_is_downloaded_again_only_when_its_etag_moved(azurite: Any, cont
 
     client.delete_blob(keys[0].blob_name)
     assert read_state(client, store, keys[0], "0x0") is None
+
+
+def test_the_views_reads_of_many_states_at_once_keep_their_connections(
+    azurite: Any, container: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view downloads producer states 16 at a time beside its checkpoint reads: its blob client keeps that
+    many connections, where the HTTP library's default pool (10) would open and throw one away per request
+    beyond it, each with a "Connection pool is full" warning in the API server's log."""
+    from airflow_provider_eh.hooks.blob import BlobStorageHook
+    from airflow_provider_eh.plugins.readers.reading import BLOB_CONNECTIONS, Reading, Source
+
+    monkeypatch.setenv(*connection_env("wasb_view_pool", "wasb", extra={"connection_string": azurite.connection_string}))
+    monkeypatch.setenv(*connection_env("eh_view_pool", "azure_event_hubs", extra={
+        "connection_string": f"Endpoint=sb://{NAMESPACE}/;SharedAccessKeyName=k;SharedAccessKey=secret;EntityPath={HUB}"}))
+    seed = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(container)
+    keys = [StateKey(NAMESPACE, HUB, f"group-{g}", str(p)) for g in range(4) for p in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda key: _write(seed, key, 1), keys))
+
+    def discarded(client: Any) -> list[str]:
+        """The connections urllib3 threw away while 16 threads read every state three times."""
+        _STATES.clear()
+        seen: list[str] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+        logger = logging.getLogger("urllib3.connectionpool")
+        logger.addHandler(handler)
+        try:
+            store = BlobProducerStateStore(client)
+            with ThreadPoolExecutor(16) as pool:
+                states = list(pool.map(lambda key: read_state(client, store, key, None), keys * 3))
+        finally:
+            logger.removeHandler(handler)
+        assert [s.owner_level for s in states] == [1] * len(keys) * 3
+        return [message for message in seen if "Connection pool is full" in message]
+
+    reading = Reading(Source("eh_view_pool", HUB, "wasb_view_pool", container, container))
+    assert reading.blob_hook.pool_size == BLOB_CONNECTIONS
+    assert discarded(reading.container(container)) == []
+    # the same reads through a client with the default pool: what the view's own pool spares
+    assert discarded(BlobStorageHook("wasb_view_pool").get_container_client(container))

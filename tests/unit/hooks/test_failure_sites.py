@@ -53,3 +53,16 @@ def test_an_event_hubs_site_names_the_custom_address_and_proxy(monkeypatch: pyte
     assert site.describe() == ("Event Hub 'orders' (consumer group 'analytics') at gw.corp:8443 "
                                "through HTTP proxy proxy.corp:3128")
     assert PROXY_PASSWORD not in repr(site) and "k3y-k3y-k3y" not in repr(site)
+
+
+def test_a_pooled_blob_client_keeps_the_connections_ca_bundle_and_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pool_size`` (the view's) swaps the HTTP transport: the CA bundle and the proxy still apply to it."""
+    connection(monkeypatch, "wasb_pool", conn_type="wasb", extra={
+        "connection_string": f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={ACCOUNT_KEY};"
+                             "EndpointSuffix=core.windows.net",
+        "proxies": {"https": "http://10.1.2.3:3128"}, "ca_bundle": "/etc/ssl/corp.pem"})
+    client = BlobStorageHook("wasb_pool", pool_size=32).service_client
+    transport = client._pipeline._transport  # the transport the pipeline sends with
+    adapter = transport.session.get_adapter("https://acct.blob.core.windows.net/")
+    assert adapter._pool_maxsize == 32 and transport.connection_config.verify == "/etc/ssl/corp.pem"
+    assert client._config.proxy_policy.proxies == {"https": "http://10.1.2.3:3128"}  # applied to each request
