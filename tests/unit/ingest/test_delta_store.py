@@ -216,3 +216,20 @@ def test_a_replay_interrupted_after_its_rows_commit_is_completed_without_writing
 def _interrupt(step: str, at: str) -> None:
     if step == at:
         raise KeyboardInterrupt(step)
+
+
+def test_replay_creates_a_table_every_event_of_which_was_refused_and_merges_on_keys(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri, mode="merge", merge_keys=["id"]), STREAM)
+    # a first batch whose every event is refused: its dead letters are committed, its checkpoint cannot be (there
+    # is no table to hold it, and no row to create one from)
+    with pytest.raises(SinkConfigError, match="no rows to take its columns from"), store.transaction() as tx:
+        BatchProcessor("delta_table", rows).process(tx, "0", [event("0", 0, {"id": "a", "poison": True}),
+                                                             event("0", 1, {"id": "a", "amount": 5, "poison": True})])
+        tx.advance_checkpoint("0", -1, 1, "100", "me")
+    store = DeltaIngestStore(DeltaTarget(uri, mode="merge", merge_keys=["id"]), STREAM)
+    assert len(store.dead_letters()) == 2 and store.checkpoints(["0"])["0"].sequence_number == -1
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept))["replayed"] == [["0", 0], ["0", 1]]
+    table = DeltaTable(uri)
+    assert {r["id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()} == {"a": 5}  # the later letter wins
+    assert table.transaction_version(replay_app_id(store)) == 0
