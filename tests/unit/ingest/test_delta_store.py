@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, ReplayRaceError, SinkConfigError
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
@@ -233,3 +233,26 @@ def test_replay_creates_a_table_every_event_of_which_was_refused_and_merges_on_k
     table = DeltaTable(uri)
     assert {r["id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()} == {"a": 5}  # the later letter wins
     assert table.transaction_version(replay_app_id(store)) == 0
+
+
+def test_of_two_replays_at_once_one_writes_the_rows_and_the_other_fails_writing_none(tmp_path):
+    uri = str(tmp_path / "orders")
+    commit(DeltaIngestStore(DeltaTarget(uri), STREAM), "0", [event("0", 0, {"id": "a0"}),
+                                                             event("0", 1, {"id": "p1", "poison": True})])
+    first, second = DeltaIngestStore(DeltaTarget(uri), STREAM), DeltaIngestStore(DeltaTarget(uri), STREAM)
+    other: dict = {}
+
+    def meanwhile(step: str, count: int, detail) -> None:  # the second replay runs whole between the first's commits
+        if step == "replay_intent" and not other:
+            other["started"] = True  # its own intent step comes here too
+            other.update(replay_dead_letters(second, BatchProcessor("delta_table", accept)))
+
+    stop = observe(meanwhile)
+    try:
+        with pytest.raises(ReplayRaceError, match="Another replay"):
+            replay_dead_letters(first, BatchProcessor("delta_table", accept))
+    finally:
+        stop()
+    assert other["replayed"] == [["0", 1]]
+    assert table_ids(uri) == ["a0", "p1"] and [d["status"] for d in first.dead_letters()] == ["replayed"]
+    assert replay_dead_letters(first, BatchProcessor("delta_table", accept)) == {"replayed": [], "failed": []}
