@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, ReplayRaceError, SinkConfigError
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
+from airflow_provider_eh.ingest.__main__ import main
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
 from airflow_provider_eh.steps import observe
@@ -256,3 +257,17 @@ def test_of_two_replays_at_once_one_writes_the_rows_and_the_other_fails_writing_
     assert other["replayed"] == [["0", 1]]
     assert table_ids(uri) == ["a0", "p1"] and [d["status"] for d in first.dead_letters()] == ["replayed"]
     assert replay_dead_letters(first, BatchProcessor("delta_table", accept)) == {"replayed": [], "failed": []}
+
+
+def test_the_shell_tool_lists_and_replays_a_delta_sinks_dead_letters(tmp_path, capsys):
+    uri = str(tmp_path / "orders")
+    commit(DeltaIngestStore(DeltaTarget(uri), STREAM), "0", [event("0", 0, {"id": "a0"}),
+                                                             event("0", 1, {"id": "p1", "poison": True})])
+    cli = ["--delta", uri, "--namespace", STREAM.namespace, "--eventhub", STREAM.eventhub]
+    assert main([*cli, "list"]) == 0
+    (letter,) = json.loads(capsys.readouterr().out)
+    assert (letter["sequence_number"], letter["status"], letter["attempts"]) == (1, "dead", 1)
+    assert main([*cli, "--row-function", f"{__name__}:accept", "replay", "--partition", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] == [["0", 1]]
+    assert table_ids(uri) == ["a0", "p1"]
+    assert main([*cli, "sessions"]) == 2 and "keeps no sessions" in capsys.readouterr().err
