@@ -15,6 +15,7 @@ from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOv
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
 from airflow_provider_eh.ingest.__main__ import main
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
+from airflow_provider_eh.ingest import delta_replay
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
 from airflow_provider_eh.steps import observe
 
@@ -271,3 +272,14 @@ def test_the_shell_tool_lists_and_replays_a_delta_sinks_dead_letters(tmp_path, c
     assert json.loads(capsys.readouterr().out)["replayed"] == [["0", 1]]
     assert table_ids(uri) == ["a0", "p1"]
     assert main([*cli, "sessions"]) == 2 and "keeps no sessions" in capsys.readouterr().err
+
+
+def test_a_replay_in_several_chunks_moves_its_version_forward_per_chunk(tmp_path, monkeypatch):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a0"})] + [event("0", i, {"id": f"p{i}", "poison": True}) for i in (1, 2, 3)])
+    monkeypatch.setattr(delta_replay, "CHUNK", 2)
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept))["replayed"] == [["0", 1], ["0", 2], ["0", 3]]
+    assert table_ids(uri) == ["a0", "p1", "p2", "p3"]
+    assert DeltaTable(uri).transaction_version(replay_app_id(store)) == 1  # two chunks: versions 0 and 1
+    assert sorted(d["replay_version"] for d in store.dead_letters()) == [0, 0, 1]
