@@ -1,24 +1,32 @@
-"""Transactional ingestion into SQLite, Postgres and MariaDB vs. the SDK's plain receive loop, over the same events.
+"""Transactional ingestion into SQLite, Postgres, MariaDB and Delta tables vs. the SDK's plain receive loop, over the same events.
 
 Starts its own local Event Hubs endpoint, Azurite and throwaway Postgres and MariaDB servers (where
 Debian's ``postgresql`` / ``mariadb-server`` are installed), publishes ``--events`` (100,000) stamped
-JSON events over the hub's partitions, then, in the same run, ``--rounds`` (5) times in turn:
+JSON events over the hub's partitions, then, in the same run, ``--rounds`` (5) times in turn, for each
+sink of ``--sinks`` (all by default):
 
 - ``plain``: ``EventHubConsumerClient.receive_batch`` over every partition (batches of 500), counting
-  events and doing nothing else (no checkpoint, no storage): the floor any consumer pays;
-- ``ingest`` per database: one :class:`~airflow_provider_eh.ingest.IngestRun` with the default
-  limits (``RunLimits()``, what ``EventHubIngestOperator`` passes when not told otherwise): ownership
-  claims, per batch one transaction (rows, dedupe marks, checkpoint compare-and-set), the standard
-  blob checkpoint on Azurite. Each database and round reads the same events through a consumer group
-  of its own, into a table of its own.
+  events and doing nothing else (no checkpoint, no storage): the floor any consumer pays; run right
+  before each sink's ingestion, so that a ratio's two sides share the machine's moment;
+- ``ingest`` into the sink: one :class:`~airflow_provider_eh.ingest.IngestRun` with what
+  ``EventHubIngestOperator`` passes when not told otherwise (``batch_bytes`` 4 MiB and ``batch_seconds`` 0.25
+  on a SQL sink, ``--sql-batch-seconds``; 64 MiB and ``delta_batch_seconds`` 10 on a Delta sink): ownership claims, per batch one
+  transaction (rows, dedupe marks, checkpoint compare-and-set) or one Delta commit, the standard blob
+  checkpoint on Azurite. Each sink and round reads the same events through a consumer group of its own,
+  into a table of its own: ``delta-local`` a Delta table on local disk, ``delta-azurite`` one in an
+  Azurite container (``az://``). After a Delta run its log is read back: its commits and data files,
+  scaled to 100,000 events. delta-rs imports pandas at a process's first write (1 to 3 s, once per task
+  in a worker): a throwaway table is written before anything is timed.
 
 Each round's ratio is the plain loop's time over the ingestion's, measured back to back. Each round
 also runs the plain loop and the SQLite ingestion over WebSockets (the endpoint's WebSocket listener,
-the connection's ``transport=websocket``): ``ratio_sqlite_ws`` compares the two there, and
-``ws_cost_sqlite`` is the ingestion's time over WebSockets over its time over TCP. The last line
-gives the medians over the rounds, ``ratio_sqlite=... ratio_postgres=... [ratio_mariadb=...]
-ingest_eps_sqlite=... ingest_eps_postgres=... [ingest_eps_mariadb=...] plain_eps=... ratio_sqlite_ws=...
-ws_cost_sqlite=...``.
+the connection's ``transport=websocket``; ``--no-websocket`` skips it): ``ratio_sqlite_ws`` compares the
+two there, and ``ws_cost_sqlite`` is the ingestion's time over WebSockets over its time over TCP. The
+last line gives the medians over the rounds, ``ratio_<sink>=... ingest_eps_<sink>=... plain_eps=...
+commits_per_100k_delta_local=... files_per_100k_delta_local=... commits_per_100k_delta_azurite=...
+files_per_100k_delta_azurite=... ratio_sqlite_ws=... ws_cost_sqlite=... load_min=... load_max=...`` (the
+one-minute load average at the start of each round: the machine is often shared). A run that loaded an
+event twice or not at all prints ``MISMATCH`` and exits 1.
 
 Where the time went when ingestion ran at 0.29 of the plain loop (20,000 events, 4 partitions,
 batches of 500, SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion):
@@ -84,6 +92,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sqlite3
 import statistics
 import sys
@@ -102,6 +111,8 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
+from airflow_provider_eh.ingest.delta import DELTA_BATCH_BYTES, DeltaIngestStore, DeltaTarget  # noqa: E402
+from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 from tests.support.databases import mariadb_server, postgres_server  # noqa: E402
@@ -156,7 +167,7 @@ def plain_receive(conn_str: str, total: int, batch_size: int, network: NetworkOp
 
 
 def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str, total: int,
-           network: NetworkOptions | None = None) -> float:
+           network: NetworkOptions | None = None, batch_seconds: float = SQL_BATCH_SECONDS) -> float:
     """One ingestion run with default limits as consumer group ``group`` into ``conn``'s ``table``; its seconds."""
     cur = conn.cursor()
     cur.execute(f"CREATE TABLE {table} (id VARCHAR(40) NOT NULL, amount INTEGER, note TEXT)")
@@ -167,7 +178,7 @@ def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str,
     store = SqlIngestStore(conn, stream)
     run = IngestRun(
         endpoint, group, store, BatchProcessor(table), owner_id="bench", container_client=container,
-        limits=RunLimits(),  # the defaults, as EventHubIngestOperator passes them
+        limits=RunLimits(batch_seconds=batch_seconds),  # the defaults, as EventHubIngestOperator passes them
     )
     started = time.perf_counter()
     summary = run.run()
@@ -184,6 +195,46 @@ def ingest(conn_str: str, blob_conn_str: str, conn: Any, group: str, table: str,
 
 
 MISMATCHES: list[str] = []
+DELTA_BATCH_SECONDS = 10.0  # EventHubIngestOperator's delta_batch_seconds
+
+
+def azurite_options(conn_str: str) -> dict[str, str]:
+    """delta-rs options for Azurite's connection string (what ``BlobStorageHook.delta_storage_options`` gives)."""
+    parts = dict(p.split("=", 1) for p in conn_str.split(";") if p)
+    return {"azure_storage_account_name": parts["AccountName"], "azure_storage_account_key": parts["AccountKey"],
+            "azure_storage_endpoint": parts["BlobEndpoint"], "allow_http": "true"}
+
+
+def warm_delta(path: Path) -> None:
+    """A first write of a throwaway table: delta-rs imports pandas at its first write in a process (1 to 3 s),
+    which a worker pays once per task and the first timed run should not."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(path), pa.table({"id": ["warm"]}))
+
+
+def ingest_delta(conn_str: str, blob_conn_str: str, group: str, uri: str, options: dict[str, str] | None,
+                 total: int, batch_seconds: float = DELTA_BATCH_SECONDS) -> tuple[float, int, int]:
+    """One run into the Delta table ``uri`` with what ``EventHubIngestOperator(sink="delta")`` passes when not told
+    otherwise: its seconds, and the table's commits and data files as its log holds them afterwards."""
+    from deltalake import DeltaTable
+
+    container = BlobServiceClient.from_connection_string(blob_conn_str).create_container(f"bench-{group}")
+    endpoint = EventHubsEndpoint.from_connection_string(conn_str)
+    store = DeltaIngestStore(DeltaTarget(uri, options), Stream(endpoint.namespace, endpoint.eventhub_name, group))
+    run = IngestRun(endpoint, group, store, BatchProcessor("delta_table"), owner_id="bench", container_client=container,
+                    limits=RunLimits(batch_bytes=DELTA_BATCH_BYTES, batch_seconds=batch_seconds))
+    started = time.perf_counter()
+    summary = run.run()
+    elapsed = time.perf_counter() - started
+    table = DeltaTable(uri, storage_options=options)
+    ids = table.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    if summary["events"] != total or len(set(ids)) != total or len(ids) != total:
+        MISMATCHES.append(f"{group}: ingest applied {summary['events']} events and {len(ids)} rows ({len(set(ids))} "
+                          f"distinct ids), expected {total}; {_missing(ids, total, summary)}")
+        print(MISMATCHES[-1], flush=True)
+    return elapsed, len(table.history()), len(table.file_uris())
 
 
 def _missing(ids: list[str], total: int, summary: dict[str, Any]) -> str:
@@ -196,34 +247,56 @@ def _missing(ids: list[str], total: int, summary: dict[str, Any]) -> str:
     return f"missing ids {missing[:10]}, partitions {counts}"
 
 
+SINKS = ("sqlite", "postgres", "mariadb", "delta-local", "delta-azurite")
+
+
 def main() -> int:
-    """Compare ingestion into each database with a plain receive of the same events; print the ratios."""
+    """Compare ingestion into each sink with a plain receive of the same events; print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5, help="plain and ingestion runs, interleaved; medians are reported")
+    parser.add_argument("--sinks", default=",".join(SINKS), help=f"comma-separated, of {', '.join(SINKS)}")
+    parser.add_argument("--no-websocket", action="store_true", help="skip the WebSocket pass")
+    parser.add_argument("--sql-batch-seconds", type=float, default=SQL_BATCH_SECONDS,
+                        help="batch_seconds of the SQL sinks (0: a commit per receive, as before 2026-11-29)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     total = args.events // args.partitions * args.partitions
-    databases = ["sqlite", "postgres", "mariadb", "sqlite-ws"]
-    groups = [f"{db}-{r}" for r in range(args.rounds) for db in databases]
+    wanted = [s.strip() for s in args.sinks.split(",") if s.strip()]
+    unknown = set(wanted) - set(SINKS)
+    if unknown:
+        raise SystemExit(f"--sinks: {sorted(unknown)} are not among {', '.join(SINKS)}")
+    websocket_pass = not args.no_websocket and "sqlite" in wanted
+    groups = [f"{db}-{r}" for r in range(args.rounds) for db in [*wanted, "sqlite-ws"]]
     with tempfile.TemporaryDirectory(prefix="eh-bench-ingest-") as tmp, ExitStack() as stack:
         em = stack.enter_context(EmulatorProcess(
             Path(tmp) / "eh", hubs={"bench": args.partitions}, consumer_groups={"bench": groups},
             extra_args=["--log-level", "WARNING"],
         ))
         azurite = stack.enter_context(AzuriteProcess(Path(tmp) / "azurite"))
-        dsn = stack.enter_context(postgres_server())
-        mariadb = stack.enter_context(mariadb_server())
-        if dsn is None:
-            raise SystemExit("no Postgres server installed (initdb, postgres); apt-get install postgresql")
-        import psycopg2
+        connect: dict[str, Any] = {}
+        for db in wanted:
+            if db == "sqlite" or db.startswith("delta-"):
+                connect[db] = None
+            elif db == "postgres":
+                dsn = stack.enter_context(postgres_server())
+                if dsn is None:
+                    raise SystemExit("no Postgres server installed (initdb, postgres); apt-get install postgresql")
+                import psycopg2
 
-        connect = {"sqlite": None, "postgres": lambda: psycopg2.connect(dsn)}
-        if mariadb is not None:
-            import pymysql
+                connect[db] = lambda dsn=dsn: psycopg2.connect(dsn)
+            else:
+                mariadb = stack.enter_context(mariadb_server())
+                if mariadb is None:
+                    raise SystemExit("no MariaDB server installed (mariadbd); apt-get install mariadb-server")
+                import pymysql
 
-            connect["mariadb"] = lambda: pymysql.connect(**mariadb)
+                connect[db] = lambda mariadb=mariadb: pymysql.connect(**mariadb)
+        if "delta-azurite" in wanted:
+            BlobServiceClient.from_connection_string(azurite.connection_string).create_container("lake")
+        if any(db.startswith("delta-") for db in wanted):
+            warm_delta(Path(tmp) / "warm")
         conn_str = em.connection_string("bench")
         websocket = NetworkOptions.from_fields({"transport": "websocket", "custom_endpoint_address": em.websocket_address})
         publish(conn_str, args.partitions, total)
@@ -232,44 +305,68 @@ def main() -> int:
         ws_costs: list[float] = []
         seconds: dict[str, list[float]] = {db: [] for db in connect}
         ratios: dict[str, list[float]] = {db: [] for db in connect}
+        commits: dict[str, list[int]] = {db: [] for db in connect if db.startswith("delta-")}
+        files: dict[str, list[int]] = {db: [] for db in commits}
+        loads: list[float] = []
         for r in range(args.rounds):
-            plain = plain_receive(conn_str, total, 500)
-            plain_s.append(plain)
+            loads.append(os.getloadavg()[0])
             for db, opener in connect.items():
-                if opener is None:  # a fresh SQLite file per round, in WAL mode as a deployment would run it
-                    path = Path(tmp) / f"sink-{r}.db"
-                    with sqlite3.connect(path) as conn:
-                        conn.execute("PRAGMA journal_mode = WAL")
-                    conn = sqlite3.connect(path)
+                # the plain loop right before each sink, so that a ratio's two sides share the machine's moment
+                plain = plain_receive(conn_str, total, 500)
+                plain_s.append(plain)
+                if db.startswith("delta-"):
+                    uri, options = ((str(Path(tmp) / f"lake-{r}" / "orders"), None) if db == "delta-local"
+                                    else (f"az://lake/orders-{r}", azurite_options(azurite.connection_string)))
+                    took, n_commits, n_files = ingest_delta(conn_str, azurite.connection_string, f"{db}-{r}", uri,
+                                                            options, total)
+                    commits[db].append(n_commits)
+                    files[db].append(n_files)
                 else:
-                    conn = opener()
-                took = ingest(conn_str, azurite.connection_string, conn, f"{db}-{r}", f"orders_{r}", total)
+                    if opener is None:  # a fresh SQLite file per round, in WAL mode as a deployment would run it
+                        path = Path(tmp) / f"sink-{r}.db"
+                        with sqlite3.connect(path) as conn:
+                            conn.execute("PRAGMA journal_mode = WAL")
+                        conn = sqlite3.connect(path)
+                    else:
+                        conn = opener()
+                    took = ingest(conn_str, azurite.connection_string, conn, f"{db}-{r}", f"orders_{r}", total,
+                                  batch_seconds=args.sql_batch_seconds)
                 seconds[db].append(took)
                 ratios[db].append(plain / took)
-            plain_ws = plain_receive(conn_str, total, 500, websocket)
-            path = Path(tmp) / f"sink-ws-{r}.db"
-            with sqlite3.connect(path) as conn:
-                conn.execute("PRAGMA journal_mode = WAL")
-            took_ws = ingest(conn_str, azurite.connection_string, sqlite3.connect(path), f"sqlite-ws-{r}", f"orders_{r}",
-                             total, websocket)
-            ws_ratios.append(plain_ws / took_ws)
-            ws_costs.append(took_ws / seconds["sqlite"][-1])
-            print(f"round {r + 1}: plain {total / plain:.0f} events/s; " + ", ".join(
+            line = f"round {r + 1} (load {loads[-1]:.1f}): " + ", ".join(
                 f"{db} {total / s[-1]:.0f} events/s (ratio {ratios[db][-1]:.3f})" for db, s in seconds.items())
-                + f"; over WebSockets: plain {total / plain_ws:.0f}, sqlite {total / took_ws:.0f} events/s "
-                f"(ratio {ws_ratios[-1]:.3f})", flush=True)
+            if websocket_pass:
+                plain_ws = plain_receive(conn_str, total, 500, websocket)
+                path = Path(tmp) / f"sink-ws-{r}.db"
+                with sqlite3.connect(path) as conn:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                took_ws = ingest(conn_str, azurite.connection_string, sqlite3.connect(path), f"sqlite-ws-{r}",
+                                 f"orders_{r}", total, websocket, args.sql_batch_seconds)
+                ws_ratios.append(plain_ws / took_ws)
+                ws_costs.append(took_ws / seconds["sqlite"][-1])
+                line += (f"; over WebSockets: plain {total / plain_ws:.0f}, sqlite {total / took_ws:.0f} events/s "
+                         f"(ratio {ws_ratios[-1]:.3f})")
+            line += "".join(f"; {db}: {commits[db][-1]} commits, {files[db][-1]} files" for db in commits)
+            print(line, flush=True)
     plain_eps = total / statistics.median(plain_s)
     eps = {db: total / statistics.median(s) for db, s in seconds.items()}
     ratio = {db: statistics.median(r) for db, r in ratios.items()}
-    print(f"{total} events over {args.partitions} partitions, {args.rounds} rounds; plain loop in batches of 500, "
-          "ingestion with default limits; medians")
+    scale = 100_000 / total
+    name = {db: db.replace("-", "_") for db in eps}
+    print(f"{total} events over {args.partitions} partitions, {args.rounds} rounds; plain loop in batches of 500 right "
+          "before each ingestion, ingestion with default limits; medians; load average "
+          f"{min(loads):.1f} to {max(loads):.1f}")
     print(f"plain SDK receive:        {plain_eps:10.0f} events/s")
     for db in eps:
-        print(f"ingestion into {db:9}  {eps[db]:10.0f} events/s (ratio {ratio[db]:.3f})")
+        print(f"ingestion into {db:13}  {eps[db]:10.0f} events/s (ratio {ratio[db]:.3f})")
     print(
-        " ".join(f"ratio_{db}={ratio[db]:.3f}" for db in eps) + " "
-        + " ".join(f"ingest_eps_{db}={eps[db]:.0f}" for db in eps) + f" plain_eps={plain_eps:.0f}"
-        + f" ratio_sqlite_ws={statistics.median(ws_ratios):.3f} ws_cost_sqlite={statistics.median(ws_costs):.3f}"
+        " ".join(f"ratio_{name[db]}={ratio[db]:.3f}" for db in eps) + " "
+        + " ".join(f"ingest_eps_{name[db]}={eps[db]:.0f}" for db in eps) + f" plain_eps={plain_eps:.0f}"
+        + "".join(f" commits_per_100k_{name[db]}={statistics.median(commits[db]) * scale:.0f}"
+                  f" files_per_100k_{name[db]}={statistics.median(files[db]) * scale:.0f}" for db in commits)
+        + (f" ratio_sqlite_ws={statistics.median(ws_ratios):.3f} ws_cost_sqlite={statistics.median(ws_costs):.3f}"
+           if ws_ratios else "")
+        + f" load_min={min(loads):.1f} load_max={max(loads):.1f}"
     )
     for mismatch in MISMATCHES:  # a run that loaded an event twice or not at all fails the benchmark, figures or not
         print(f"MISMATCH {mismatch}")

@@ -2,15 +2,18 @@
 
 Commands print JSON::
 
-    ... list [--status dead|replayed|all] [--partition P]
+    ... list [--status dead|replaying|replayed|all] [--partition P]
     ... replay [--partition P [--sequence-number N ...]] [--reason R ...]
     ... sessions
     ... complete-session KEY
 
 The database is a SQLite file (``--sqlite PATH``) or an Airflow SQL connection (``--sql-conn-id``,
 which needs Airflow and the connection's provider). ``replay`` writes with ``--row-function``
-(``json``, or ``package.module:function``) into ``--table``; typed dead letters (Schema Registry) are decoded
-with the registry of ``--schema-registry-conn-id`` (an Airflow ``azure_event_hubs`` connection).
+(``json``, or ``package.module:function``) into ``--table``; typed dead letters (Schema Registry) are
+decoded with the registry of ``--schema-registry-conn-id`` (an Airflow ``azure_event_hubs`` connection).
+With ``--delta URI`` the sink is that Delta table (a local path; an Azure URI with the credentials of
+``--wasb-conn-id``), its dead letters in ``--dead-letter-table`` (default ``<URI>_dead_letters``):
+``list`` and ``replay`` only.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     db = parser.add_mutually_exclusive_group(required=True)
     db.add_argument("--sqlite", help="path of a SQLite database")
     db.add_argument("--sql-conn-id", help="an Airflow SQL connection id")
+    db.add_argument("--delta", help="a Delta table's path or abfss:// / az:// URI (list and replay)")
+    parser.add_argument("--wasb-conn-id", default="wasb_default", help="with --delta on Azure storage")
+    parser.add_argument("--dead-letter-table", help="with --delta: the dead-letter table (default <URI>_dead_letters)")
+    parser.add_argument("--merge-keys", help="with --delta: comma-separated key columns of a table written by merge")
     parser.add_argument("--namespace", required=True, help="fully qualified namespace, as in the state tables")
     parser.add_argument("--eventhub", required=True)
     parser.add_argument("--consumer-group", default="$Default")
@@ -64,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="an Airflow azure_event_hubs connection whose Schema Registry decodes typed events (replay)")
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="dead letters")
-    listing.add_argument("--status", default="dead", choices=["dead", "replayed", "all"])
+    listing.add_argument("--status", default="dead", choices=["dead", "replaying", "replayed", "all"])
     listing.add_argument("--partition")
     replay = sub.add_parser("replay", help="apply dead letters again")
     replay.add_argument("--partition")
@@ -76,10 +83,53 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _delta(args: argparse.Namespace) -> int:
+    """``list`` and ``replay`` on a Delta sink."""
+    from airflow_provider_eh.ingest.delta import MERGE, DeltaIngestStore, DeltaTarget
+
+    options = None
+    if "://" in args.delta and not args.delta.startswith("file://"):
+        from airflow_provider_eh.hooks.blob import BlobStorageHook
+
+        options = BlobStorageHook(args.wasb_conn_id).delta_storage_options()
+    keys = args.merge_keys.split(",") if args.merge_keys else None
+    target = DeltaTarget(args.delta, options, mode=MERGE if keys else "append", merge_keys=keys,
+                         dead_letter_uri=args.dead_letter_table)
+    store = DeltaIngestStore(target, Stream(args.namespace, args.eventhub, args.consumer_group))
+    try:
+        if args.command == "list":
+            fields = ("partition_id", "sequence_number", "event_offset", "reason", "error", "failed_at", "status",
+                      "attempts", "replayed_at")
+            result: Any = [
+                {k: d[k] for k in fields}
+                for d in store.dead_letters()
+                if (args.status == "all" or d["status"] == args.status)
+                and (args.partition is None or d["partition_id"] == args.partition)
+            ]
+        elif args.command == "replay":
+            if args.sequence_numbers and args.partition is None:
+                raise SinkConfigError("--sequence-number needs --partition")
+            columns = args.columns.split(",") if args.columns else None
+            processor = BatchProcessor("delta_table", load_row_function(args.row_function, columns))
+            result = replay_dead_letters(store, processor, partition_id=args.partition,
+                                         sequence_numbers=args.sequence_numbers, reasons=args.reasons)
+        else:
+            raise SinkConfigError(f"{args.command}: a Delta sink keeps no sessions; list and replay only")
+    except EventHubsProviderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command of the dead-letter tool and print its result as JSON; the exit status is 2 on a
     provider error (printed to stderr)."""
     args = _parser().parse_args(argv)
+    if args.delta:
+        return _delta(args)
     store = SqlIngestStore(
         _connection(args), Stream(args.namespace, args.eventhub, args.consumer_group), prefix=args.prefix
     )

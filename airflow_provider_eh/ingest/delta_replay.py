@@ -103,8 +103,8 @@ def replay_delta_dead_letters(
         if missing:
             raise DeadLetterNotFoundError(
                 f"No dead letter to replay at sequence number(s) {sorted(missing)} of partition {partition_id!r} in "
-                f"{'/'.join(store.stream.key)} (Delta table {store.target.dead_letter_uri!r}); list them by reading "
-                "that table (status 'dead')."
+                f"{'/'.join(store.stream.key)} (Delta table {store.target.dead_letter_uri!r}); list them with "
+                "`python -m airflow_provider_eh.ingest --delta <table> ... list`."
             )
     if wanted_reasons is not None:
         letters = [r for r in letters if r["reason"] in wanted_reasons]
@@ -139,8 +139,9 @@ def _replay_chunk(
     # a replay killed after its rows' commit: its letters are only marked
     finished = [r for r in letters if r["status"] == REPLAYING and r["replay_version"] is not None
                 and r["replay_version"] <= applied]
-    again = [r for r in letters if r not in finished]
     completed = [(r["partition_id"], r["sequence_number"]) for r in finished]
+    done = set(completed)
+    again = [r for r in letters if (r["partition_id"], r["sequence_number"]) not in done]
     if finished:
         _mark(store, finished, {"status": REPLAYED, "replayed_at": utc_text(datetime.now(UTC))})
     if not again:

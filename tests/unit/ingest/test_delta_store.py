@@ -11,9 +11,11 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, ReplayRaceError, SinkConfigError
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
+from airflow_provider_eh.ingest.__main__ import main
 from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
+from airflow_provider_eh.ingest import delta_replay
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
 from airflow_provider_eh.steps import observe
 
@@ -216,3 +218,68 @@ def test_a_replay_interrupted_after_its_rows_commit_is_completed_without_writing
 def _interrupt(step: str, at: str) -> None:
     if step == at:
         raise KeyboardInterrupt(step)
+
+
+def test_replay_creates_a_table_every_event_of_which_was_refused_and_merges_on_keys(tmp_path):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri, mode="merge", merge_keys=["id"]), STREAM)
+    # a first batch whose every event is refused: its dead letters are committed, its checkpoint cannot be (there
+    # is no table to hold it, and no row to create one from)
+    with pytest.raises(SinkConfigError, match="no rows to take its columns from"), store.transaction() as tx:
+        BatchProcessor("delta_table", rows).process(tx, "0", [event("0", 0, {"id": "a", "poison": True}),
+                                                             event("0", 1, {"id": "a", "amount": 5, "poison": True})])
+        tx.advance_checkpoint("0", -1, 1, "100", "me")
+    store = DeltaIngestStore(DeltaTarget(uri, mode="merge", merge_keys=["id"]), STREAM)
+    assert len(store.dead_letters()) == 2 and store.checkpoints(["0"])["0"].sequence_number == -1
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept))["replayed"] == [["0", 0], ["0", 1]]
+    table = DeltaTable(uri)
+    assert {r["id"]: r["amount"] for r in table.to_pyarrow_table().to_pylist()} == {"a": 5}  # the later letter wins
+    assert table.transaction_version(replay_app_id(store)) == 0
+
+
+def test_of_two_replays_at_once_one_writes_the_rows_and_the_other_fails_writing_none(tmp_path):
+    uri = str(tmp_path / "orders")
+    commit(DeltaIngestStore(DeltaTarget(uri), STREAM), "0", [event("0", 0, {"id": "a0"}),
+                                                             event("0", 1, {"id": "p1", "poison": True})])
+    first, second = DeltaIngestStore(DeltaTarget(uri), STREAM), DeltaIngestStore(DeltaTarget(uri), STREAM)
+    other: dict = {}
+
+    def meanwhile(step: str, count: int, detail) -> None:  # the second replay runs whole between the first's commits
+        if step == "replay_intent" and not other:
+            other["started"] = True  # its own intent step comes here too
+            other.update(replay_dead_letters(second, BatchProcessor("delta_table", accept)))
+
+    stop = observe(meanwhile)
+    try:
+        with pytest.raises(ReplayRaceError, match="Another replay"):
+            replay_dead_letters(first, BatchProcessor("delta_table", accept))
+    finally:
+        stop()
+    assert other["replayed"] == [["0", 1]]
+    assert table_ids(uri) == ["a0", "p1"] and [d["status"] for d in first.dead_letters()] == ["replayed"]
+    assert replay_dead_letters(first, BatchProcessor("delta_table", accept)) == {"replayed": [], "failed": []}
+
+
+def test_the_shell_tool_lists_and_replays_a_delta_sinks_dead_letters(tmp_path, capsys):
+    uri = str(tmp_path / "orders")
+    commit(DeltaIngestStore(DeltaTarget(uri), STREAM), "0", [event("0", 0, {"id": "a0"}),
+                                                             event("0", 1, {"id": "p1", "poison": True})])
+    cli = ["--delta", uri, "--namespace", STREAM.namespace, "--eventhub", STREAM.eventhub]
+    assert main([*cli, "list"]) == 0
+    (letter,) = json.loads(capsys.readouterr().out)
+    assert (letter["sequence_number"], letter["status"], letter["attempts"]) == (1, "dead", 1)
+    assert main([*cli, "--row-function", f"{__name__}:accept", "replay", "--partition", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] == [["0", 1]]
+    assert table_ids(uri) == ["a0", "p1"]
+    assert main([*cli, "sessions"]) == 2 and "keeps no sessions" in capsys.readouterr().err
+
+
+def test_a_replay_in_several_chunks_moves_its_version_forward_per_chunk(tmp_path, monkeypatch):
+    uri = str(tmp_path / "orders")
+    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
+    commit(store, "0", [event("0", 0, {"id": "a0"})] + [event("0", i, {"id": f"p{i}", "poison": True}) for i in (1, 2, 3)])
+    monkeypatch.setattr(delta_replay, "CHUNK", 2)
+    assert replay_dead_letters(store, BatchProcessor("delta_table", accept))["replayed"] == [["0", 1], ["0", 2], ["0", 3]]
+    assert table_ids(uri) == ["a0", "p1", "p2", "p3"]
+    assert DeltaTable(uri).transaction_version(replay_app_id(store)) == 1  # two chunks: versions 0 and 1
+    assert sorted(d["replay_version"] for d in store.dead_letters()) == [0, 0, 1]
