@@ -228,10 +228,10 @@ _CONFIG: dict[str, Any] = {
             },
             "view_history_read_seconds": {
                 "description": (
-                    "Seconds an answer of the view's trends spends reading the ledgers' history records (at least "
-                    "0.1): after them it starts no other ledger's reads, answers with what it has added up "
-                    "(``complete``: false) and the next answer goes on. The sampler, when on, reads for 10 seconds "
-                    "at a time in the background."
+                    "Seconds an answer of the view's trends spends reading the ledgers, counted from its start "
+                    "(the producer states' downloads included; at least 0.1): after them it starts no other ledger's "
+                    "history reads, answers with what it has added up (``complete``: false) and the next answer goes "
+                    "on. The sampler, when on, reads for 10 seconds at a time in the background."
                 ),
                 "version_added": None,
                 "type": "float",

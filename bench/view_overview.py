@@ -16,7 +16,7 @@ around them, which ``bench/ui_api.py`` measures through ``airflow standalone``):
 median of ``--repeat`` answers, each after the view's 2-second cache of partition properties has
 expired), and the trends:
 its first answer (nothing read before: the producer states and lag samples downloaded, and history
-records read for at most ``view_history_read_seconds``, 1 s, new ones first), the answers after it
+records read until ``view_history_read_seconds``, 1 s, after the answer began, new ones first), the answers after it
 until the publish trend is complete, and the median of ``--repeat`` answers after that (what a person
 sees once the history is read, as the view's sampler reads it in the background when on). The
 overview's answers come after the trends': the producer states are the ones kept (a state is

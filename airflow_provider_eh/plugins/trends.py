@@ -19,6 +19,7 @@ When sampling is on, the request has the API server's sampler watch its hub
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -55,6 +56,23 @@ def window_series(store: Any, samples: list[Any], step: float) -> list[dict[str,
     return series
 
 
+def _lag(reading: Reading, settings: SamplingSettings, window: timedelta, since: datetime, now: datetime,
+         timings: dict[str, float]) -> dict[str, Any]:
+    """The lag series of the window from the samples kept for ``reading``'s hub."""
+    begin = time.perf_counter()
+    store = sample_store(reading, settings)
+    step = step_for(window, settings.interval)
+    container = settings.container_of(reading.source)
+    try:
+        samples = store.read(since, now) if store is not None else []
+    except Exception as exc:
+        raise read_failure(f"reading lag samples in container {container!r} (connection {reading.source.wasb_conn_id!r})",
+                           exc, reading.blob_site(str(container), "lag_samples_container", "checkpoints"),
+                           CONTAINER_HINT) from None
+    timings["lag"] = round(time.perf_counter() - begin, 3)
+    return {"step_seconds": step, "samples": len(samples), "consumer_groups": window_series(store, samples, step)}
+
+
 def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: float) -> dict[str, Any]:
     """The trends of ``reading``'s hub over the ``hours`` before ``now``."""
     started = time.perf_counter()
@@ -62,23 +80,19 @@ def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: f
     window = timedelta(hours=hours)
     since = now - window
     endpoint = reading.endpoint
-    lag = None
-    if reading.source.checkpoint_container:
+    window_bars = bar_seconds(window)
+
+    def volume() -> dict[str, Any]:
         begin = time.perf_counter()
-        store = sample_store(reading, settings)
-        step = step_for(window, settings.interval)
-        container = settings.container_of(reading.source)
         try:
-            samples = store.read(since, now) if store is not None else []
-        except Exception as exc:
-            raise read_failure(f"reading lag samples in container {container!r} (connection {reading.source.wasb_conn_id!r})",
-                               exc, reading.blob_site(str(container), "lag_samples_container", "checkpoints"),
-                               CONTAINER_HINT) from None
-        lag = {"step_seconds": step, "samples": len(samples), "consumer_groups": window_series(store, samples, step)}
-        timings["lag"] = round(time.perf_counter() - begin, 3)
-    begin = time.perf_counter()
-    published = published_volume(reading, now, since, bar_seconds(window), read_seconds=settings.history_read_seconds)
-    timings["published"] = round(time.perf_counter() - begin, 3)
+            return published_volume(reading, now, since, window_bars, read_seconds=settings.history_read_seconds)
+        finally:
+            timings["published"] = round(time.perf_counter() - begin, 3)
+
+    with ThreadPoolExecutor(1) as pool:  # the producer states and their history beside the lag samples
+        pending = pool.submit(volume)
+        lag = _lag(reading, settings, window, since, now, timings) if reading.source.checkpoint_container else None
+        published = pending.result()
     return {
         "namespace": endpoint.namespace,
         "hub": endpoint.eventhub_name,

@@ -98,10 +98,13 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
     """Events and batches committed per producer group and ``bucket_seconds`` bucket from ``since`` to ``now``.
 
     :param budget: the most history records read by this call.
-    :param read_seconds: after this many seconds of reading records, the call starts no other ledger's reads.
+    :param read_seconds: this many seconds after the call started (its producer states' reads included), it
+        starts no other ledger's reads: the first answer after a start, which downloads every state, reads
+        its records at the next.
     """
     from airflow_provider_eh.publishing.document import StateKey
 
+    deadline = time.monotonic() + read_seconds
     source = reading.source
     found = blob_states(reading)
     if found is None:
@@ -126,7 +129,6 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
 
     entries = [(key, state, kept(key, state)) for key, state in states]
     entries.sort(key=lambda item: item[2].read_at)  # the ledgers read longest ago (or never) first
-    deadline = time.monotonic() + read_seconds
 
     def update(item: tuple[Any, Any, LedgerVolume]) -> tuple[str, LedgerVolume, bool]:
         key, state, entry = item

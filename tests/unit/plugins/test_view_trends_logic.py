@@ -204,6 +204,38 @@ def test_an_answer_starts_no_ledgers_reads_after_its_time_and_the_next_goes_on_w
     assert fifth["complete"] is True and fifth["records_read"] == 0 and len(ledgers.read) == 12
 
 
+
+def test_the_time_an_answer_spends_downloading_producer_states_counts_against_its_history_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold answer downloads every producer state first: when that took the answer's time, it reads no history
+    record and says it is not complete; the next answer, its states kept, reads them."""
+    from airflow_provider_eh.plugins import volume
+
+    clock = [1000.0]
+    ledgers = _Ledgers(count=2, per=4, clock=clock, read_cost=0.1)
+    endpoint = type("Endpoint", (), {"namespace": "ns", "eventhub_name": "orders"})()
+    reading = type("Reading", (), {"source": type("Source", (), {"state_container": "state"})(), "endpoint": endpoint})()
+    container = type("Container", (), {"url": "http://unit/volume-cold"})()
+    downloads = [3.0, 0.0]  # the first answer's state downloads take 3 s, the next's nothing (kept)
+
+    def read_states(r: object, c: object, s: object, blobs: list, threads: int) -> list:
+        clock[0] += downloads.pop(0)
+        return [(b, ledgers.state(b.group), None) for b in blobs]
+
+    monkeypatch.setattr(volume, "blob_states", lambda r: (container, ledgers, ledgers.blobs()))
+    monkeypatch.setattr(volume, "read_states", read_states)
+    monkeypatch.setattr(volume.time, "monotonic", lambda: clock[0])
+    volume._LEDGERS.clear()
+
+    def answer() -> dict:
+        return volume.published_volume(reading, NOW, NOW - timedelta(hours=24), 300, read_seconds=2.5)
+
+    first = answer()
+    assert first["complete"] is False and first["records_read"] == 0 and ledgers.read == []
+    second = answer()
+    assert second["complete"] is True and second["records_read"] == 8 and sorted(ledgers.read) == ["group-0", "group-1"]
+
+
 def test_a_windows_lag_series_is_thinned_once_for_the_same_samples_and_again_when_one_comes() -> None:
     from airflow_provider_eh.plugins import trends
 
