@@ -26,7 +26,7 @@ help:
 	@echo "make test            run the whole test suite (unit, integration, DAGs); SKIP=mariadb,... to run without some"
 	@echo "make prerequisites   install what make test needs from Debian's packages (Java, Node, Chromium, Postgres, MariaDB)"
 	@echo "make test-fresh      make test in RUNS (default 5) fresh clones of HEAD (or COMMIT), one after another"
-	@echo "make services-up     start Azurite and the local Event Hubs endpoint on 127.0.0.1"
+	@echo "make services-up     start Azurite and the local Event Hubs endpoint (with its Schema Registry) on 127.0.0.1"
 	@echo "make services-down   stop what services-up started"
 	@echo "make deployment      Airflow as deployed (Postgres, Redis, CeleryExecutor, two workers, each component its own process), from the built wheel"
 	@echo "make deployment-down stop what make deployment started"

@@ -67,8 +67,9 @@ from airflow_provider_eh.client.readback import read_hub  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 from eventhubs_local.ports import free_port  # noqa: E402
-from tests.support.stack import example_env  # noqa: E402
+from tests.support.stack import SCHEMA_GROUPS, example_env  # noqa: E402
 from tests.support.standalone import AirflowStandalone, standalone_env  # noqa: E402
+from tests.support.tls import make_certificates  # noqa: E402
 
 DAG_ID = "eh_daily_orders"
 HUB = "soak-orders"
@@ -78,11 +79,13 @@ WORKER_TITLE = "airflow worker -- LocalExecutor"  # the LocalExecutor's process 
 COMPONENT_NAMES: dict[int, str] = {}  # pid: name of the other Airflow components sampled
 
 
-def airflow_env(home: Path, port: int, eh: EmulatorProcess, azurite: AzuriteProcess, db: Path, data_dir: Path) -> dict[str, str]:
-    """The environment of ``airflow standalone`` and of the ``airflow`` CLI calls: the DAG's connections and data dir."""
+def airflow_env(home: Path, port: int, eh: EmulatorProcess, azurite: AzuriteProcess, db: Path, data_dir: Path,
+                ca: Path) -> dict[str, str]:
+    """The environment of ``airflow standalone`` and of the ``airflow`` CLI calls: the DAG's connections (the
+    registry's CA ``ca``) and data dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k != "EH_EXAMPLE_DATA_DIR"}
     env.update(example_env(db, data_dir, event_hubs=eh.connection_string(), blob=azurite.connection_string,
-                           spark_master="local[2]"))
+                           spark_master="local[2]", schema_registry=(eh.registry_namespace, ca)))
     env.update({
         "EH_EXAMPLE_NAMESPACE": f"{eh.host}:{eh.port}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -325,12 +328,14 @@ def main() -> int:
     print(f"soak of {DAG_ID}: {args.intervals} intervals {days[0]} .. {days[-1]}, {args.rows} orders each, "
           f"warm-up {args.warmup}; work dir {root}", flush=True)
     try:
+        tls = make_certificates(root / "tls")  # the Schema Registry's: the pipeline publishes Avro
         with EmulatorProcess(root / "eh", hubs={HUB: PARTITIONS}, consumer_groups={HUB: ["analytics"]},
-                             extra_args=["--log-level", "WARNING"]) as eh, \
+                             extra_args=["--log-level", "WARNING"], registry_port=0, tls=(tls.cert, tls.key),
+                             schema_groups=SCHEMA_GROUPS) as eh, \
                 AzuriteProcess(root / "azurite") as azurite:
             endpoint_proc = psutil.Process(eh.pid)
             port = free_port()
-            env = airflow_env(home, port, eh, azurite, db, data_dir)
+            env = airflow_env(home, port, eh, azurite, db, data_dir, tls.ca)
             airflow = AirflowStandalone(env, port, root / "standalone.log")
             try:
                 airflow.start()

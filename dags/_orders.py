@@ -40,6 +40,28 @@ ORDERS_FILES = Asset(name="orders_files", uri=path_uri(os.path.join(DATA_DIR, "o
 
 # Every event's body carries these columns; the ingestion tables hold them.
 EVENT_COLUMNS = ("order_id", "step", "event_type", "final", "customer_id", "amount_cents", "currency", "event_time")
+# The order event's Avro schema: the columns above with the types the Spark job gives them. The daily
+# pipeline registers it in the namespace's Schema Registry (group ``orders``) and encodes every event
+# against it; the loaders decode each event by the schema id in its content type.
+ORDER_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "OrderEvent",
+    "namespace": "com.example.orders",
+    "doc": "One step of an order: placed, paid, shipped or cancelled.",
+    "fields": [
+        {"name": "order_id", "type": "string"},
+        {"name": "step", "type": "int", "doc": "0, 1, 2: the order's events in sequence"},
+        {"name": "event_type", "type": "string"},
+        {"name": "final", "type": "boolean", "doc": "the order's last event"},
+        {"name": "customer_id", "type": "string"},
+        {"name": "amount_cents", "type": "int"},
+        {"name": "currency", "type": "string"},
+        {"name": "event_time", "type": "string", "doc": "ISO 8601, UTC"},
+    ],
+}
+# How the daily pipeline encodes its events: Avro against the schema above, or plain JSON (for a
+# namespace without a Schema Registry at hand).
+EVENT_FORMATS = ("avro", "json")
 CURRENCIES = ("EUR", "USD", "GBP")
 HUB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$"
 

@@ -7,14 +7,21 @@ One run per day (``catchup=True``, so unpausing or ``airflow backfill create`` f
    ``<data_dir>/orders/ds=<interval start>``; the same interval always gives the same events.
 2. ``publish_orders`` (:class:`SparkToEventHubOperator`): publishes them to the hub, keyed by
    customer, each event exactly once: a retry, a re-run or a backfill of the same interval adds nothing.
-3. ``load_analytics`` (:class:`EventHubIngestOperator`): the analytics consumer group loads what is
-   new into SQLite (``eh_example_db``) and checkpoints in blob storage as every Event Hubs SDK does.
+   Each event is Avro, encoded by Microsoft's encoder against the order event's schema
+   (``_orders.ORDER_EVENT_SCHEMA``), which the task registers in the namespace's Schema Registry
+   (group ``orders``) when the group does not hold it yet, after checking that it is backward
+   compatible with the latest registered version; its id is in every event's content type.
+3. ``load_analytics`` (:class:`EventHubIngestOperator`): the analytics consumer group decodes each
+   event by that schema id and loads what is new into SQLite (``eh_example_db``), a column per field,
+   and checkpoints in blob storage as every Event Hubs SDK does.
 4. ``wait_for_analytics`` (:class:`EventHubCheckpointSensor`, deferrable): waits in the triggerer
    until the consumer group has checkpointed past everything this run published.
 5. ``summarize``: logs and returns the run's counts.
 
-Trigger it from the UI to change the params below; a different ``rows`` for an interval already
-published is refused as changed content unless ``generation`` is bumped (a deliberate republish).
+Trigger it from the UI to change the params below; a different ``rows`` or ``event_format`` for an
+interval already published is refused as changed content unless ``generation`` is bumped (a
+deliberate republish). ``event_format="json"`` publishes plain JSON events, for a namespace whose
+connection names no Schema Registry.
 """
 
 from __future__ import annotations
@@ -70,6 +77,13 @@ else:  # Airflow 3.1: the DAG-authoring timetables are still in core
                 "'variable' (Airflow Variables, one run at a time)."
             ),
         ),
+        "event_format": Param(
+            "avro", type="string", enum=list(orders.EVENT_FORMATS), title="Event format",
+            description=(
+                "'avro': each event encoded against the order event's schema, registered in the Schema "
+                "Registry group 'orders'; 'json': plain JSON events, for a namespace without a registry."
+            ),
+        ),
         "data_dir": Param(
             orders.DATA_DIR, type="string", minLength=1, title="Data directory",
             description="Base directory of the generated parquet; each interval writes <data_dir>/orders/ds=<date>.",
@@ -102,6 +116,11 @@ def eh_daily_orders() -> None:
         key_column="customer_id",
         property_columns=("order_id", "step", "event_type", "final"),
         order_by=("order_id", "step"),
+        # Avro against the order event's schema; an empty group (event_format "json") publishes plain JSON
+        schema_group="{{ 'orders' if params.event_format == 'avro' else '' }}",
+        schema=orders.ORDER_EVENT_SCHEMA,
+        auto_register_schema=True,
+        schema_compatibility="Backward",
         producer_group="{{ params.producer_group }}",
         generation="{{ params.generation }}",
         state_backend="{{ params.state_backend }}",
@@ -139,7 +158,8 @@ def eh_daily_orders() -> None:
     def summarize(generated: dict[str, Any], published: dict[str, dict[str, int]], loaded: dict[str, Any],
                   checkpoints: dict[str, dict[str, int]], data_interval_start: Any = None,
                   params: dict | None = None) -> dict[str, Any]:
-        """Log and return the run's counts: generated, in the hub for this interval, loaded, checkpointed."""
+        """Log and return the run's counts: generated, in the hub for this interval, loaded, checkpointed; and the schema."""
+        schema = next((p["schema"] for p in published.values() if p.get("schema")), None)
         summary = {
             "interval_start": data_interval_start.isoformat(),
             "hub": params["hub"],
@@ -148,11 +168,16 @@ def eh_daily_orders() -> None:
             "per_partition": {pid: p["events"] for pid, p in sorted(published.items())},
             "loaded_by_analytics": loaded["events"],
             "analytics_checkpoints": checkpoints.get("analytics", {}),
+            "schema": schema,
+            "encoding": "JSON" if schema is None else (
+                f"{schema['format']}, schema {schema['name']} version {schema['version']} (id {schema['id']}) "
+                f"of group {schema['group']}"
+            ),
         }
         print(
             "interval {interval_start} hub {hub}: {published_events} events of this interval in the hub "
             "(per partition {per_partition}); analytics loaded {loaded_by_analytics} new events, "
-            "checkpoints {analytics_checkpoints}".format(**summary)
+            "checkpoints {analytics_checkpoints}; events encoded as {encoding}".format(**summary)
         )
         return summary
 

@@ -4,11 +4,13 @@ Starts Azurite and the local Event Hubs endpoint (left running; `make services-d
 prepares an Airflow home under `.airflow/`, then:
 
 1. runs `eh_daily_orders` for three consecutive days (Spark writes each day's orders, they are
-   published exactly once, the analytics consumer group loads them and the sensor sees its checkpoints);
+   published exactly once as Avro of the order event's schema, registered in the endpoint's Schema
+   Registry, the analytics consumer group decodes and loads them and the sensor sees its checkpoints);
 2. runs the same three days again, as a re-run or a backfill with reprocessing would, and shows that
    the hub holds no more events than before;
 3. runs `eh_ingest_orders` (the warehouse load into SQLite, in order per order, with dead letters);
-4. reads the whole hub back and prints a report: events per day, duplicates, dead letters;
+4. reads the whole hub back and prints a report: events per day, their content type, duplicates, a
+   loaded row, dead letters;
 5. event-driven: starts `airflow standalone` (triggerer included) on a DAGs folder holding only
    `eh_on_new_orders`, publishes new orders to the hub `orders-live`, and shows the runs the
    watcher's asset events started and what each loaded (exactly once) into `live_order_events`.
@@ -201,7 +203,7 @@ def event_driven() -> None:
 def main() -> None:
     """Run the demo: start the stack, run the example DAGs, re-run them and show that nothing doubled."""
     started = time.monotonic()
-    print("== starting the local stack (Azurite, local Event Hubs endpoint) on 127.0.0.1")
+    print("== starting the local stack (Azurite, local Event Hubs endpoint and its Schema Registry) on 127.0.0.1")
     stack.up()
     print(f"== preparing Airflow in {AIRFLOW_HOME}")
     AIRFLOW_HOME.mkdir(exist_ok=True)
@@ -229,6 +231,9 @@ def main() -> None:
     per_day = Counter(order_id.split("-")[0] for order_id, _ in keys.elements())
     with sqlite3.connect(DB) as conn:
         rows = conn.execute("SELECT COUNT(*) FROM order_events").fetchone()[0]
+        conn.row_factory = sqlite3.Row
+        sample = conn.execute("SELECT * FROM order_events ORDER BY order_id, step LIMIT 1").fetchone()
+        conn.row_factory = None
         letters = conn.execute(
             "SELECT reason, error FROM eh_ingest_dead_letter WHERE eventhub = ? AND consumer_group = '$Default' "
             "AND status = 'dead' ORDER BY partition_id, sequence_number", (HUB,)
@@ -239,8 +244,12 @@ def main() -> None:
         print(f"   {day[:4]}-{day[4:6]}-{day[6:]}    {count}")
     print(f"   events read back from hub '{HUB}': {len(events)} ({len(keys)} distinct order events"
           f"{f', {len(events) - len(orders)} other events' if len(orders) < len(events) else ''})")
+    types = Counter(e.content_type or "none" for e in orders)
+    print(f"   content types: {', '.join(f'{t} ({n} events)' for t, n in sorted(types.items()))}")
     print(f"   duplicates: {sum(n - 1 for n in keys.values())}")
     print(f"   rows in order_events: {rows}; dead letters: {len(letters)}")
+    if sample is not None:
+        print(f"   a row, decoded from Avro into the table's columns: {dict(sample)}")
     for reason, error in letters[:2]:
         print(f"     {reason}: {error}")
     print("== eh_on_new_orders: event-driven runs through airflow standalone (scheduler, triggerer)")

@@ -6,7 +6,8 @@
 
 `up` starts, each as a process of its own: a Postgres metadata database, a Redis broker, the
 CeleryExecutor's two Celery workers, `airflow api-server`, `scheduler`, `dag-processor` and
-`triggerer`, the local Event Hubs endpoint (hubs `orders` and `orders-live`, as the example DAGs expect),
+`triggerer`, the local Event Hubs endpoint (hubs `orders` and `orders-live`, as the example DAGs expect,
+and its Schema Registry over HTTPS with the group `orders` the example pipeline registers its schema in),
 Azurite and a Spark standalone cluster (master and worker), with the example DAGs of `dags/`
 (`tests.support.deployment`). It prints the UI's address and a login. Everything is
 under `.local/deployment/`: each `up` starts from empty data (metadata, hub, blob storage); the virtual

@@ -95,12 +95,14 @@ def events_after(
 
 @dataclass(frozen=True)
 class ReadEvent:
-    """One event as read back: partition, body bytes, properties (str keys and values), service sequence number."""
+    """One event as read back: partition, body bytes, properties (str keys and values), service sequence
+    number, and content type (``avro/binary+<schema id>`` for a typed event; ``None`` when it has none)."""
 
     partition: str
     body: bytes
     properties: dict[str, Any]
     sequence_number: int
+    content_type: str | None = None
 
 
 def _text(value: Any) -> Any:
@@ -120,6 +122,7 @@ def read_partition(endpoint: EventHubsEndpoint, partition_id: str, consumer_grou
             b"".join(event.body),
             {_text(k): _text(v) for k, v in (event.properties or {}).items()},
             event.sequence_number,
+            event.content_type,
         )
         for event in events_after(endpoint, partition_id, -1, span.last_enqueued_sequence_number,
                                   consumer_group=consumer_group, shared=shared)

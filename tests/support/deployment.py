@@ -1,7 +1,8 @@
 """Airflow deployed as production runs it, on 127.0.0.1: every component a process of its own.
 
 Postgres metadata, a Redis broker, ``CeleryExecutor`` with two Celery workers, ``airflow api-server``,
-``scheduler``, ``dag-processor`` and ``triggerer``, the local Event Hubs endpoint and Azurite, a Spark
+``scheduler``, ``dag-processor`` and ``triggerer``, the local Event Hubs endpoint (with its Schema
+Registry over HTTPS, certificates of a private CA under ``<root>/tls``) and Azurite, a Spark
 standalone cluster (a master and a worker, from the installed PySpark's ``spark-class``) that
 ``spark_default`` points at, the example DAGs. Airflow and the provider run from a virtual
 environment of their own, into which the provider is installed from its built wheel (not the
@@ -43,8 +44,9 @@ from eventhubs_local.azurite import command as azurite_command
 from eventhubs_local.azurite import connection_string as azurite_connection_string
 from tests.support.databases import postgres_database, start_postgres
 from eventhubs_local.ports import free_port
-from tests.support.stack import example_env
+from tests.support.stack import SCHEMA_GROUPS, example_env
 from tests.support.standalone import AirflowApi, StandaloneError, standalone_env
+from tests.support.tls import make_certificates
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -131,7 +133,8 @@ def install(venv: Path, wheel: Path, constraints: Path = REPO / "requirements" /
         subprocess.run([_uv(), "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True)
     if share is None:
         command = ["--constraint", str(constraints), "--reinstall-package", "airflow-provider-eh",
-                   "--reinstall-package", "eventhubs-local", f"{wheel}[spark]", *endpoint, *PACKAGES]
+                   "--reinstall-package", "eventhubs-local", f"{wheel}[spark,schemaregistry,deltalake]", *endpoint,
+                   *PACKAGES]
     else:
         site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                    capture_output=True, text=True, check=True).stdout.strip())
@@ -218,7 +221,7 @@ class Deployment:
         triggerer report healthy and both workers are ready; then create the Variables backend's pool."""
         if self.state_file.exists():
             raise DeploymentError(f"a deployment is recorded in {self.state_file}: stop it first (make deployment-down)")
-        for folder in ("logs", "dags", "data", "event-hubs", "azurite", "redis", "spark"):
+        for folder in ("logs", "dags", "data", "event-hubs", "azurite", "redis", "spark", "tls"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         self.home.mkdir(parents=True, exist_ok=True)
         for path in (REPO / "dags").iterdir():
@@ -226,8 +229,8 @@ class Deployment:
                 shutil.copy2(path, self.root / "dags" / path.name)
         for path in self.dag_files:
             shutil.copy2(path, self.root / "dags" / path.name)
-        self.ports = {name: free_port() for name in ("api", "redis", "event_hubs", "event_hubs_admin", "azurite",
-                                                     "spark", "spark_ui", "spark_worker_ui")}
+        self.ports = {name: free_port() for name in ("api", "redis", "event_hubs", "event_hubs_admin", "registry",
+                                                     "azurite", "spark", "spark_ui", "spark_worker_ui")}
         self.password = secrets.token_urlsafe(12)
         (self.home / "passwords.json").write_text(json.dumps({USER: self.password}))
         deadline = time.monotonic() + timeout
@@ -269,9 +272,11 @@ class Deployment:
         self._spawn(Component("redis", [redis, "--port", str(self.ports["redis"]), "--bind", HOST, "--save", "",
                                         "--appendonly", "no", "--dir", str(self.root / "redis")]))
         self._spawn(Component("azurite", azurite_command(HOST, self.ports["azurite"], self.root / "azurite")))
+        tls = make_certificates(self.root / "tls", days=30)  # the registry's; the connection trusts its CA
         endpoint = event_hubs_command(
             self.root / "event-hubs", host=HOST, port=self.ports["event_hubs"], admin_port=self.ports["event_hubs_admin"],
             hubs=HUBS, consumer_groups=CONSUMER_GROUPS, key_name=KEY_NAME, key=KEY,
+            tls=(tls.cert, tls.key), registry_port=self.ports["registry"], schema_groups=SCHEMA_GROUPS,
         )
         self._spawn(Component("event-hubs", [str(self.venv / "bin" / "python"), *endpoint[1:]]))  # from the wheel
         spark_home = self._spark_home()
@@ -315,6 +320,7 @@ class Deployment:
         env.update(example_env(
             self.root / "example.db", self.root / "data", event_hubs=self.event_hubs_connection_string(),
             blob=azurite_connection_string(HOST, self.ports["azurite"]), spark_master=self.spark_master,
+            schema_registry=(self.schema_registry_namespace, self.root / "tls" / "ca.pem"),
         ))
         env.update(SETTINGS)
         assert self.metadata_db is not None
@@ -397,6 +403,11 @@ class Deployment:
 
     def event_hubs_admin(self) -> EmulatorAdmin:
         return EmulatorAdmin(f"http://{HOST}:{self.ports['event_hubs_admin']}")
+
+    @property
+    def schema_registry_namespace(self) -> str:
+        """``host:port`` of the endpoint's Schema Registry (HTTPS; its CA is ``<root>/tls/ca.pem``)."""
+        return f"{HOST}:{self.ports['registry']}"
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         """Run the deployment's ``airflow`` command line (``backfill create ...``), as an operator would."""
@@ -605,7 +616,8 @@ def print_summary(deployment: Deployment) -> None:
     print(f"Airflow home: {deployment.home}; logs: {deployment.root / 'logs'}; DAGs: {deployment.root / 'dags'}")
     print(f"metadata: {deployment.metadata_db}")
     print(f"Celery broker: redis://{HOST}:{ports['redis']}/0; workers: {', '.join(WORKERS)}")
-    print(f"Event Hubs endpoint: {HOST}:{ports['event_hubs']} (admin {HOST}:{ports['event_hubs_admin']}); "
+    print(f"Event Hubs endpoint: {HOST}:{ports['event_hubs']} (admin {HOST}:{ports['event_hubs_admin']}, "
+          f"Schema Registry https://{deployment.schema_registry_namespace}, CA {deployment.root / 'tls' / 'ca.pem'}); "
           f"Azurite: {HOST}:{ports['azurite']}")
     print(f"Spark master: {deployment.spark_master} (UI http://{HOST}:{ports['spark_ui']}), "
           f"one worker of {SPARK_WORKER['cores']} cores and {SPARK_WORKER['memory']}")

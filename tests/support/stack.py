@@ -1,7 +1,8 @@
 """Start and stop the local stack in the background for the demo and for development.
 
-``python -m tests.support.stack up`` starts Azurite and the local Event Hubs endpoint
-on 127.0.0.1, detached, with PID files and logs under ``.local/``; ``down`` stops exactly the
+``python -m tests.support.stack up`` starts Azurite and the local Event Hubs endpoint (with its
+Schema Registry over HTTPS, the schema group ``orders``, and a private CA's certificates under
+``.local/tls/``) on 127.0.0.1, detached, with PID files and logs under ``.local/``; ``down`` stops exactly the
 processes whose PID files it wrote (and only if those PIDs still run the command it started);
 ``status`` prints what runs; ``env`` prints the ``AIRFLOW_CONN_*`` lines for a shell.
 """
@@ -15,12 +16,15 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from eventhubs_local.launcher import command, connection_string, spawn
 from eventhubs_local.azurite import command as azurite_command
 from eventhubs_local.azurite import connection_string as azurite_connection_string
+from eventhubs_local.launcher import command, connection_string, spawn
+from tests.support.tls import make_certificates
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = Path(os.environ.get("EH_LOCAL_DIR", REPO / ".local"))
@@ -28,21 +32,29 @@ HOST = "127.0.0.1"
 EVENT_HUBS_PORT = int(os.environ.get("EH_PORT", "5672"))
 EVENT_HUBS_ADMIN_PORT = int(os.environ.get("EH_ADMIN_PORT", "5680"))
 AZURITE_PORT = int(os.environ.get("AZURITE_PORT", "10000"))
+REGISTRY_PORT = int(os.environ.get("EH_REGISTRY_PORT", "5681"))
 DEMO_HUBS = {"orders": 4}
 DEMO_CONSUMER_GROUPS = {"orders": ["analytics", "lakehouse"]}
+# the example pipeline registers its order event's Avro schema in this group
+SCHEMA_GROUPS = {"orders": ("Avro", "Backward")}
+# the registry's certificate and the CA that signed it (the connection's ca_bundle), made at each start
+TLS = LOCAL / "tls"
 # the key the stack's connection strings carry (the endpoint it starts checks no key)
 KEY_NAME = KEY = "local"
 
 
 @dataclass(frozen=True)
 class Service:
-    """A process of the stack: its name, the port it listens on, its command line, and a word of that
-    command line that tells the process apart from any other that reuses its PID."""
+    """A process of the stack: its name, the port it listens on, its command line, a word of that
+    command line that tells the process apart from any other that reuses its PID, and what to prepare
+    before it starts."""
 
     name: str
     port: int
     argv: list[str]
     marker: str
+    prepare: Callable[[], object] | None = None
+    more_ports: tuple[int, ...] = ()  # further ports it listens on (the registry's)
 
     @property
     def pid_file(self) -> Path:
@@ -54,7 +66,7 @@ class Service:
 
 
 def services() -> list[Service]:
-    """The stack's processes: Azurite and the local Event Hubs endpoint with the demo's hubs."""
+    """The stack's processes: Azurite and the local Event Hubs endpoint with the demo's hubs and its registry."""
     return [
         Service(
             "azurite",
@@ -68,8 +80,11 @@ def services() -> list[Service]:
             command(
                 LOCAL / "event-hubs", host=HOST, port=EVENT_HUBS_PORT, admin_port=EVENT_HUBS_ADMIN_PORT,
                 hubs=DEMO_HUBS, consumer_groups=DEMO_CONSUMER_GROUPS, key_name=KEY_NAME, key=KEY,
+                tls=(TLS / "server.pem", TLS / "server.key"), registry_port=REGISTRY_PORT, schema_groups=SCHEMA_GROUPS,
             ),
             str(LOCAL / "event-hubs"),
+            prepare=lambda: make_certificates(TLS, days=30),
+            more_ports=(REGISTRY_PORT,),
         ),
     ]
 
@@ -79,16 +94,24 @@ def event_hubs_connection_string(hub: str | None = None) -> str:
     return connection_string(HOST, EVENT_HUBS_PORT, KEY_NAME, KEY, hub)
 
 
-def connection_env(event_hubs: str | None = None, blob: str | None = None, spark_master: str = "local[*]") -> dict[str, str]:
-    """``AIRFLOW_CONN_*`` values for Event Hubs, Blob storage and Spark local mode; by default the local stack's.
+def connection_env(event_hubs: str | None = None, blob: str | None = None, spark_master: str = "local[*]",
+                   schema_registry: tuple[str, str | os.PathLike[str]] | None = None) -> dict[str, str]:
+    """``AIRFLOW_CONN_*`` values for Event Hubs (with its Schema Registry), Blob storage and Spark local
+    mode; by default the local stack's.
 
     :param event_hubs: an Event Hubs connection string (namespace level).
     :param blob: a Blob storage connection string.
     :param spark_master: the ``spark_default`` master.
+    :param schema_registry: ``(namespace, CA bundle)`` of the Schema Registry (``host:port`` and the PEM
+        file its certificate is trusted by); default: the local stack's without ``event_hubs``, none with it.
     """
+    if event_hubs is None:
+        event_hubs, schema_registry = event_hubs_connection_string(), schema_registry or local_schema_registry()
+    registry = {} if schema_registry is None else {
+        "schema_registry_namespace": schema_registry[0], "ca_bundle": str(schema_registry[1])}
     return {
         "AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT": json.dumps(
-            {"conn_type": "azure_event_hubs", "extra": {"connection_string": event_hubs or event_hubs_connection_string()}}
+            {"conn_type": "azure_event_hubs", "extra": {"connection_string": event_hubs, **registry}}
         ),
         "AIRFLOW_CONN_WASB_DEFAULT": json.dumps(
             {"conn_type": "wasb", "extra": {"connection_string": blob or azurite_connection_string(HOST, AZURITE_PORT)}}
@@ -97,7 +120,12 @@ def connection_env(event_hubs: str | None = None, blob: str | None = None, spark
     }
 
 
-def example_env(db: Path, data_dir: Path, **connections: str) -> dict[str, str]:
+def local_schema_registry() -> tuple[str, Path]:
+    """``(namespace, CA bundle)`` of the stack's Schema Registry."""
+    return f"{HOST}:{REGISTRY_PORT}", TLS / "ca.pem"
+
+
+def example_env(db: Path, data_dir: Path, **connections: Any) -> dict[str, str]:
     """What the example DAGs read from the environment: the connections of :func:`connection_env`
     (``connections`` are its arguments), ``eh_example_db`` (the SQLite file ``db``), their data folder,
     and the Python that Spark's workers run."""
@@ -131,6 +159,11 @@ def up(timeout: float = 60) -> None:
     """Start every service that is not running, detached, waiting up to ``timeout`` seconds for each to listen."""
     for service in services():
         if _running_pid(service):
+            missing = [port for port in service.more_ports if not _listening(port)]
+            if missing:
+                raise SystemExit(f"{service.name}: running (pid {_running_pid(service)}) but not listening on "
+                                 f"{HOST}:{missing[0]}: started by an older version of this stack? Stop it "
+                                 "(make services-down) and start it again")
             print(f"{service.name}: already running (pid {_running_pid(service)}) on {HOST}:{service.port}")
             continue
         if _listening(service.port):
@@ -139,10 +172,12 @@ def up(timeout: float = 60) -> None:
                 f"stop it or set {'AZURITE_PORT' if service.name == 'azurite' else 'EH_PORT'} to another port"
             )
         service.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        if service.prepare is not None:
+            service.prepare()
         proc = spawn(service.argv, service.log_file, cwd=REPO)  # detached: it outlives this command
         service.pid_file.write_text(str(proc.pid))
         deadline = time.monotonic() + timeout
-        while not _listening(service.port):
+        while not all(_listening(port) for port in (service.port, *service.more_ports)):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{service.name} did not start; see {service.log_file}")
             time.sleep(0.2)

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from tests.support.stack import example_env
 from tests.conftest import REPO, unique_name
 from tests.support.airflow_home import migrated_home
+from tests.support.typed_events import registry_endpoint
 
 DAGS = REPO / "dags"
 
@@ -91,20 +93,25 @@ def order_event_keys(events: list[Any]) -> Counter:
 
 
 @pytest.fixture(scope="module")
-def example_stack(event_hubs: Any, azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> ExampleStack:
+def example_stack(azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleStack]:
     """A 2-partition hub with the ``analytics`` and ``lakehouse`` consumer groups, a SQLite file and a data dir; env for the DAGs.
 
-    One per test module: a module's tests follow one hub through several runs. The runs get an Airflow
-    home and metadata DB of their own, migrated here, as a new deployment's: the test process's shared
-    DB holds what other test files left (DAG bundles, DAGs, assets), and an asset the example DAGs
-    declare, registered there earlier under another data dir, is inactive for these runs.
+    One per test module: a module's tests follow one hub through several runs. The hub is on an
+    endpoint of the module's own that serves a Schema Registry (HTTPS with a private CA, token auth,
+    the schema group ``orders``), as the example pipeline publishes Avro; the session's endpoint
+    serves none. The runs get an Airflow home and metadata DB of their own, migrated here, as a new
+    deployment's: the test process's shared DB holds what other test files left (DAG bundles, DAGs,
+    assets), and an asset the example DAGs declare, registered there earlier under another data dir,
+    is inactive for these runs.
     """
     tmp_path = tmp_path_factory.mktemp("example")
-    hub = unique_name("orders")
-    event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics", "lakehouse"])
-    db = tmp_path / "example.db"
-    data_dir = tmp_path / "data"
-    env = migrated_home(tmp_path / "airflow", DAGS, example_env(
-        db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string, spark_master="local[2]",
-    ))
-    return ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)
+    with registry_endpoint(tmp_path / "endpoint", {"orders": ("Avro", "Backward")}) as (event_hubs, certificates):
+        hub = unique_name("orders")
+        event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics", "lakehouse"])
+        db = tmp_path / "example.db"
+        data_dir = tmp_path / "data"
+        env = migrated_home(tmp_path / "airflow", DAGS, example_env(
+            db, data_dir, event_hubs=event_hubs.connection_string(), blob=azurite.connection_string, spark_master="local[2]",
+            schema_registry=(event_hubs.registry_namespace, certificates.ca),
+        ))
+        yield ExampleStack(hub=hub, db=db, data_dir=data_dir, event_hubs=event_hubs, env=env)

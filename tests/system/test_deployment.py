@@ -237,7 +237,8 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
 ) -> None:
     """``eh_daily_orders`` of ``dags/`` (Spark on the deployment's Spark cluster writes a day's orders,
     Spark publishes them, the analytics group loads them into SQLite, the deferrable sensor waits for
-    its checkpoints), ``airflow backfill create`` over ``EH_DEPLOYMENT_DAYS`` days (1 by default; 14 for
+    its checkpoints; the events Avro against the order event's schema, registered in the deployment's
+    Schema Registry), ``airflow backfill create`` over ``EH_DEPLOYMENT_DAYS`` days (1 by default; 14 for
     the long form). The Spark executor's Python worker sending one hub partition stops (SIGSTOP) once a
     batch is acknowledged, before the publish commits; the Celery worker running that publish's Spark
     driver is then SIGKILLed with its whole process group and started again, the scheduler SIGKILLed
@@ -296,8 +297,10 @@ def test_a_backfill_of_the_example_pipeline_across_a_worker_lost_mid_spark_publi
     assert tries == {2}, tries  # the killed publish, retried once
     generated = generated_by_spark(deployment, days)
     assert len(generated) >= 40 * PIPELINE_DAYS
-    assert order_event_keys(read_hub_of(deployment, hub)) == generated  # each event once, none lost
-    assert loaded_into_sqlite(deployment) == generated
+    landed = read_hub_of(deployment, hub)
+    assert order_event_keys(landed) == generated  # each event once, none lost
+    assert len({e.content_type for e in landed}) == 1 and landed[0].content_type.startswith("avro/binary+")  # one schema
+    assert loaded_into_sqlite(deployment) == generated  # decoded from Avro by the analytics load
 
     before = len(api.runs("eh_daily_orders"))
     refused = api.post("/dags/eh_daily_orders/dagRuns", json={

@@ -68,4 +68,6 @@ def test_a_rest_triggered_run_with_conf_publishes_its_day_once_and_bad_conf_is_r
         (row["order_id"], row["step"])
         for day in DAYS for row in pq.read_table(example_stack.data_dir / "orders" / f"ds={day}").to_pylist()
     )
-    assert order_event_keys(read_hub(example_stack.endpoint())) == generated  # each event once, none lost
+    landed = read_hub(example_stack.endpoint())
+    assert order_event_keys(landed) == generated  # each event once, none lost
+    assert len({e.content_type for e in landed}) == 1 and landed[0].content_type.startswith("avro/binary+")

@@ -95,6 +95,23 @@ def test_the_spark_operator_takes_the_same_schema_settings() -> None:
     assert {"schema_group", "schema_file", "schema_name"} <= set(built.template_fields)
 
 
+@pytest.mark.parametrize("fmt", ["json", "avro"])
+def test_a_schema_group_that_renders_empty_publishes_untyped_events_without_asking_a_registry(fmt: str) -> None:
+    """A DAG param can switch typed publishing off: the group renders empty, and the schema beside it is unused."""
+    from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+
+    built = SparkToEventHubOperator(task_id="p", path="/out", key_column="k", schema=ORDER, auto_register_schema=True,
+                                    schema_group="{{ 'orders' if params.format == 'avro' else '' }}",
+                                    event_hubs_conn_id="no_such_connection")
+    built.render_template_fields({"params": {"format": fmt}})
+    assert built.schema_group == ("orders" if fmt == "avro" else "")
+    if fmt == "json":
+        assert built.row_encoder() is None  # untyped: the connection (which does not exist) is not read
+    else:
+        with pytest.raises(Exception, match="no_such_connection"):
+            built.row_encoder()  # typed: the registry is looked up through the connection
+
+
 def test_a_row_encoder_travels_pickled_and_encodes_as_microsofts_encoder_without_a_registry() -> None:
     """What a Spark executor gets: the definition and schema, pickled; Microsoft's encoder on a client that knows
     only them. A row that does not fit names the row, the field and the schema version."""
