@@ -3,7 +3,9 @@
 A fresh environment (``.local/compat-venv``) gets the wheel built from the checkout, Airflow pinned to
 the floor (``COMPAT_AIRFLOW``, the latest patch of the lowest supported minor) and common-compat pinned
 to its declared minimum; every other package comes from the wheel's own metadata, resolved as pip
-would (no lock; only the ``testing`` extra, the local endpoint's wheel built beside it). The only additions (``ADDITIONS``) are the test tools (pytest) and the
+would (no lock; only the ``testing`` extra, the local endpoint's wheel built beside it, and the
+``schemaregistry`` extra, whose typed events the unit suite checks there too). The only additions
+(``ADDITIONS``) are the test tools (pytest) and the
 SQLite provider, which the event-driven example's sink connection needs. Everything then runs in
 that environment's Python, from a directory outside the checkout, so the checkout can never stand in
 for the installed package; the event-driven example also runs under that environment's
@@ -132,7 +134,7 @@ def compat(tmp_path_factory: pytest.TempPathFactory) -> CompatEnv:
         [uv(), "pip", "install", "--quiet", "--python", str(VENV / "bin" / "python"), "--constraint", str(constraints),
          # the endpoint's wheel by its path too: as a find-links file of an unchanged version, uv could take a wheel it
          # cached from an earlier build at the same path
-         "--find-links", str(wheels), f"{wheel}[testing]", str(endpoint_wheel), *ADDITIONS],
+         "--find-links", str(wheels), f"{wheel}[testing,schemaregistry]", str(endpoint_wheel), *ADDITIONS],
         check=True, timeout=900,
     )
     home = tmp / "airflow-home"
