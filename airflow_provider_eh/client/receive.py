@@ -199,7 +199,7 @@ class PartitionsReader:
         def deliver(messages: Any) -> None:
             if track and messages:
                 self._note_last_enqueued(partition_id, messages[-1])
-            self._put(partition_id, [convert(partition_id, fields(m)) for m in messages])
+            self._put(partition_id, [convert(partition_id, f) for f in fields.many(messages)])
         return deliver
 
     def _run_direct(self, client: Any) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -74,19 +74,11 @@ def _value(value: Any) -> Any:
     return plain(value)
 
 
-def _properties(raw: Any, keys: dict[Any, str] | None = None) -> dict[str, Any]:
-    """Application properties with text keys; ``keys`` caches the decoded keys (they repeat from event to event)."""
+def _properties(raw: Any) -> dict[str, Any]:
+    """Application properties with text keys (:func:`fields_of_messages` writes the same out, with its key cache)."""
     if not raw:
         return {}
-    if keys is None:
-        return {k if type(k) is str else str(plain(k)): _value(v) for k, v in raw.items()}
-    out = {}
-    for key, value in raw.items():
-        name = keys.get(key)
-        if name is None:
-            name = keys[key] = key if type(key) is str else str(plain(key))
-        out[name] = _value(value)
-    return out
+    return {k if type(k) is str else str(plain(k)): _value(v) for k, v in raw.items()}
 
 
 def _utc(enqueued: datetime | None) -> datetime | None:
@@ -151,29 +143,66 @@ def fields_of_message(message: Any, reader: MessageFields | None = None) -> Rece
     The fields of a decoded AMQP message as the SDK's receiver hands it over (``None`` when its body
     is not data sections: those go through ``EventData``); ``reader`` lends its caches.
     """
-    data = message.data
-    if not data:
-        return None
-    annotations = message.message_annotations or {}
-    offset = annotations.get(OFFSET)
-    stamp = annotations.get(ENQUEUED_TIME)
-    if not stamp:
-        enqueued = None
-    elif reader is None:
-        enqueued = _enqueued(stamp)
-    elif stamp == reader.last_stamp:  # the events of one send share their enqueued time
-        enqueued = reader.last_enqueued
-    else:
-        enqueued = reader.last_enqueued = _enqueued(stamp)
-        reader.last_stamp = stamp
-    return ReceivedFields(
-        int(annotations[SEQUENCE_NUMBER]),
-        offset.decode("utf-8") if type(offset) is bytes else None,
-        enqueued,
-        data[0] if len(data) == 1 and type(data[0]) is bytes else b"".join(data),
-        _properties(message.application_properties, None if reader is None else reader.keys),
-        _content_type(message.properties),
-    )
+    return fields_of_messages((message,), reader)[0]
+
+
+def fields_of_messages(messages: Sequence[Any], reader: MessageFields | None = None) -> list[ReceivedFields | None]:
+    """
+    :func:`fields_of_message` of each of ``messages``, in one loop: per event, the decoding of its annotations and
+    properties is written out here rather than called (a call costs about what a property's decoding does).
+    """
+    keys: dict[Any, str] = {} if reader is None else reader.keys
+    last_stamp = None if reader is None else reader.last_stamp
+    last_enqueued = None if reader is None else reader.last_enqueued
+    out: list[ReceivedFields | None] = []
+    append = out.append
+    for message in messages:
+        data = message.data
+        if not data:
+            append(None)
+            continue
+        annotations = message.message_annotations or _NONE
+        offset = annotations.get(OFFSET)
+        stamp = annotations.get(ENQUEUED_TIME)
+        if not stamp:
+            enqueued = None
+        elif stamp == last_stamp:  # the events of one send share their enqueued time
+            enqueued = last_enqueued
+        else:
+            enqueued = last_enqueued = _enqueued(stamp)
+            last_stamp = stamp
+        raw = message.application_properties
+        properties: dict[str, Any] = {}
+        if raw:
+            for key, value in raw.items():
+                name = keys.get(key)
+                if name is None:
+                    name = keys[key] = key if type(key) is str else str(plain(key))
+                kind = type(value)
+                if kind is bytes:
+                    try:
+                        properties[name] = value.decode("utf-8")
+                    except UnicodeDecodeError:
+                        properties[name] = plain(value)
+                elif kind is str or kind is int or kind is float or kind is bool or value is None:
+                    properties[name] = value
+                else:
+                    properties[name] = plain(value)
+        amqp = message.properties
+        append(ReceivedFields(
+            int(annotations[SEQUENCE_NUMBER]),
+            offset.decode("utf-8") if type(offset) is bytes else None,
+            enqueued,
+            data[0] if len(data) == 1 and type(data[0]) is bytes else b"".join(data),
+            properties,
+            None if amqp is None or amqp.content_type is None else _content_type(amqp),
+        ))
+    if reader is not None:
+        reader.last_stamp, reader.last_enqueued = last_stamp, last_enqueued
+    return out
+
+
+_NONE: Mapping[Any, Any] = {}
 
 
 def event_data_of(message: Any) -> Any:
@@ -201,6 +230,16 @@ class MessageFields:
         self.last_stamp: Any = None
         self.last_enqueued: datetime | None = None
         self._seen = 0
+
+    def many(self, messages: Sequence[Any]) -> list[ReceivedFields]:
+        """The fields of each of ``messages`` (one batch of the link), as :meth:`__call__` gives them."""
+        if not self.trusted:
+            return [self(m) for m in messages]
+        fields = fields_of_messages(messages, self)
+        for i, found in enumerate(fields):
+            if found is None:  # not data sections
+                fields[i] = fields_of_event_data(event_data_of(messages[i]))
+        return fields  # type: ignore[return-value]  # no None is left
 
     def __call__(self, message: Any) -> ReceivedFields:
         if self.trusted:

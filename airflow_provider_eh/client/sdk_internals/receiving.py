@@ -92,9 +92,11 @@ def hand_over_messages(consumer: Any, deliver: Callable[[Any], None]) -> bool:
     if buffer is None or transport != "pyamqp" or not hasattr(consumer, "_next_message_in_buffer"):
         return False
 
+    resume = _Resume(None)  # one per link, pointed at each message in turn: the SDK reads it only to reconnect
+
     def next_message() -> Any:
-        message = buffer.popleft()
-        consumer._last_received_event = _Resume(message)
+        message = resume._message = buffer.popleft()
+        consumer._last_received_event = resume
         return message
 
     consumer._next_message_in_buffer = next_message

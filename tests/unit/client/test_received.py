@@ -72,6 +72,17 @@ def test_cached_keys_and_shared_enqueued_times_give_the_same_fields():
         assert fields_of_message(message, reader) == fields_of_event_data(EventData._from_message(message))
 
 
+def test_a_trusted_links_batches_read_in_one_loop_equal_the_sdks_eventdata():
+    reader = MessageFields("partition 1")
+    rng = random.Random(13)
+    messages = [received(random_event(rng), seq, enqueued_ms=1_764_000_000_000 + seq // 7) for seq in range(200)]
+    messages[90] = messages[90]._replace(data=None, value={b"k": 1})  # not data sections: through EventData
+    assert reader.many(messages[:MessageFields.CHECKED]) and reader.trusted is True
+    batches = [messages[MessageFields.CHECKED:100], messages[100:]]  # a send's enqueued time spans both batches
+    assert [f for batch in batches for f in reader.many(batch)] == [
+        fields_of_event_data(EventData._from_message(m)) for m in messages[MessageFields.CHECKED:]]
+
+
 def test_plain_values_of_properties_and_the_utc_enqueued_time():
     event = EventData(b'{"a": 1}')
     event.properties = {"eh.seq": 41, "eh.group": "orders", "blob": b"\xff\x00", "none": None}

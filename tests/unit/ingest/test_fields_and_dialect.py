@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from airflow_provider_eh.client.received import ReceivedFields
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest import FieldRef, IngestEvent, json_rows
 from airflow_provider_eh.ingest.processor import load_row_function
@@ -31,6 +33,21 @@ def test_json_rows_keeps_listed_columns_and_rejects_non_objects():
     assert to_row(ev({"id": 1, "tags": ["a"], "extra": 2})) == {"id": 1, "tags": '["a"]'}
     with pytest.raises(ValueError, match="expected an object"):
         to_row(ev([1, 2]))
+
+
+def test_a_body_reads_as_json_loads_reads_it_whitespace_bom_and_utf16_included():
+    bodies = [b'{"a": 1}', b' {"a": 1}\n', b"\xef\xbb\xbf[1]", '{"a": "\u00fc"}'.encode("utf-16"), b'"x"', b"3.5"]
+    assert [replace(ev(None), body=b).json() for b in bodies] == [json.loads(b) for b in bodies]
+    for bad, error in ((b"1 2", "Extra data"), (b"", "Expecting value"), (b'{"a": }', "Expecting value")):
+        with pytest.raises(ValueError, match=error):
+            replace(ev(None), body=bad).json()
+
+
+def test_an_event_built_on_the_receiving_thread_is_the_dataclass_event():
+    fields = ReceivedFields(7, "70", None, b'{"a": 1}', {"eh.seq": 3}, "application/json")
+    event = IngestEvent.received("1", fields)
+    assert event == IngestEvent("1", *fields) and event.decoded is None and event.json() == {"a": 1}
+    assert replace(event, decoded={"b": 2}).json() == {"b": 2} and event.producer_sequence_number == 3
 
 
 def test_row_function_is_loaded_from_a_dotted_path_or_fails_naming_it():
