@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _decoder(args: argparse.Namespace) -> TypedDecoder:
+    """The decoder of typed dead letters: the registry of ``--schema-registry-conn-id``, else none configured."""
+    conn_id = args.schema_registry_conn_id
+    return TypedDecoder(_registry(conn_id) if conn_id else None, conn_id=conn_id)
+
+
 def _delta(args: argparse.Namespace) -> int:
     """``list`` and ``replay`` on a Delta sink."""
     from airflow_provider_eh.ingest.delta import MERGE, DeltaIngestStore, DeltaTarget
@@ -110,9 +116,13 @@ def _delta(args: argparse.Namespace) -> int:
             if args.sequence_numbers and args.partition is None:
                 raise SinkConfigError("--sequence-number needs --partition")
             columns = args.columns.split(",") if args.columns else None
-            processor = BatchProcessor("delta_table", load_row_function(args.row_function, columns))
-            result = replay_dead_letters(store, processor, partition_id=args.partition,
-                                         sequence_numbers=args.sequence_numbers, reasons=args.reasons)
+            decoder = _decoder(args)
+            processor = BatchProcessor("delta_table", load_row_function(args.row_function, columns), decoder=decoder)
+            try:
+                result = replay_dead_letters(store, processor, partition_id=args.partition,
+                                             sequence_numbers=args.sequence_numbers, reasons=args.reasons)
+            finally:
+                decoder.close()
         else:
             raise SinkConfigError(f"{args.command}: a Delta sink keeps no sessions; list and replay only")
     except EventHubsProviderError as exc:
@@ -150,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.sequence_numbers and args.partition is None:
                 raise SinkConfigError("--sequence-number needs --partition")
             columns = args.columns.split(",") if args.columns else None
-            decoder = TypedDecoder(_registry(args.schema_registry_conn_id) if args.schema_registry_conn_id else None,
-                                   conn_id=args.schema_registry_conn_id)
+            decoder = _decoder(args)
             processor = BatchProcessor(args.table, load_row_function(args.row_function, columns), decoder=decoder)
             try:
                 result = replay_dead_letters(
