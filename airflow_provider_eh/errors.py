@@ -89,6 +89,17 @@ class SchemaIncompatibleError(EventHubsProviderError):
     the message names the fields at fault."""
 
 
+class MissingExtraError(EventHubsProviderError):
+    """A feature's optional packages are not installed where the task runs; the message names the extra."""
+
+    def __init__(self, feature: str, extra: str, missing: str):
+        super().__init__(
+            f"{feature} needs the provider's {extra} extra, which is not installed where this runs ({missing} cannot "
+            f"be imported): pip install 'airflow-provider-eh[{extra}]' into the Airflow environment (workers and "
+            "triggerer), then retry"
+        )
+
+
 class CheckpointStoreError(EventHubsProviderError):
     """Checkpoints or ownership cannot be read or written (missing container, bad layout)."""
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_eh.errors import ConnectionUnreachableError, CredentialRefusedError, EventHubsProviderError
+from airflow_provider_eh.extras import require_extra
 
 #: the content types of Microsoft's encoders, before ``+<schema id>``, and the format each names
 MIME_TYPES = {"avro/binary": "Avro", "application/json;serialization=Json": "Json"}
@@ -246,6 +247,7 @@ class TypedDecoder:
         self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
 
     def _encoder(self, typed: TypedContent) -> Any:
+        require_extra("schemaregistry", f"decoding typed events (schema id {typed.schema_id})")
         if self._unavailable is not None:
             raise _missing(typed, self._unavailable)
         if self._client is None:
@@ -318,6 +320,7 @@ class AsyncTypedDecoder:
         self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
 
     async def _encoder(self, typed: TypedContent) -> Any:
+        require_extra("schemaregistry", f"decoding typed events (schema id {typed.schema_id})")
         if self._unavailable is not None:
             raise _missing(typed, self._unavailable)
         if self._client is None:

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_provider_eh.client.typed_events import TypedDecoder, UndecodableEventError, json_default, typed_content
-from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.errors import MissingExtraError, SinkConfigError
 from airflow_provider_eh.ingest.events import STAMP_GROUP, STAMP_SEQ, IngestEvent
 from airflow_provider_eh.ingest.schema import identifier
 from airflow_provider_eh.ingest.store import Transaction, utc_text
@@ -300,7 +300,7 @@ class BatchProcessor:
             tx.dead_letter(event, UNDECODABLE, error)
             return error
         except Exception as exc:
-            if isinstance(exc, SinkConfigError) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
+            if isinstance(exc, (SinkConfigError, MissingExtraError)) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
                 raise
             error = _describe(exc)
             tx.dead_letter(event, "rejected", error)

@@ -17,6 +17,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
+from airflow_provider_eh.extras import require_extra
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
@@ -197,6 +198,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         registry is asked."""
         if not self.schema_group:
             return None
+        require_extra("schemaregistry", f"Publishing typed events (schema_group={self.schema_group!r})")
         self.check_arguments()
         self.check_schema_settings()
         fmt = schema_format(self.schema_format)

@@ -21,6 +21,7 @@ from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.extras import require_extra
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
@@ -94,6 +95,7 @@ def delta_store(
     dead_letter_table: str | None = None,
 ) -> DeltaIngestStore:
     """The Delta table ``table`` of the hub's stream, with the ``wasb`` connection's credentials for an Azure URI."""
+    require_extra("deltalake", f"A Delta sink (table {table!r})")
     target = DeltaTarget(
         str(table), delta_storage_options(str(table), wasb_conn_id), mode=mode,
         merge_keys=list(merge_keys) if merge_keys else None, partition_by=list(partition_by) if partition_by else None,
