@@ -258,18 +258,9 @@ class TypedDecoder:
                 raise _missing(typed, self._unavailable) from None
             self.address = registry.fully_qualified_namespace  # type: ignore[union-attr]
             self._client = _CachingClient(registry.client(), self.cache)  # type: ignore[union-attr]
-        encoder = self._encoders.get(typed.format)
-        if encoder is None:
-            if typed.format == "Avro":
-                from azure.schemaregistry.encoder.avroencoder import AvroEncoder
-
-                encoder = AvroEncoder(client=self._client)
-            else:
-                from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
-
-                encoder = JsonSchemaEncoder(client=self._client, validate=validate_json)
-            self._encoders[typed.format] = encoder
-        return encoder
+        if typed.format not in self._encoders:
+            self._encoders[typed.format] = _new_encoder(typed.format, self._client, aio=False)
+        return self._encoders[typed.format]
 
     def decode(self, body: bytes, content_type: str) -> Any:
         """The decoded value (an Avro record or a JSON value) of a typed event's body.
@@ -296,6 +287,25 @@ class TypedDecoder:
             client, self._client = self._client, None
             self._encoders.clear()
             client.close()
+
+
+def _new_encoder(fmt: str, client: Any, *, aio: bool) -> Any:
+    """Microsoft's encoder of ``fmt`` (``Avro`` or ``Json``) over ``client``; its aio twin with ``aio``."""
+    if fmt == "Avro":
+        if aio:
+            from azure.schemaregistry.encoder.avroencoder.aio import AvroEncoder as AsyncAvroEncoder
+
+            return AsyncAvroEncoder(client=client)
+        from azure.schemaregistry.encoder.avroencoder import AvroEncoder
+
+        return AvroEncoder(client=client)
+    if aio:
+        from azure.schemaregistry.encoder.jsonencoder.aio import JsonSchemaEncoder as AsyncJsonSchemaEncoder
+
+        return AsyncJsonSchemaEncoder(client=client, validate=validate_json)
+    from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
+
+    return JsonSchemaEncoder(client=client, validate=validate_json)
 
 
 class AsyncTypedDecoder:
@@ -332,18 +342,9 @@ class AsyncTypedDecoder:
                 raise _missing(typed, self._unavailable) from None
             self.address = registry.fully_qualified_namespace
             self._client = _AsyncCachingClient(registry.async_client(), self.cache)
-        encoder = self._encoders.get(typed.format)
-        if encoder is None:
-            if typed.format == "Avro":
-                from azure.schemaregistry.encoder.avroencoder.aio import AvroEncoder
-
-                encoder = AvroEncoder(client=self._client)
-            else:
-                from azure.schemaregistry.encoder.jsonencoder.aio import JsonSchemaEncoder
-
-                encoder = JsonSchemaEncoder(client=self._client, validate=validate_json)
-            self._encoders[typed.format] = encoder
-        return encoder
+        if typed.format not in self._encoders:
+            self._encoders[typed.format] = _new_encoder(typed.format, self._client, aio=True)
+        return self._encoders[typed.format]
 
     async def decode(self, body: bytes, content_type: str) -> Any:
         """As :meth:`TypedDecoder.decode`."""
