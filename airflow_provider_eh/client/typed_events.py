@@ -28,9 +28,9 @@ import datetime
 import decimal
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow_provider_eh.errors import ConnectionUnreachableError, CredentialRefusedError, EventHubsProviderError
 from airflow_provider_eh.extras import require_extra
@@ -225,7 +225,54 @@ def _missing(typed: TypedContent, why: str) -> UndecodableEventError:
         f"schema id {typed.schema_id} ({typed.format}): the event is typed but {why}; {SET_REGISTRY}")
 
 
-class TypedDecoder:
+class _Decoding:
+    """What the sync and async decoders share: the registry given, the schema cache, the encoders per format,
+    and how a failure to reach the registry or to decode is told."""
+
+    def __init__(self, registry: Any, *, cache_size: int = CACHED_SCHEMAS, conn_id: str | None = None):
+        self._registry = registry
+        self.conn_id = conn_id
+        self.address = "?"
+        self.cache = _Cache(cache_size)
+        self._client: Any = None
+        self._encoders: dict[str, Any] = {}
+        self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
+
+    def _check(self, typed: TypedContent) -> None:
+        """Raise when no event of ``typed`` can be decoded here: the extra missing, or no usable registry."""
+        require_extra("schemaregistry", f"decoding typed events (schema id {typed.schema_id})")
+        if self._unavailable is not None:
+            raise _missing(typed, self._unavailable)
+
+    def _unusable(self, typed: TypedContent, exc: BaseException) -> UndecodableEventError:
+        """The registry could not be had (``exc``): this and every later typed event are undecodable."""
+        self._unavailable = f"its Schema Registry cannot be used ({exc})"
+        return _missing(typed, self._unavailable)
+
+    def _encoder_of(self, typed: TypedContent, *, aio: bool) -> Any:
+        if typed.format not in self._encoders:
+            self._encoders[typed.format] = _new_encoder(typed.format, self._client, aio=aio)
+        return self._encoders[typed.format]
+
+    def _raise_failure(self, typed: TypedContent, exc: Exception) -> NoReturn:
+        """Raise what a failed decode means: the event's (undecodable) or the registry's (the run's)."""
+        failure = _undecodable(typed, exc)
+        if failure is not None:
+            raise failure from None
+        unavailable = _registry_failure(exc, self.conn_id, self.address)
+        if unavailable is None:
+            raise exc
+        raise unavailable from exc
+
+
+def _typed_or_raise(content_type: str) -> TypedContent:
+    typed = typed_content(content_type)
+    if typed is None:
+        raise UndecodableEventError(f"content type {content_type!r} names no schema id")
+    return typed
+
+
+class TypedDecoder(_Decoding):
     """
     Decodes typed events with Microsoft's decoders; one per run (its schema cache lives as long).
 
@@ -236,51 +283,28 @@ class TypedDecoder:
     :param conn_id: the registry's Airflow connection, named when the registry fails.
     """
 
-    def __init__(self, registry: Any | Callable[[], Any] | None, *, cache_size: int = CACHED_SCHEMAS,
-                 conn_id: str | None = None):
-        self._registry = registry
-        self.conn_id = conn_id
-        self.address = "?"
-        self.cache = _Cache(cache_size)
-        self._client: Any = None
-        self._encoders: dict[str, Any] = {}
-        self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
-
     def _encoder(self, typed: TypedContent) -> Any:
-        require_extra("schemaregistry", f"decoding typed events (schema id {typed.schema_id})")
-        if self._unavailable is not None:
-            raise _missing(typed, self._unavailable)
+        self._check(typed)
         if self._client is None:
             try:
                 registry = self._registry() if callable(self._registry) else self._registry
             except Exception as exc:
-                self._unavailable = f"its Schema Registry cannot be used ({exc})"
-                raise _missing(typed, self._unavailable) from None
-            self.address = registry.fully_qualified_namespace  # type: ignore[union-attr]
-            self._client = _CachingClient(registry.client(), self.cache)  # type: ignore[union-attr]
-        if typed.format not in self._encoders:
-            self._encoders[typed.format] = _new_encoder(typed.format, self._client, aio=False)
-        return self._encoders[typed.format]
+                raise self._unusable(typed, exc) from None
+            self.address = registry.fully_qualified_namespace
+            self._client = _CachingClient(registry.client(), self.cache)
+        return self._encoder_of(typed, aio=False)
 
     def decode(self, body: bytes, content_type: str) -> Any:
         """The decoded value (an Avro record or a JSON value) of a typed event's body.
 
         :raises UndecodableEventError: the event cannot be decoded (the message names the schema id and why).
         """
-        typed = typed_content(content_type)
-        if typed is None:
-            raise UndecodableEventError(f"content type {content_type!r} names no schema id")
+        typed = _typed_or_raise(content_type)
         encoder = self._encoder(typed)
         try:
             return encoder.decode({"content": body, "content_type": content_type})
         except Exception as exc:
-            failure = _undecodable(typed, exc)
-            if failure is not None:
-                raise failure from None
-            unavailable = _registry_failure(exc, self.conn_id, self.address)
-            if unavailable is None:
-                raise
-            raise unavailable from exc
+            self._raise_failure(typed, exc)
 
     def close(self) -> None:
         if self._client is not None:
@@ -308,7 +332,7 @@ def _new_encoder(fmt: str, client: Any, *, aio: bool) -> Any:
     return JsonSchemaEncoder(client=client, validate=validate_json)
 
 
-class AsyncTypedDecoder:
+class AsyncTypedDecoder(_Decoding):
     """
     :class:`TypedDecoder` over the aio clients, for triggers.
 
@@ -319,49 +343,26 @@ class AsyncTypedDecoder:
     :param conn_id: the registry's Airflow connection, named when the registry fails.
     """
 
-    def __init__(self, registry: Callable[[], Awaitable[Any]] | None, *, cache_size: int = CACHED_SCHEMAS,
-                 conn_id: str | None = None):
-        self._registry = registry
-        self.conn_id = conn_id
-        self.address = "?"
-        self.cache = _Cache(cache_size)
-        self._client: Any = None
-        self._encoders: dict[str, Any] = {}
-        self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
-
     async def _encoder(self, typed: TypedContent) -> Any:
-        require_extra("schemaregistry", f"decoding typed events (schema id {typed.schema_id})")
-        if self._unavailable is not None:
-            raise _missing(typed, self._unavailable)
+        self._check(typed)
         if self._client is None:
             assert self._registry is not None
             try:
                 registry = await self._registry()
             except Exception as exc:
-                self._unavailable = f"its Schema Registry cannot be used ({exc})"
-                raise _missing(typed, self._unavailable) from None
+                raise self._unusable(typed, exc) from None
             self.address = registry.fully_qualified_namespace
             self._client = _AsyncCachingClient(registry.async_client(), self.cache)
-        if typed.format not in self._encoders:
-            self._encoders[typed.format] = _new_encoder(typed.format, self._client, aio=True)
-        return self._encoders[typed.format]
+        return self._encoder_of(typed, aio=True)
 
     async def decode(self, body: bytes, content_type: str) -> Any:
         """As :meth:`TypedDecoder.decode`."""
-        typed = typed_content(content_type)
-        if typed is None:
-            raise UndecodableEventError(f"content type {content_type!r} names no schema id")
+        typed = _typed_or_raise(content_type)
         encoder = await self._encoder(typed)
         try:
             return await encoder.decode({"content": body, "content_type": content_type})
         except Exception as exc:
-            failure = _undecodable(typed, exc)
-            if failure is not None:
-                raise failure from None
-            unavailable = _registry_failure(exc, self.conn_id, self.address)
-            if unavailable is None:
-                raise
-            raise unavailable from exc
+            self._raise_failure(typed, exc)
 
     async def close(self) -> None:
         if self._client is not None:
