@@ -51,7 +51,7 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_eh.client.failures import FailureSite, StoreRole, provider_error
 from airflow_provider_eh.client.network import NetworkOptions
-from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError, EventHubsProviderError
+from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError, EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
 if TYPE_CHECKING:
@@ -448,3 +448,20 @@ class BlobStorageAsyncHook(_BlobConnection, BaseHook):
         if self._service is not None:
             await self._service.close()
             self._service = None
+
+
+#: the URI schemes of a Delta table on Azure storage
+AZURE_SCHEMES = ("abfss://", "abfs://", "az://", "azure://", "adl://")
+
+
+def delta_storage_options(uri: str, wasb_conn_id: str) -> dict[str, str] | None:
+    """The object store options of a Delta table at ``uri``: the ``wasb`` connection's account and credential for
+    an Azure URI, none for a local path. They hold secrets: they go to ``deltalake`` only."""
+    if not uri.lower().startswith(AZURE_SCHEMES):
+        if "://" in uri and not uri.lower().startswith("file://"):
+            raise SinkConfigError(
+                f"table {uri!r}: the Delta sink writes to a local path or to Azure storage "
+                "(abfss://container@account.dfs.core.windows.net/path or az://container/path)"
+            )
+        return None
+    return BlobStorageHook(wasb_conn_id).delta_storage_options()

@@ -91,13 +91,14 @@ def _decoder(args: argparse.Namespace) -> TypedDecoder:
 
 def _delta(args: argparse.Namespace) -> int:
     """``list`` and ``replay`` on a Delta sink."""
+    from airflow_provider_eh.hooks.blob import delta_storage_options
     from airflow_provider_eh.ingest.delta import MERGE, DeltaIngestStore, DeltaTarget
 
-    options = None
-    if "://" in args.delta and not args.delta.startswith("file://"):
-        from airflow_provider_eh.hooks.blob import BlobStorageHook
-
-        options = BlobStorageHook(args.wasb_conn_id).delta_storage_options()
+    try:
+        options = delta_storage_options(args.delta, args.wasb_conn_id)
+    except EventHubsProviderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     keys = args.merge_keys.split(",") if args.merge_keys else None
     target = DeltaTarget(args.delta, options, mode=MERGE if keys else "append", merge_keys=keys,
                          dead_letter_uri=args.dead_letter_table)

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.blob import BlobStorageHook, delta_storage_options
 from airflow_provider_eh.ingest.delta import maintain
 from airflow_provider_eh.operators.common import airflow_errors
-from airflow_provider_eh.operators.ingest import delta_storage_options
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -22,7 +22,7 @@ from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.extras import require_extra
-from airflow_provider_eh.hooks.blob import BlobStorageHook
+from airflow_provider_eh.hooks.blob import BlobStorageHook, delta_storage_options
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_eh.ingest import (
@@ -72,21 +72,7 @@ def _sql_connection(sql_conn_id: str) -> Any:
 
 SQL = "sql"
 DELTA = "delta"
-AZURE_SCHEMES = ("abfss://", "abfs://", "az://", "azure://", "adl://")
 SQL_BATCH_BYTES = 4 * 1024 * 1024
-
-
-def delta_storage_options(uri: str, wasb_conn_id: str) -> dict[str, str] | None:
-    """The object store options of a Delta table at ``uri``: the ``wasb`` connection's account and credential for
-    an Azure URI, none for a local path. They hold secrets: they go to ``deltalake`` only."""
-    if not uri.lower().startswith(AZURE_SCHEMES):
-        if "://" in uri and not uri.lower().startswith("file://"):
-            raise SinkConfigError(
-                f"table {uri!r}: the Delta sink writes to a local path or to Azure storage "
-                "(abfss://container@account.dfs.core.windows.net/path or az://container/path)"
-            )
-        return None
-    return BlobStorageHook(wasb_conn_id).delta_storage_options()
 
 
 def delta_store(

@@ -272,6 +272,9 @@ def test_the_shell_tool_lists_and_replays_a_delta_sinks_dead_letters(tmp_path, c
     assert json.loads(capsys.readouterr().out)["replayed"] == [["0", 1]]
     assert table_ids(uri) == ["a0", "p1"]
     assert main([*cli, "sessions"]) == 2 and "keeps no sessions" in capsys.readouterr().err
+    # a table the Delta sink cannot write to (neither a local path nor Azure storage): named, as the operators do
+    elsewhere = ["--delta", "s3://bucket/orders", "--namespace", STREAM.namespace, "--eventhub", STREAM.eventhub]
+    assert main([*elsewhere, "list"]) == 2 and "local path or to Azure storage" in capsys.readouterr().err
 
 
 def test_a_replay_in_several_chunks_moves_its_version_forward_per_chunk(tmp_path, monkeypatch):
