@@ -69,9 +69,6 @@ class PartitionsReader:
         (default) reads on one thread where the SDK allows it.
     :param convert: ``convert(partition_id, fields)`` makes each event of a batch; ``None``: batches
         are the SDK's ``EventData``.
-    :param track_last_enqueued: ask the hub for each partition's last enqueued event with every
-        delivery (the receiver runtime metric); :attr:`last_enqueued` then holds, per partition, the
-        latest figures received (:class:`LastEnqueued`), with no management call.
     :param shared: open the links on the process's one connection to the hub
         (:meth:`EventHubsEndpoint.consumer`'s ``shared``); ``False``: a connection of their own.
     """
@@ -89,15 +86,12 @@ class PartitionsReader:
         owner_level: int | None = None,
         direct: bool | None = None,
         convert: Converter | None = None,
-        track_last_enqueued: bool = False,
         shared: bool = False,
     ):
         self.endpoint = endpoint
         self.consumer_group = consumer_group
         self.shared = shared
         self.starts = {str(p): int(after) for p, after in starts.items()}
-        self.track_last_enqueued = track_last_enqueued
-        self.last_enqueued: dict[str, LastEnqueued] = {}  # written by the receiving thread, read by the caller
         if isinstance(max_batch_size, Mapping):
             self.max_batch_size = {str(p): int(n) for p, n in max_batch_size.items()}
         else:
@@ -173,32 +167,23 @@ class PartitionsReader:
             except queue.Full:
                 continue
 
-    def _note_last_enqueued(self, partition_id: str, message: Any) -> None:
-        found = LastEnqueued.of(message)
-        if found is not None:
-            self.last_enqueued[partition_id] = found
-
     def _on_batch(self, partition_id: str) -> Any:
         """The callback for a batch of SDK ``EventData``."""
-        convert, track = self.convert, self.track_last_enqueued
+        convert = self.convert
 
         def deliver(events: Any) -> None:
             events = list(events)
-            if track and events:
-                self._note_last_enqueued(partition_id, sdk_internals.message_of(events[-1]))
             self._put(partition_id, events if convert is None else [convert(partition_id, fields_of_event_data(e))
                                                                       for e in events])
         return deliver
 
     def _on_messages(self, partition_id: str) -> Any:
         """The callback for a batch of decoded AMQP messages (see :func:`_hand_over_messages`)."""
-        convert, track = self.convert, self.track_last_enqueued
+        convert = self.convert
         assert convert is not None
         fields = MessageFields(f"partition {partition_id} of {self.endpoint.eventhub_name!r}")
 
         def deliver(messages: Any) -> None:
-            if track and messages:
-                self._note_last_enqueued(partition_id, messages[-1])
             self._put(partition_id, [convert(partition_id, f) for f in fields.many(messages)])
         return deliver
 
@@ -210,7 +195,6 @@ class PartitionsReader:
                 consumer = sdk_internals.create_consumer(
                     client, self.consumer_group, p, _position(after), self._on_batch(p),
                     event_position_inclusive=False, owner_level=self.owner_level, prefetch=self.prefetch,
-                    track_last_enqueued_event_properties=self.track_last_enqueued,
                 )
                 if self.convert is not None:
                     sdk_internals.hand_over_messages(consumer, self._on_messages(p))
@@ -257,7 +241,6 @@ class PartitionsReader:
                 max_batch_size=self.max_batch_size[partition_id],
                 max_wait_time=self.max_wait_time,
                 prefetch=self.prefetch,
-                track_last_enqueued_event_properties=self.track_last_enqueued,
                 **kwargs,
             )
         except Exception as exc:  # the caller re-raises it

@@ -41,6 +41,9 @@ class RunLimits:
     :param checkpoint_interval: seconds between two writes of a partition's standard blob checkpoint
         while the run goes on (the SQL checkpoint moves with every batch; the blob with the newest of
         them, and at the end of the run with the last).
+    :param lag_interval: seconds between two reads of the partitions' last enqueued sequence numbers, which
+        each batch's lag is counted from (read first with the run's bounds; a management request per
+        partition, on a thread of its own).
     """
 
     batch_size: int | None = None
@@ -57,6 +60,7 @@ class RunLimits:
     upto: Mapping[str, int] | None = None
     checkpoint_interval: float = 1.0
     batch_seconds: float = 0.0
+    lag_interval: float = 5.0
 
     def __post_init__(self) -> None:
         if self.strategy not in (BALANCED, GREEDY):
@@ -69,3 +73,5 @@ class RunLimits:
             raise SinkConfigError(f"delta_batch_seconds / batch_seconds must be 0 or more seconds, not {self.batch_seconds}")
         if self.checkpoint_interval < 0:
             raise SinkConfigError(f"checkpoint_interval must be 0 (every batch) or more seconds, not {self.checkpoint_interval}")
+        if not self.lag_interval > 0:
+            raise SinkConfigError(f"lag_interval must be more than 0 seconds, not {self.lag_interval}")

@@ -39,6 +39,7 @@ from airflow_provider_eh.client.receive import PartitionsReader
 from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.drain import Arrivals, Drain, Gathering
 from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.hub_ends import HubEnds, last_enqueued
 from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
 from airflow_provider_eh.ingest.ownership import PartitionOwnership, is_live, plan_claims
@@ -80,8 +81,8 @@ class PartitionReport:
     checkpoint: int
     batches: int = 0
     counts: BatchResult = field(default_factory=BatchResult)
-    # the partition's last enqueued sequence number as the stream last reported it, and the events
-    # enqueued after the checkpoint then (None: no batch, or a hub that sends no runtime metrics)
+    # the partition's last enqueued sequence number as last read from the hub (HubEnds), and the events
+    # enqueued after the checkpoint then (None: no batch yet)
     last_enqueued: int | None = None
     lag: int | None = None
 
@@ -98,7 +99,7 @@ class IngestedBatch:
     :param partition_id: its partition.
     :param counts: what its transaction did (rows, duplicates, dead letters, ...).
     :param seconds: from the start of its processing to its transaction committed (receiving it is not counted).
-    :param lag: events enqueued after its last one, as the stream last reported it (``None``: not reported).
+    :param lag: events enqueued after its last one, as the hub's end was last read (``None``: not known).
     :param enqueued_time: when its last event was enqueued (``None``: unknown).
     """
 
@@ -166,7 +167,7 @@ class IngestRun:
                 f"{self.limits.instances} instances need a blob container for ownership claims; pass one, or run one instance"
             )
         self.reports: dict[str, PartitionReport] = {}
-        self._last_enqueued: Mapping[str, Any] = {}  # the reader's: per partition, the stream's last enqueued event
+        self._hub_ends: HubEnds | None = None  # per partition, the hub's last enqueued sequence number, kept fresh
         self._events = 0
         self._batches = 0
         self._mirror_writer: MirrorWriter | None = None
@@ -184,17 +185,13 @@ class IngestRun:
 
     # -- bounds ----------------------------------------------------------------------------
 
-    def _targets(self) -> dict[str, int]:
-        """Each partition's last enqueued sequence number now (``-1`` when empty): the run's bound."""
-        # management requests only (a Listen right is enough): the package's client asks all of them over one
-        # kept management link, where the SDK's clients set up a connection for each (~0.4 s)
-        # one retry of the SDK's own, as the hooks' reads: a setting at fault fails in seconds, a passing fault
-        # is the task's retry to wait out
-        with self.endpoint.producer(retry_total=1) as client:
-            targets = self._read_targets(client)
+    def _targets(self, client: Any) -> tuple[dict[str, int], dict[str, int]]:
+        """Each partition's last enqueued sequence number now (``-1`` when empty), and the run's bounds
+        (``upto`` applied)."""
+        ends = self._read_targets(client)
         if self.limits.upto is None:
-            return targets
-        return {p: min(targets[p], int(last)) for p, last in self.limits.upto.items() if p in targets}
+            return ends, dict(ends)
+        return ends, {p: min(ends[p], int(last)) for p, last in self.limits.upto.items() if p in ends}
 
     def _read_targets(self, client: Any) -> dict[str, int]:
         ids = [str(p) for p in client.get_partition_ids()]
@@ -202,12 +199,7 @@ class IngestRun:
             wanted = {str(p) for p in self.limits.partition_ids}
             check_partition_ids(self.endpoint.eventhub_name, wanted, ids)
             ids = [p for p in ids if p in wanted]
-
-        def last_enqueued(partition_id: str) -> int:
-            props = client.get_partition_properties(partition_id)
-            return -1 if props.get("is_empty") else int(props["last_enqueued_sequence_number"])
-
-        return {p: last_enqueued(p) for p in ids}
+        return {p: last_enqueued(client, p) for p in ids}
 
     def _budget_left(self) -> bool:
         if self._stopped.is_set():
@@ -222,12 +214,26 @@ class IngestRun:
         """Run to the bounds; return ``{owner_id, events, partitions: {id: report}}``."""
         if self.limits.max_duration is not None:
             self._deadline = time.monotonic() + self.limits.max_duration
-        targets = self._targets()
-        log.info(
-            "Instance %s ingesting %s/%s up to %s",
-            self.owner_id, self.endpoint.eventhub_name, self.consumer_group,
-            ", ".join(f"partition {p}: seq {t}" for p, t in targets.items()),
-        )
+        # management requests only (a Listen right is enough): the package's client asks all of them over one
+        # kept management link, where the SDK's clients set up a connection for each (~0.4 s)
+        # one retry of the SDK's own, as the hooks' reads: a setting at fault fails in seconds, a passing fault
+        # is the task's retry to wait out
+        with self.endpoint.producer(retry_total=1) as client:
+            ends, targets = self._targets(client)
+            log.info(
+                "Instance %s ingesting %s/%s up to %s",
+                self.owner_id, self.endpoint.eventhub_name, self.consumer_group,
+                ", ".join(f"partition {p}: seq {t}" for p, t in targets.items()),
+            )
+            # each batch's lag: the partitions' ends read again every lag_interval, over the same management link
+            self._hub_ends = HubEnds(lambda p: last_enqueued(client, p), {p: ends[p] for p in targets},
+                                     self.limits.lag_interval, self.endpoint.eventhub_name)
+            try:
+                return self._run_to(targets)
+            finally:
+                self._hub_ends.close()
+
+    def _run_to(self, targets: Mapping[str, int]) -> dict[str, Any]:
         idle_since = time.monotonic()
         try:
             while self._budget_left():
@@ -325,7 +331,8 @@ class IngestRun:
             log.info("Instance %s: partition %s from seq %d to %d", self.owner_id, p, start, target)
         sink: queue.Queue[Any] = queue.Queue(maxsize=4 * len(ranges))
         reader = self._open_reader(ranges, sink)
-        self._last_enqueued = reader.last_enqueued
+        if self._hub_ends is not None:
+            self._hub_ends.start()
         drain = Drain(
             ranges, Arrivals(sink, batch_size=limits.batch_size, batch_bytes=limits.batch_bytes),
             close_partition=reader.close_partition, stall_timeout=limits.stall_timeout,
@@ -366,7 +373,6 @@ class IngestRun:
             max_batch_size={p: max(1, min(chunk, target - start)) for p, (start, target) in ranges.items()},
             max_wait_time=self.limits.max_wait_time,
             convert=IngestEvent.received,  # events are built on the receiving thread, from the AMQP messages
-            track_last_enqueued=True,  # each partition's lag after its batches, from the stream itself
         ).start()
 
     def _commit_or_give_up(self, drain: Drain, partition_id: str, events: list[IngestEvent]) -> bool:
@@ -404,10 +410,11 @@ class IngestRun:
         report.batches += 1
         report.checkpoint = last.sequence_number
         report.counts.add(counts)
-        reported = self._last_enqueued.get(partition_id)
-        if reported is not None:
-            report.last_enqueued = reported.sequence_number
-            report.lag = reported.lag(last.sequence_number)
+        ends = self._hub_ends
+        end = None if ends is None else ends.get(partition_id)
+        if end is not None:
+            report.last_enqueued = end
+            report.lag = max(0, end - last.sequence_number)
         if self.checkpoint_store is not None:
             if self._mirror_writer is None:
                 self._mirror_writer = MirrorWriter(self, self.limits.checkpoint_interval)
@@ -420,5 +427,5 @@ class IngestRun:
         )
         if self.on_batch is not None:
             self.on_batch(IngestedBatch(partition_id, counts, time.monotonic() - started,
-                                        None if reported is None else report.lag, last.enqueued_time))
+                                        None if end is None else report.lag, last.enqueued_time))
         return last.sequence_number

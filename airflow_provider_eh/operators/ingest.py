@@ -217,6 +217,8 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     :param stall_timeout: seconds a pending partition may deliver nothing before the task fails (and retries).
     :param checkpoint_interval: seconds between two writes of a partition's blob checkpoint while the
         task runs (the SQL checkpoint moves with every batch; the last one is always written at the end).
+    :param lag_interval: seconds between two reads of the partitions' last enqueued sequence numbers, which
+        each batch's lag (the result's and the ``eventhubs.checkpoint.lag`` metric's) is counted from.
     :param dedupe: skip stamped events at or below their producer group's high-water mark.
     :param session_key: ``property:NAME`` or ``body:FIELD``: enables in-order processing per session.
     :param session_sequence: where the per-session sequence is (default ``property:eh.seq``).
@@ -273,6 +275,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         partition_ids: Sequence[str] | None = None,
         stall_timeout: float = 120.0,
         checkpoint_interval: float = 1.0,
+        lag_interval: float = 5.0,
         dedupe: bool = True,
         session_key: str | None = None,
         session_sequence: str = f"property:{STAMP_SEQ}",
@@ -310,6 +313,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         self.partition_ids = partition_ids
         self.stall_timeout = stall_timeout
         self.checkpoint_interval = checkpoint_interval
+        self.lag_interval = lag_interval
         self.dedupe = dedupe
         self.session_key = session_key
         self.session_sequence = session_sequence
@@ -364,6 +368,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
                 stall_timeout=float(self.stall_timeout),
                 upto=self._upto(context),
                 checkpoint_interval=float(self.checkpoint_interval),
+                lag_interval=float(self.lag_interval),
             )
             decoder = self._decoder()
             processor = BatchProcessor("delta_table" if delta else self.table, self._row_function(), sessions=sessions,

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,28 +100,40 @@ def test_without_a_blob_container_a_single_instance_keeps_sql_checkpoints_only(e
 def test_partition_that_stops_delivering_before_its_target_fails_the_run_instead_of_hanging(eh_conn_str, sink_db, monkeypatch):
     publish(eh_conn_str, {"1": stamped("1", 3)})
     # the hub said seq 5 was enqueued, but only 0..2 can be read (as after a retention cut or a lost hub)
-    monkeypatch.setattr(IngestRun, "_targets", lambda self: {"1": 5})
+    monkeypatch.setattr(IngestRun, "_targets", lambda self, client: ({"1": 5}, {"1": 5}))
     with pytest.raises(IngestStalledError, match="Partition '1'.*no event after seq 2"):
         ingest(eh_conn_str, sink_db, stall_timeout=1.5)
     assert [r[2] for r in table_rows(sink_db)] == [0, 1, 2]
 
 
-def test_each_partitions_lag_after_its_batches_comes_from_the_stream_it_read(eh_conn_str, sink_db, caplog):
-    """The receiver runtime metric: no management call, the figure the hub sent with the last delivery."""
+def test_each_partitions_lag_after_its_batches_counts_what_the_hub_holds_now(eh_conn_str, sink_db, caplog):
+    """The hub's end is read again every ``lag_interval``: events enqueued after the run's start (beyond its
+    bounds) count in the lag of the batches committed after they were."""
     publish(eh_conn_str, {"0": stamped("0", 120), "1": stamped("1", 30)})
     caplog.set_level("INFO", logger="airflow_provider_eh.ingest.runner")
     committed: list[IngestedBatch] = []  # what the operator's metrics are emitted from, batch by batch
-    summary = ingest(eh_conn_str, sink_db, max_events=100, on_batch=committed.append)  # stops short of partition 0's end
+
+    def on_batch(batch: IngestedBatch) -> None:
+        committed.append(batch)
+        if len(committed) == 1:  # a producer goes on while the run reads: 50 more on partition 0
+            publish(eh_conn_str, {"0": stamped("0", 50, start=120)})
+            time.sleep(1.0)  # several of the run's lag intervals
+
+    summary = ingest(eh_conn_str, sink_db, max_events=100, on_batch=on_batch, lag_interval=0.2)  # stops short
     reports = summary["partitions"]
     stopped_at = {p: r["checkpoint"] for p, r in reports.items()}
     assert sum(r["rows"] for r in reports.values()) == 100
-    assert reports["0"]["last_enqueued"] == 119 and reports["0"]["lag"] == 119 - stopped_at["0"] > 0
+    assert stopped_at["0"] <= 119  # the run's bound: the hub's end when it started
+    assert reports["0"]["last_enqueued"] == 169 and reports["0"]["lag"] == 169 - stopped_at["0"] > 50
     assert sum(b.counts.rows for b in committed) == 100 and len(committed) == sum(r["batches"] for r in reports.values())
     assert [b.lag for b in committed if b.partition_id == "0"][-1] == reports["0"]["lag"]
     assert all(b.enqueued_time is not None and b.seconds >= 0 for b in committed)
     if "1" in reports and reports["1"]["batches"]:
         assert reports["1"]["last_enqueued"] == 29 and reports["1"]["lag"] == 29 - stopped_at["1"]
-    assert f"lag {119 - stopped_at['0']} (last enqueued 119)" in caplog.text
+    assert f"lag {169 - stopped_at['0']} (last enqueued 169)" in caplog.text
+    # the first batch's lag was counted from the ends the run read for its bounds, before the 50 were added
+    assert committed[0].lag is not None and committed[0].lag < {"0": 120, "1": 30}[committed[0].partition_id]
 
-    rest = ingest(eh_conn_str, sink_db)  # to the end: nothing left behind
+    rest = ingest(eh_conn_str, sink_db)  # to the end, the 50 added included: nothing left behind
     assert all(r["lag"] == 0 for r in rest["partitions"].values() if r["batches"])
+    assert rest["partitions"]["0"]["checkpoint"] == 169

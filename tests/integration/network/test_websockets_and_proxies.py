@@ -248,7 +248,7 @@ def test_a_namespace_reached_at_a_custom_endpoint_address_keeps_its_own_name(
     assert len(ids) == 300 and set(ids.values()) == {1}
 
 
-def test_ingestion_reads_through_the_proxy_and_reports_lag_from_the_stream(
+def test_ingestion_reads_through_the_proxy_and_reports_lag(
         event_hubs: Any, hub: str, tmp_path: Path) -> None:
     import sqlite3
 

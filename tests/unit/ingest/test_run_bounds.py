@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.runner import IngestRun
 
@@ -22,13 +20,13 @@ class _Hub:
         last = self.LAST[partition_id]
         return {"is_empty": last is None, "last_enqueued_sequence_number": -1 if last is None else last}
 
-    @contextmanager
-    def producer(self, **_kwargs):  # a run reads its bounds with management requests, through a producer client
-        yield self
 
 
 def _targets(limits: RunLimits) -> dict[str, int]:
-    return IngestRun(_Hub(), "$Default", None, None, owner_id="t", limits=limits)._targets()
+    hub = _Hub()
+    ends, targets = IngestRun(hub, "$Default", None, None, owner_id="t", limits=limits)._targets(hub)
+    assert ends == {"0": 40, "1": 7, "2": -1}  # the lag's first figures: every partition's end, upto or not
+    return targets
 
 
 def test_without_upto_every_partition_runs_to_its_end():
