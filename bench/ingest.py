@@ -25,11 +25,11 @@ two there, and ``ws_cost_sqlite`` is the ingestion's time over WebSockets over i
 last line gives the medians over the rounds, ``ratio_<sink>=... ingest_eps_<sink>=... plain_eps=...
 commits_per_100k_delta_local=... files_per_100k_delta_local=... commits_per_100k_delta_azurite=...
 files_per_100k_delta_azurite=... ratio_sqlite_ws=... ws_cost_sqlite=... cpu_us_plain=... cpu_us_<sink>=...
-machine_us_plain=... machine_us_<sink>=... load_min=... load_max=...`` (``cpu_us``: the process's CPU time per event, every thread's, of the plain loop and
-of each sink's ingestion, a figure the machine's load moves far less than the ratios; the database servers'
-CPU is not in it; the
-one-minute load average at the start of each round: the machine is often shared). A run that loaded an
-event twice or not at all prints ``MISMATCH`` and exits 1.
+machine_us_plain=... machine_us_<sink>=... load_min=... load_max=...`` (``cpu_us``: the process's CPU time
+per event, every thread's, of the plain loop and of each sink's ingestion, a figure the machine's load moves
+far less than the ratios; the database servers' CPU is not in it, ``machine_us`` has it; the one-minute load
+average at the start of each round: the machine is often shared). A run that loaded an event twice or not at
+all prints ``MISMATCH`` and exits 1.
 
 Where the time went when ingestion ran at 0.29 of the plain loop (20,000 events, 4 partitions,
 batches of 500, SQLite; ``python -m cProfile`` of the committing thread, 7.5 s of ingestion):

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
 from airflow_provider_eh.ingest.heap import run_heap
 
 
+class _Node:
+    """A tracked object in a cycle with itself: what only a collection frees."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
 def test_older_objects_are_left_out_during_the_block_and_put_back_after():
-    older = [{"cycle": None} for _ in range(100)]
-    for item in older:
-        item["cycle"] = item  # tracked, cyclic: what only a full pass frees
+    older = [_Node() for _ in range(100)]
+    refs = [weakref.ref(node) for node in older]
     assert gc.get_freeze_count() == 0
     with run_heap() as frozen:
         assert frozen and gc.get_freeze_count() >= len(older)
@@ -20,9 +27,12 @@ def test_older_objects_are_left_out_during_the_block_and_put_back_after():
         made = [[] for _ in range(10)]
         assert gc.get_freeze_count() == count  # what the block makes is collected as usual
         assert all(gc.is_tracked(m) for m in made)
+        del older
+        gc.collect()
+        assert all(ref() is not None for ref in refs)  # frozen: not even a full collection frees them
     assert gc.get_freeze_count() == 0
-    del older
-    assert gc.collect() >= 100  # the older cycles are collectable again
+    gc.collect()
+    assert all(ref() is None for ref in refs)  # back in the collector's reach
 
 
 def test_a_process_that_froze_objects_itself_keeps_them_frozen():
