@@ -150,7 +150,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
+from _filling import fill  # noqa: E402  (bench/, this script's folder)
+from azure.eventhub import EventData, EventHubConsumerClient  # noqa: E402
 from azure.storage.blob import BlobServiceClient  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
@@ -165,19 +166,13 @@ from tests.support.databases import mariadb_server, postgres_server  # noqa: E40
 
 def publish(conn_str: str, partitions: int, events: int) -> None:
     """Fill each partition with ``events // partitions`` stamped events through the plain SDK."""
-    with EventHubProducerClient.from_connection_string(conn_str) as producer:
-        for p in range(partitions):
-            batch = producer.create_batch(partition_id=str(p))
-            for seq in range(events // partitions):
-                event = EventData(json.dumps({"id": f"{p}-{seq}", "amount": seq % 97, "note": "x" * 100}))
-                event.properties = {"eh.group": "bench", "eh.seq": seq, "eh.batch": "b0", "eh.owner": 1}
-                try:
-                    batch.add(event)
-                except ValueError:
-                    producer.send_batch(batch)
-                    batch = producer.create_batch(partition_id=str(p))
-                    batch.add(event)
-            producer.send_batch(batch)
+
+    def stamped(p: int, seq: int) -> EventData:
+        event = EventData(json.dumps({"id": f"{p}-{seq}", "amount": seq % 97, "note": "x" * 100}))
+        event.properties = {"eh.group": "bench", "eh.seq": seq, "eh.batch": "b0", "eh.owner": 1}
+        return event
+
+    fill(conn_str, partitions, events // partitions, stamped)
 
 
 def plain_receive(conn_str: str, total: int, batch_size: int, network: NetworkOptions | None = None) -> float:

@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
+from _filling import fill  # noqa: E402  (bench/, this script's folder)
+from azure.eventhub import EventData, EventHubConsumerClient  # noqa: E402
 from azure.schemaregistry.encoder.avroencoder import AvroEncoder  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
@@ -54,22 +55,16 @@ COLUMNS = ["id", "amount", "note"]
 def publish(conn_str: str, registry: SchemaRegistryEndpoint | None, partitions: int, events: int) -> None:
     """Fill each partition with ``events // partitions`` orders: Avro encoded by Microsoft's encoder with a
     ``registry``, else JSON."""
-    with EventHubProducerClient.from_connection_string(conn_str) as producer:
-        client = registry.client() if registry is not None else None
-        encoder = AvroEncoder(client=client, group_name=GROUP, auto_register=True) if client is not None else None
-        for p in range(partitions):
-            batch = producer.create_batch(partition_id=str(p))
-            for seq in range(events // partitions):
-                row = {"id": f"{p}-{seq}", "amount": seq % 97, "note": "x" * 100}
-                event = (encoder.encode(row, schema=ORDER, message_type=EventData) if encoder is not None
-                         else EventData(json.dumps(row)))
-                try:
-                    batch.add(event)
-                except ValueError:
-                    producer.send_batch(batch)
-                    batch = producer.create_batch(partition_id=str(p))
-                    batch.add(event)
-            producer.send_batch(batch)
+    client = registry.client() if registry is not None else None
+    encoder = AvroEncoder(client=client, group_name=GROUP, auto_register=True) if client is not None else None
+
+    def order(p: int, seq: int) -> EventData:
+        row = {"id": f"{p}-{seq}", "amount": seq % 97, "note": "x" * 100}
+        return encoder.encode(row, schema=ORDER, message_type=EventData) if encoder is not None else EventData(json.dumps(row))
+
+    try:
+        fill(conn_str, partitions, events // partitions, order)
+    finally:
         if client is not None:
             client.close()
 

@@ -33,12 +33,8 @@ if TYPE_CHECKING:
 CONN_TYPE = "azure_event_hubs"
 
 
-class SchemaRegistryHook(BaseHook):
-    """
-    Microsoft's ``SchemaRegistryClient`` for the namespace of an ``azure_event_hubs`` connection.
-
-    :param event_hubs_conn_id: the Airflow connection id.
-    """
+class _SchemaRegistryConnection:
+    """What the sync and async hooks share: the connection id, its type and default (as the Event Hubs hooks')."""
 
     conn_name_attr = "event_hubs_conn_id"
     default_conn_name = "azure_event_hubs_default"
@@ -48,6 +44,14 @@ class SchemaRegistryHook(BaseHook):
     def __init__(self, event_hubs_conn_id: str = default_conn_name) -> None:
         super().__init__()
         self.event_hubs_conn_id = event_hubs_conn_id
+
+
+class SchemaRegistryHook(_SchemaRegistryConnection, BaseHook):
+    """
+    Microsoft's ``SchemaRegistryClient`` for the namespace of an ``azure_event_hubs`` connection.
+
+    :param event_hubs_conn_id: the Airflow connection id.
+    """
 
     @cached_property
     def _conn(self) -> Any:
@@ -74,21 +78,15 @@ class SchemaRegistryHook(BaseHook):
         return self.get_endpoint().async_client(**kwargs)
 
 
-class SchemaRegistryAsyncHook(BaseHook):
+class SchemaRegistryAsyncHook(_SchemaRegistryConnection, BaseHook):
     """
     Async twin of :class:`SchemaRegistryHook`, for triggers: the connection is read without blocking the event loop.
 
     :param event_hubs_conn_id: the Airflow connection id.
     """
 
-    conn_name_attr = "event_hubs_conn_id"
-    default_conn_name = "azure_event_hubs_default"
-    conn_type = CONN_TYPE
-    hook_name = "Azure Schema Registry"
-
-    def __init__(self, event_hubs_conn_id: str = default_conn_name) -> None:
-        super().__init__()
-        self.event_hubs_conn_id = event_hubs_conn_id
+    def __init__(self, event_hubs_conn_id: str = _SchemaRegistryConnection.default_conn_name) -> None:
+        super().__init__(event_hubs_conn_id)
         self._conn: Any = None
 
     async def get_endpoint(self) -> SchemaRegistryEndpoint:

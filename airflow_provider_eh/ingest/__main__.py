@@ -97,8 +97,7 @@ def _delta(args: argparse.Namespace) -> int:
     try:
         options = delta_storage_options(args.delta, args.wasb_conn_id)
     except EventHubsProviderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(exc)
     keys = args.merge_keys.split(",") if args.merge_keys else None
     target = DeltaTarget(args.delta, options, mode=MERGE if keys else "append", merge_keys=keys,
                          dead_letter_uri=args.dead_letter_table)
@@ -114,23 +113,36 @@ def _delta(args: argparse.Namespace) -> int:
                 and (args.partition is None or d["partition_id"] == args.partition)
             ]
         elif args.command == "replay":
-            if args.sequence_numbers and args.partition is None:
-                raise SinkConfigError("--sequence-number needs --partition")
-            columns = args.columns.split(",") if args.columns else None
-            decoder = _decoder(args)
-            processor = BatchProcessor("delta_table", load_row_function(args.row_function, columns), decoder=decoder)
-            try:
-                result = replay_dead_letters(store, processor, partition_id=args.partition,
-                                             sequence_numbers=args.sequence_numbers, reasons=args.reasons)
-            finally:
-                decoder.close()
+            result = _replay(args, store, "delta_table")
         else:
             raise SinkConfigError(f"{args.command}: a Delta sink keeps no sessions; list and replay only")
     except EventHubsProviderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(exc)
     finally:
         store.close()
+    return _printed(result)
+
+
+def _replay(args: argparse.Namespace, store: Any, table: str) -> Any:
+    """``replay`` on either kind of sink: the dead letters the arguments pick, through the row function."""
+    if args.sequence_numbers and args.partition is None:
+        raise SinkConfigError("--sequence-number needs --partition")
+    columns = args.columns.split(",") if args.columns else None
+    decoder = _decoder(args)
+    processor = BatchProcessor(table, load_row_function(args.row_function, columns), decoder=decoder)
+    try:
+        return replay_dead_letters(store, processor, partition_id=args.partition,
+                                   sequence_numbers=args.sequence_numbers, reasons=args.reasons)
+    finally:
+        decoder.close()
+
+
+def _failed(exc: EventHubsProviderError) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _printed(result: Any) -> int:
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -158,29 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "replay":
             if not args.table:
                 raise SinkConfigError("replay needs --table, the table the row function writes to")
-            if args.sequence_numbers and args.partition is None:
-                raise SinkConfigError("--sequence-number needs --partition")
-            columns = args.columns.split(",") if args.columns else None
-            decoder = _decoder(args)
-            processor = BatchProcessor(args.table, load_row_function(args.row_function, columns), decoder=decoder)
-            try:
-                result = replay_dead_letters(
-                    store, processor, partition_id=args.partition, sequence_numbers=args.sequence_numbers,
-                    reasons=args.reasons,
-                )
-            finally:
-                decoder.close()
+            result = _replay(args, store, args.table)
         elif args.command == "sessions":
             result = store.sessions()
         else:
             result = complete_session(store, args.session_key)
     except EventHubsProviderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(exc)
     finally:
         store.close()
-    print(json.dumps(result, indent=2, default=str))
-    return 0
+    return _printed(result)
 
 
 if __name__ == "__main__":

@@ -414,9 +414,9 @@ class IngestRun:
         report.counts.add(counts)
         ends = self._hub_ends
         end = None if ends is None else ends.get(partition_id)
-        if end is not None:
+        if ends is not None and end is not None:
             report.last_enqueued = end
-            report.lag = max(0, end - last.sequence_number)
+            report.lag = ends.lag(partition_id, last.sequence_number)
         if self.checkpoint_store is not None:
             if self._mirror_writer is None:
                 self._mirror_writer = MirrorWriter(self, self.limits.checkpoint_interval)

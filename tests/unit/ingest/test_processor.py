@@ -19,6 +19,7 @@ from airflow_provider_eh.ingest import (
     json_rows,
     replay_dead_letters,
 )
+from tests.support.sql_batches import apply, sqlite_store
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -30,23 +31,12 @@ def event(seq: int, body: dict | bytes, partition: str = "0", minutes: float = 0
 
 @pytest.fixture
 def store(tmp_path):
-    conn = sqlite3.connect(tmp_path / "sink.db")
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER)")
-    conn.commit()
-    store = SqlIngestStore(conn, Stream("ns.local", "hub", "$Default"))
-    yield store
-    store.close()
+    with sqlite_store(tmp_path / "sink.db", "CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER)") as store:
+        yield store
 
 
 def ids(store: SqlIngestStore) -> list[int]:
     return [r[0] for r in store.conn.execute("SELECT id FROM orders ORDER BY rowid")]
-
-
-def apply(store, processor, events, partition="0", expected=-1):
-    with store.transaction() as tx:
-        result = processor.process(tx, partition, events)
-        tx.advance_checkpoint(partition, expected, events[-1].sequence_number, events[-1].offset, "me")
-    return result
 
 
 def test_stamped_event_at_or_below_high_water_mark_is_skipped_across_batches(store):

@@ -12,6 +12,7 @@ import pytest
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, SqlIngestStore, Stream, json_rows
 from airflow_provider_eh.ingest import replay_dead_letters
+from tests.support.sql_batches import apply, sqlite_store
 
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "t",
                     "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
@@ -50,19 +51,8 @@ def typed(seq: int, row: dict[str, Any]) -> IngestEvent:
 
 @pytest.fixture
 def store(tmp_path):
-    conn = sqlite3.connect(tmp_path / "sink.db")
-    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, step INTEGER)")
-    conn.commit()
-    store = SqlIngestStore(conn, Stream("ns.local", "hub", "$Default"))
-    yield store
-    store.close()
-
-
-def apply(store: SqlIngestStore, processor: BatchProcessor, events: list[IngestEvent], expected: int = -1) -> Any:
-    with store.transaction() as tx:
-        result = processor.process(tx, "0", events)
-        tx.advance_checkpoint("0", expected, events[-1].sequence_number, events[-1].offset, "me")
-    return result
+    with sqlite_store(tmp_path / "sink.db", "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, step INTEGER)") as store:
+        yield store
 
 
 def test_a_session_keyed_by_a_decoded_field_defers_and_releases_typed_events(store) -> None:
