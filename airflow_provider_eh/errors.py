@@ -114,6 +114,10 @@ class EventTriggerConfigError(EventHubsProviderError, ValueError):
     retryable = False
 
 
+class DataSourceOptionError(EventHubsProviderError, ValueError):
+    """An option of the ``eventhubs`` Spark data source is missing or wrong; the message names it and what to give."""
+
+
 class SinkConfigError(EventHubsProviderError):
     """The SQL sink is misconfigured: a table, column or option is missing or not allowed."""
 

@@ -175,6 +175,27 @@ class IdempotentPublisher:
             "last_published_sequence_number": state.last_published_seq,
         }
 
+    def committed_results(self, batch_id: str) -> dict[str, PartitionResult]:
+        """Per partition of the hub that committed ``batch_id``, its recorded result (read from the ledger, no claim).
+
+        What an Airflow task waits for when the batch was published elsewhere (a Spark job writing with the
+        data source): the service sequence numbers to hand to the checkpoint sensor.
+        """
+        out: dict[str, PartitionResult] = {}
+        for pid in self.partition_ids():
+            key = self._key(pid)
+            state = self.store.read(key)
+            if state is None:
+                continue
+            last = state.ledger.last
+            done = last if last is not None and last.batch_id == batch_id else self.store.find_committed(key, batch_id)
+            if done is not None:
+                out[pid] = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
+                                           done.service_last_sequence_number, "already_committed",
+                                           fencing=done.fencing or "", lease_only_batch_bytes=done.lease_only_batch_bytes,
+                                           schema=done.schema)
+        return out
+
     # ---- driver side: begin --------------------------------------------------------------------
 
     def begin(
@@ -406,12 +427,21 @@ class IdempotentPublisher:
         independently: one failing does not undo another's commit; the first error is raised after
         all partitions finished (non-retryable errors first).
         """
+        # one connection to the hub for the hub's metadata, partition ends, fences, sends and read-back
+        with held(self.endpoint):
+            return self.publish_grouped(self.prepare(events, default_partition), batch_id=batch_id)
+
+    def publish_grouped(
+        self, grouped: Mapping[str, Sequence[OutgoingEvent]], *, batch_id: str
+    ) -> dict[str, PartitionResult]:
+        """
+        Publish events already checked and grouped by partition (each partition's in its batch order) exactly
+        once as batch ``batch_id``; what :meth:`publish` does after :meth:`prepare`.
+        """
         started = time.monotonic()
         results: dict[str, PartitionResult] = {}
         errors: list[tuple[str, BaseException]] = []
-        # one connection to the hub for the hub's metadata, partition ends, fences, sends and read-back
         with held(self.endpoint):
-            grouped = self.prepare(events, default_partition)
             workers = self.max_workers or max(1, len(grouped))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eh-publish") as pool:
                 # each partition's thread runs in the task's context: its failures name the task's connection

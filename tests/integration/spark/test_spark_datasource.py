@@ -1,0 +1,112 @@
+"""The ``eventhubs`` data source on ``local[2]``: ``df.write.format("eventhubs")`` publishes each row once on
+its key's partition, in the declared order, whatever the DataFrame's partitioning; a re-run with the same
+identity sends nothing, changed content is refused, a new generation publishes again."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from spark_kit import ORDERS_SQL, SparkSetup
+
+from airflow_provider_eh.publishing import partition_for_key
+from airflow_provider_eh.spark.datasource import EventHubsDataSource, identity_batch_id
+from airflow_provider_eh.spark.datasource.options import WriteOptions
+from airflow_provider_eh.spark.datasource.publish import committed_results
+from airflow_provider_eh.spark.datasource.staging import staging_prefix
+
+PARTITIONS = ["0", "1", "2", "3"]
+INTERVAL = "2026-05-01T00:00:00+00:00/2026-05-02T00:00:00+00:00"
+
+
+def options(setup: SparkSetup, **more: Any) -> dict[str, str]:
+    return {
+        "connectionString": setup.event_hubs.connection_string(setup.hub),
+        "stateConnectionString": setup.azurite.connection_string, "stateContainer": setup.container_name,
+        "producerGroup": "orders.daily", "batchId": INTERVAL, "keyColumn": "customer", "orderBy": "id",
+        "propertyColumns": "region", "claimTimeout": "0", **{k: str(v) for k, v in more.items()},
+    }
+
+
+def orders(spark: Any, rows: int, *, start: int = 0, partitions: int = 4) -> Any:
+    return spark.range(start, start + rows).selectExpr(*ORDERS_SQL).repartition(partitions)
+
+
+def write(spark: Any, df: Any, setup: SparkSetup, **more: Any) -> None:
+    spark.dataSource.register(EventHubsDataSource)
+    df.write.format("eventhubs").mode("append").options(**options(setup, **more)).save()
+
+
+def staged_blobs(setup: SparkSetup) -> list[str]:
+    from azure.storage.blob import ContainerClient
+
+    container = ContainerClient.from_connection_string(setup.azurite.connection_string, setup.container_name)
+    return [b.name for b in container.list_blobs() if b.name.startswith("_staging/")]
+
+
+def test_write_lands_each_row_once_on_its_key_partition_in_declared_order(spark: Any, setup: SparkSetup) -> None:
+    write(spark, orders(spark, 20_000), setup)
+
+    read = setup.read_back()
+    rows = [json.loads(e.body) for e in read]
+    assert Counter(r["id"] for r in rows) == Counter(range(20_000))
+    for event, row in zip(read, rows, strict=True):
+        assert event.partition == partition_for_key(row["customer"], PARTITIONS)
+        assert event.properties["region"] == row["region"] == row["id"] % 7
+        assert event.properties["eh.group"] == "orders.daily"
+    for pid in PARTITIONS:
+        ids = [row["id"] for event, row in zip(read, rows, strict=True) if event.partition == pid]
+        assert ids == sorted(ids), f"partition {pid}: events not in the declared order"
+        assert [int(e.properties["eh.seq"]) for e in read if e.partition == pid] == list(range(len(ids)))
+    assert staged_blobs(setup) == [], "the staged rows stay behind after the commit"
+
+    # what an Airflow task waits for: the ledger's record of the identity, read without Spark
+    results = committed_results(WriteOptions.from_options(options(setup)), identity_batch_id("orders.daily", INTERVAL))
+    assert sum(r.events for r in results.values()) == 20_000
+    assert setup.ends() == {p: r.service_last_sequence_number for p, r in results.items()}
+
+
+def test_rerun_with_other_partitioning_sends_nothing_changed_rows_are_refused_generation_republishes(
+    spark: Any, setup: SparkSetup
+) -> None:
+    write(spark, orders(spark, 3000, partitions=3), setup)
+    ends = setup.ends()
+
+    write(spark, orders(spark, 3000, partitions=7), setup)  # same rows, split otherwise: the same batch
+    write(spark, orders(spark, 3000, partitions=1).coalesce(1), setup)
+    assert setup.ends() == ends, "a re-run of the same identity sent events"
+
+    with pytest.raises(Exception, match="BatchContentChangedError") as refused:
+        write(spark, orders(spark, 3000, start=1), setup)
+    assert "bump `generation`" in str(refused.value)
+    assert setup.ends() == ends
+
+    write(spark, orders(spark, 3000, start=1), setup, generation=1)
+    ids = Counter(json.loads(e.body)["id"] for e in setup.read_back())
+    assert sum(ids.values()) == 6000 and ids[0] == 1 and ids[3000] == 1 and ids[1] == 2
+    assert staged_blobs(setup) == []
+
+
+def test_bad_options_and_bad_rows_fail_before_anything_is_published(spark: Any, setup: SparkSetup) -> None:
+    df = orders(spark, 100)
+    with pytest.raises(Exception, match="option 'producerGroup' is missing"):
+        write(spark, df, setup, producerGroup="")
+    with pytest.raises(Exception, match="the output has no column 'account'"):
+        write(spark, df, setup, keyColumn="account")
+    with pytest.raises(Exception, match="container 'absent' does not exist"):
+        write(spark, df, setup, stateContainer="absent")
+    with pytest.raises(Exception, match="mode\\('append'\\)"):
+        spark.dataSource.register(EventHubsDataSource)
+        df.write.format("eventhubs").mode("overwrite").options(**options(setup)).save()
+
+    nulls = spark.range(0, 100).selectExpr(
+        "id", "case when id = 42 then null else concat('c-', cast(id as string)) end as customer", "1 as region")
+    with pytest.raises(Exception, match="row with customer=None, id=42: key column 'customer' is null"):
+        write(spark, nulls, setup)
+    assert setup.ends() == {p: -1 for p in PARTITIONS}
+    assert staged_blobs(setup) == [], "a failed write leaves staged rows behind"
+    prefix = staging_prefix(WriteOptions.from_options(options(setup)).endpoint, "orders.daily",
+                            identity_batch_id("orders.daily", INTERVAL))
+    assert prefix.endswith(f"/orders.daily/{identity_batch_id('orders.daily', INTERVAL)}/")
