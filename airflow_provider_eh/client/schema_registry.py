@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote_plus, urlencode
 
-from airflow_provider_eh.client.endpoint import entra_credential
+from airflow_provider_eh.client.endpoint import canonical_namespace, entra_credential, parse_connection_string
 
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken
@@ -185,3 +185,57 @@ class SchemaRegistryEndpoint:
         from azure.schemaregistry.aio import SchemaRegistryClient as AsyncClient
 
         return AsyncClient(self.fully_qualified_namespace, self.credential(aio=True), **self.client_kwargs(kwargs))
+
+
+#: how :func:`registry_endpoint` names its inputs in errors: an Airflow connection's fields
+CONNECTION_FIELDS = {"connection_string": "field 'connection_string'", "namespace": "field 'schema_registry_namespace'",
+                     "ca_bundle": "'ca_bundle'", "tenant_id": "the 'tenant_id' field",
+                     "host": "the host (fully qualified namespace, e.g. mynamespace.servicebus.windows.net)",
+                     "client": "client id and secret"}
+
+
+def registry_endpoint(*, namespace: str | None, connection_string: str | None, host: str | None,
+                      tenant_id: str | None = None, client_id: str | None = None, client_secret: str | None = None,
+                      ca_bundle: str | None = None, managed_identity_client_id: str | None = None,
+                      names: dict[str, str] | None = None) -> SchemaRegistryEndpoint:
+    """
+    The registry of a namespace reached with these credentials: the one rule of the hook and the Spark data source.
+
+    A connection string of the local endpoint (``UseDevelopmentEmulator=true``) signs with its shared access key
+    at ``namespace`` (the registry's own ``host:port``); one of Azure reaches the registry with Microsoft Entra
+    tokens (``DefaultAzureCredential``); otherwise a service principal (``tenant_id``, ``client_id``,
+    ``client_secret``) or ``DefaultAzureCredential``. ``ValueError`` names the input at fault by ``names``
+    (default :data:`CONNECTION_FIELDS`).
+    """
+    label = {**CONNECTION_FIELDS, **(names or {})}
+    namespace = str(namespace).split("://", 1)[-1].strip().strip("/") if namespace else None
+    common: dict[str, Any] = {"ca_bundle": ca_bundle or None, "managed_identity_client_id": managed_identity_client_id or None}
+    if connection_string:
+        try:
+            parts = parse_connection_string(connection_string)
+        except ValueError as exc:
+            raise ValueError(f"{label['connection_string']} is malformed ({exc})") from None
+        key, signature = parts.get("sharedaccesskey"), parts.get("sharedaccesssignature")
+        endpoint_host = parts.get("endpoint", "").split("://", 1)[-1].strip("/")
+        if not endpoint_host:
+            raise ValueError(f"{label['connection_string']} has no Endpoint=sb://<namespace>/")
+        if parts.get("usedevelopmentemulator", "").lower() == "true":
+            if not namespace:
+                raise ValueError(f"{label['namespace']} is empty: the local endpoint serves its Schema Registry on a port "
+                                 f"of its own; set it to <host>:<registry port>, e.g. 127.0.0.1:5681, and "
+                                 f"{label['ca_bundle']} to the CA of the endpoint's certificate")
+            if not (signature or (parts.get("sharedaccesskeyname") and key)):
+                raise ValueError(f"{label['connection_string']} has neither SharedAccessKeyName and SharedAccessKey nor "
+                                 "SharedAccessSignature")
+            return SchemaRegistryEndpoint(namespace, "shared_access_key", key_name=parts.get("sharedaccesskeyname"),
+                                          key=key, signature=signature, **common)
+        return SchemaRegistryEndpoint(namespace or canonical_namespace(endpoint_host), "default_azure_credential", **common)
+    host = (host or "").split("://", 1)[-1].strip().strip("/")
+    if not (namespace or host):
+        raise ValueError(f"set {label['host']} or {label['namespace']}")
+    if client_id and client_secret:
+        if not tenant_id:
+            raise ValueError(f"{label['client']} are set but {label['tenant_id']} is empty")
+        return SchemaRegistryEndpoint(namespace or canonical_namespace(host), "client_secret", tenant_id=tenant_id,
+                                      client_id=client_id, client_secret=client_secret, **common)
+    return SchemaRegistryEndpoint(namespace or canonical_namespace(host), "default_azure_credential", **common)

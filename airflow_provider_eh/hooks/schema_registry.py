@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_eh.client.endpoint import canonical_namespace, parse_connection_string
-from airflow_provider_eh.client.schema_registry import SchemaRegistryEndpoint
+from airflow_provider_eh.client.endpoint import parse_connection_string
+from airflow_provider_eh.client.schema_registry import SchemaRegistryEndpoint, registry_endpoint
 from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
@@ -99,41 +99,20 @@ class SchemaRegistryAsyncHook(_SchemaRegistryConnection, BaseHook):
 def endpoint_from(conn_id: str, conn: Any) -> SchemaRegistryEndpoint:
     """The registry endpoint of connection ``conn`` (id ``conn_id``), or ``ConnectionConfigError`` naming the field."""
     extras = conn.extra_dejson or {}
-    namespace = extra_field(extras, CONN_TYPE, "schema_registry_namespace")
-    namespace = str(namespace).split("://", 1)[-1].strip().strip("/") if namespace else None
-    ca_bundle = extra_field(extras, CONN_TYPE, "ca_bundle")
     conn_str = masked(extra_field(extras, CONN_TYPE, "connection_string"))
-    common: dict[str, Any] = {"ca_bundle": ca_bundle,
-                              "managed_identity_client_id": extra_field(extras, CONN_TYPE, "managed_identity_client_id")}
     if conn_str:
         try:
             parts = parse_connection_string(conn_str)
-        except ValueError as exc:
-            raise ConnectionConfigError(conn_id, f"field 'connection_string' is malformed ({exc})") from None
-        key, signature = masked(parts.get("sharedaccesskey")), masked(parts.get("sharedaccesssignature"))
-        host = parts.get("endpoint", "").split("://", 1)[-1].strip("/")
-        if not host:
-            raise ConnectionConfigError(conn_id, "field 'connection_string' has no Endpoint=sb://<namespace>/")
-        if parts.get("usedevelopmentemulator", "").lower() == "true":
-            if not namespace:
-                raise ConnectionConfigError(
-                    conn_id, "field 'schema_registry_namespace' is empty: the local endpoint serves its Schema Registry "
-                             "on a port of its own; set it to <host>:<registry port>, e.g. 127.0.0.1:5681, and "
-                             "'ca_bundle' to the CA of the endpoint's certificate")
-            if not (signature or (parts.get("sharedaccesskeyname") and key)):
-                raise ConnectionConfigError(conn_id, "field 'connection_string' has neither SharedAccessKeyName and "
-                                                     "SharedAccessKey nor SharedAccessSignature")
-            return SchemaRegistryEndpoint(namespace, "shared_access_key", key_name=parts.get("sharedaccesskeyname"),
-                                          key=key, signature=signature, **common)
-        return SchemaRegistryEndpoint(namespace or canonical_namespace(host), "default_azure_credential", **common)
-    host = (conn.host or "").split("://", 1)[-1].strip().strip("/")
-    if not (namespace or host):
-        raise ConnectionConfigError(conn_id, "set the host (fully qualified namespace, e.g. "
-                                             "mynamespace.servicebus.windows.net) or the 'schema_registry_namespace' field")
-    tenant_id = extra_field(extras, CONN_TYPE, "tenant_id")
-    if conn.login and conn.password:
-        if not tenant_id:
-            raise ConnectionConfigError(conn_id, "client id and secret are set but the 'tenant_id' field is empty")
-        return SchemaRegistryEndpoint(namespace or canonical_namespace(host), "client_secret", tenant_id=tenant_id,
-                                      client_id=conn.login, client_secret=masked(conn.password), **common)
-    return SchemaRegistryEndpoint(namespace or canonical_namespace(host), "default_azure_credential", **common)
+        except ValueError:
+            parts = {}
+        masked(parts.get("sharedaccesskey"))
+        masked(parts.get("sharedaccesssignature"))
+    try:
+        return registry_endpoint(
+            namespace=extra_field(extras, CONN_TYPE, "schema_registry_namespace"), connection_string=conn_str,
+            host=conn.host, tenant_id=extra_field(extras, CONN_TYPE, "tenant_id"), client_id=conn.login,
+            client_secret=masked(conn.password), ca_bundle=extra_field(extras, CONN_TYPE, "ca_bundle"),
+            managed_identity_client_id=extra_field(extras, CONN_TYPE, "managed_identity_client_id"),
+        )
+    except ValueError as exc:
+        raise ConnectionConfigError(conn_id, str(exc)) from None

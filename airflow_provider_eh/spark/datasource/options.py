@@ -15,14 +15,17 @@ import hashlib
 import importlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, entra_credential, parse_connection_string
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import DataSourceOptionError
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES
 from airflow_provider_eh.spark.mapping import RowMapping
+
+if TYPE_CHECKING:
+    from airflow_provider_eh.publishing.typed import RowEncoder
 
 __all__ = ["FORMAT", "BlobLocation", "DataSourceOptionError", "WriteOptions", "identity_batch_id"]
 
@@ -216,6 +219,86 @@ def _mapping(opts: _Options) -> RowMapping:
         raise DataSourceOptionError(message.replace("serializer", "option 'serializer'")) from None
 
 
+@dataclass(frozen=True)
+class SchemaOptions:
+    """
+    Typed events: each body encoded against a schema of the namespace's Schema Registry by Microsoft's encoder.
+
+    :param group: the registry's schema group (``schemaGroup``).
+    :param definition: the schema's definition as JSON text (``schema``), or ``None`` with ``name``.
+    :param name: a schema registered already, its latest version used (``schemaName``).
+    :param format: ``"Avro"`` or ``"Json"`` (``schemaFormat``).
+    :param auto_register: register the definition when the group does not hold it (``autoRegisterSchema``).
+    :param compatibility: check against the latest registered version first (``schemaCompatibility``).
+    :param registry: where the registry is and how to authenticate (the hub's credential; ``schemaRegistryNamespace``).
+    """
+
+    group: str
+    definition: str | None
+    name: str | None
+    format: str
+    auto_register: bool
+    compatibility: str
+    registry: Any = field(repr=False)
+
+    def encoder(self) -> RowEncoder:
+        """Resolve the schema in the registry (on the driver, once) and return the encoder executors run."""
+        from airflow_provider_eh.extras import require_extra
+        from airflow_provider_eh.publishing.typed import RowEncoder, resolve_schema
+
+        require_extra("schemaregistry", "typed events (option 'schemaGroup')")
+        with self.registry.client() as client:
+            definition, used = resolve_schema(client, self.group, self.format, definition=self.definition,
+                                              schema_name=self.name, auto_register=self.auto_register,
+                                              versions=self.registry.schema_versions, compatibility=self.compatibility)
+        return RowEncoder(definition, used)
+
+
+def _schema(opts: _Options, endpoint: EventHubsEndpoint) -> SchemaOptions | None:
+    from airflow_provider_eh.client.schema_registry import registry_endpoint
+    from airflow_provider_eh.publishing.typed import compatibility_mode, load_definition, schema_format
+
+    group = opts.text("schemaGroup")
+    definition, name = opts.text("schema"), opts.text("schemaName")
+    if not group:
+        given = [n for n, v in (("schema", definition), ("schemaName", name)) if v]
+        if given:
+            raise DataSourceOptionError(f"option {given[0]!r} is set but 'schemaGroup' is not: name the Schema Registry "
+                                        "group of the schema")
+        return None
+    if not (definition or name):
+        raise DataSourceOptionError(f"option 'schemaGroup' is {group!r}: give the schema too, as option 'schema' (its "
+                                    "definition, JSON text) or 'schemaName' (one registered already)")
+    try:
+        fmt = schema_format(opts.text("schemaFormat", "Avro"))
+        compatibility = compatibility_mode(opts.text("schemaCompatibility", "None"))
+        definition = load_definition(definition) if definition else None
+    except ValueError as exc:
+        message = str(exc)
+        for python, option in (("schema_format", "option 'schemaFormat'"), ("schema_compatibility",
+                               "option 'schemaCompatibility'"), ("`schema`", "option 'schema'"), ("schema=", "schema=")):
+            message = message.replace(python, option)
+        raise DataSourceOptionError(message) from None
+    auto = (opts.text("autoRegisterSchema") or "false").lower()
+    if auto not in ("true", "false"):
+        raise DataSourceOptionError(f"option 'autoRegisterSchema' is {auto!r}: give true or false")
+    try:
+        registry = registry_endpoint(
+            namespace=opts.text("schemaRegistryNamespace"), connection_string=endpoint.connection_string,
+            host=endpoint.fully_qualified_namespace, tenant_id=endpoint.tenant_id, client_id=endpoint.client_id,
+            client_secret=endpoint.client_secret, ca_bundle=endpoint.network.ca_bundle,
+            managed_identity_client_id=endpoint.managed_identity_client_id, names=_REGISTRY_NAMES)
+    except ValueError as exc:
+        raise DataSourceOptionError(str(exc)) from None
+    return SchemaOptions(group, definition, name, fmt, auto == "true", compatibility, registry)
+
+
+#: how the registry's inputs are named in errors: the data source's options
+_REGISTRY_NAMES = {"connection_string": "option 'connectionString'", "namespace": "option 'schemaRegistryNamespace'",
+                   "ca_bundle": "option 'caBundle'", "tenant_id": "option 'tenantId'",
+                   "host": "option 'fullyQualifiedNamespace'", "client": "options 'clientId' and 'clientSecret'"}
+
+
 def identity_batch_id(producer_group: str, identity: str, generation: int = 0) -> str:
     """
     The 64-hex batch id of the data source's write ``identity`` (an interval, a run's key, a stream's batch).
@@ -251,6 +334,7 @@ class WriteOptions:
     :param lease_seconds: the blob lease's duration, 15 to 60 (``leaseSeconds``).
     :param keep_committed: prune the ledger to this many batches per partition (``keepCommitted``); ``None``: keep all.
     :param max_workers: partitions sent at once by the driver (``maxWorkers``); ``None``: all at once.
+    :param schema: typed events' schema (``schemaGroup`` and the options beside it); ``None``: untyped.
     """
 
     endpoint: EventHubsEndpoint
@@ -267,6 +351,7 @@ class WriteOptions:
     lease_seconds: int = 15
     keep_committed: int | None = None
     max_workers: int | None = None
+    schema: SchemaOptions | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], *, streaming: bool = False) -> WriteOptions:
@@ -292,8 +377,9 @@ class WriteOptions:
         lease_seconds = opts.number("leaseSeconds", 15)
         if not 15 <= lease_seconds <= 60:
             raise DataSourceOptionError(f"option 'leaseSeconds' is {lease_seconds}: give 15 to 60 (Azure Blob lease limits)")
+        endpoint = _endpoint(opts)
         return cls(
-            endpoint=_endpoint(opts), blob=_blob(opts), mapping=_mapping(opts), producer_group=group,
+            endpoint=endpoint, blob=_blob(opts), mapping=_mapping(opts), producer_group=group, schema=_schema(opts, endpoint),
             identity=identity, generation=opts.number("generation", 0, low=0),
             hub_fencing=_FENCING[fencing_raw],
             lease_only_batch_bytes=opts.number("leaseOnlyBatchBytes", DEFAULT_LEASE_ONLY_BATCH_BYTES, low=1024),
@@ -304,6 +390,12 @@ class WriteOptions:
             keep_committed=opts.number("keepCommitted", None, low=1),
             max_workers=opts.number("maxWorkers", None, low=1),
         )
+
+    def typed(self) -> WriteOptions:
+        """These options with the schema resolved into the mapping's encoder (a registry call; on the driver, once)."""
+        if self.schema is None or self.mapping.encoder is not None:
+            return self
+        return replace(self, mapping=replace(self.mapping, encoder=self.schema.encoder()))
 
     def batch_id(self, micro_batch: int | None = None) -> str:
         """The batch id of this write (a stream's: of micro-batch ``micro_batch``)."""

@@ -165,11 +165,13 @@ class EventHubsDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> EventHubsWriter:
         options = WriteOptions.from_options(self.options)
         _refuse_overwrite(overwrite)
-        return EventHubsWriter(options, _check_target(options, schema))
+        partition_ids = _check_target(options, schema)
+        return EventHubsWriter(options.typed(), partition_ids)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> EventHubsStreamWriter:  # noqa: N802 (Spark's name)
         options = WriteOptions.from_options(self.options, streaming=True)
-        return EventHubsStreamWriter(options, _check_target(options, schema))
+        partition_ids = _check_target(options, schema)
+        return EventHubsStreamWriter(options.typed(), partition_ids)
 
 
 def _refuse_overwrite(overwrite: bool) -> None:
