@@ -146,9 +146,9 @@ def _endpoint(opts: _Options) -> EventHubsEndpoint:
     try:
         network = NetworkOptions.from_fields({k: v for k, v in network_fields.items() if v is not None})
     except ValueError as exc:  # name the option, not the connection field
-        message = str(exc)
+        message = str(exc).replace("fields '", "options '").replace("field '", "option '")
         for option, field_name in _NETWORK.items():
-            message = message.replace(f"field {field_name!r}", f"option {option!r}")
+            message = message.replace(f"'{field_name}'", f"'{option}'")
         raise DataSourceOptionError(message) from None
     hub = opts.text("eventHubName")
     conn_str = opts.text("connectionString")
@@ -201,11 +201,12 @@ def _blob(opts: _Options) -> BlobLocation:
 
 
 def _mapping(opts: _Options) -> RowMapping:
-    serializer = opts.text("serializer")
+    spec = opts.text("serializer")
+    serializer = _serializer(spec) if spec else None
     try:
         return RowMapping(
             body_column=opts.text("bodyColumn"),
-            serializer=_serializer(serializer) if serializer else None,
+            serializer=serializer,
             property_columns=opts.columns("propertyColumns"),
             partition_column=opts.text("partitionColumn"),
             key_column=opts.text("keyColumn"),
