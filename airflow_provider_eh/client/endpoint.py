@@ -71,7 +71,9 @@ def entra_credential(kind: str, tenant_id: str | None, client_id: str | None, cl
         from azure.identity.aio import DefaultAzureCredential
     else:
         from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
-    return DefaultAzureCredential(managed_identity_client_id=managed_identity_client_id)
+    # only when given: passing None would override AZURE_CLIENT_ID, which the credential reads by default
+    extra = {"managed_identity_client_id": managed_identity_client_id} if managed_identity_client_id else {}
+    return DefaultAzureCredential(**extra)
 
 @dataclass(frozen=True)
 class EventHubsEndpoint:
