@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, entra_credential, parse_connection_string
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import DataSourceOptionError
-from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES
+from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 from airflow_provider_eh.spark.mapping import RowMapping
 
 if TYPE_CHECKING:
@@ -300,6 +300,15 @@ _REGISTRY_NAMES = {"connection_string": "option 'connectionString'", "namespace"
                    "host": "option 'fullyQualifiedNamespace'", "client": "options 'clientId' and 'clientSecret'"}
 
 
+def _lease_only_bytes(opts: _Options) -> int:
+    value = opts.number("leaseOnlyBatchBytes", DEFAULT_LEASE_ONLY_BATCH_BYTES)
+    try:
+        return check_lease_only_batch_bytes(value, "option 'leaseOnlyBatchBytes'")
+    except ValueError as exc:
+        message = str(exc).replace("option 'leaseOnlyBatchBytes'=", "option 'leaseOnlyBatchBytes' is ")
+        raise DataSourceOptionError(message) from None
+
+
 def identity_batch_id(producer_group: str, identity: str, generation: int = 0) -> str:
     """
     The 64-hex batch id of the data source's write ``identity`` (an interval, a run's key, a stream's batch).
@@ -383,7 +392,7 @@ class WriteOptions:
             endpoint=endpoint, blob=_blob(opts), mapping=_mapping(opts), producer_group=group, schema=_schema(opts, endpoint),
             identity=identity, generation=opts.number("generation", 0, low=0),
             hub_fencing=_FENCING[fencing_raw],
-            lease_only_batch_bytes=opts.number("leaseOnlyBatchBytes", DEFAULT_LEASE_ONLY_BATCH_BYTES, low=1024),
+            lease_only_batch_bytes=_lease_only_bytes(opts),
             send_timeout=opts.number("sendTimeout", 60.0, whole=False, low=1),
             send_attempts=opts.number("sendAttempts", 3, low=1),
             claim_timeout=opts.number("claimTimeout", None, whole=False, low=0),

@@ -68,17 +68,30 @@ def _check_target(options: WriteOptions, schema: StructType) -> list[str]:
         try:
             container.get_container_properties()
         except Exception as exc:
-            if type(exc).__name__ == "ResourceNotFoundError":
-                raise DataSourceOptionError(
-                    f"option 'stateContainer': container {options.blob.container!r} does not exist; create it (the "
-                    "producer state and the staged rows live there)"
+            if type(exc).__name__ != "ResourceNotFoundError":
+                raise ProducerStateStoreError(
+                    f"option 'stateContainer': container {options.blob.container!r} cannot be used "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); check its name, "
+                    "'stateConnectionString' or 'stateAccountUrl' and the credential, and that the cluster may reach "
+                    "the storage account"
                 ) from None
-            raise ProducerStateStoreError(
-                f"state container {options.blob.container!r}: not reachable ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}); check 'stateConnectionString' or 'stateAccountUrl' "
-                "and the credential, and that the cluster may reach the storage account"
-            ) from None
+            _create(container, options.blob.container)
         return publisher_of(options, container).checked_partition_ids()
+
+
+def _create(container: Any, name: str) -> None:
+    """Create the missing state container, as the publish operators do; a refusal names the option and the fix."""
+    try:
+        container.create_container()
+    except Exception as exc:
+        if type(exc).__name__ == "ResourceExistsError":  # another writer created it meanwhile
+            return
+        raise DataSourceOptionError(
+            f"option 'stateContainer': container {name!r} does not exist and could not be created "
+            f"({type(exc).__name__}); create it, or give a credential that may (the producer state and the staged rows "
+            "live there)"
+        ) from None
+    log.info("state container %s: created", name)
 
 
 class _Staging:

@@ -95,8 +95,9 @@ def test_bad_options_and_bad_rows_fail_before_anything_is_published(spark: Any, 
         write(spark, df, setup, producerGroup="")
     with pytest.raises(Exception, match="the output has no column 'account'"):
         write(spark, df, setup, keyColumn="account")
-    with pytest.raises(Exception, match="container 'absent' does not exist"):
-        write(spark, df, setup, stateContainer="absent")
+    with pytest.raises(Exception, match="container 'Bad_Name' cannot be used .HttpResponseError: The specified resource "
+                                        "name contains invalid characters"):
+        write(spark, df, setup, stateContainer="Bad_Name")
     with pytest.raises(Exception, match="mode\\('append'\\)"):
         spark.dataSource.register(EventHubsDataSource)
         df.write.format("eventhubs").mode("overwrite").options(**options(setup)).save()

@@ -71,6 +71,7 @@ def test_entra_credentials_without_a_connection_string() -> None:
     ({"keyColumn": None}, "give option 'partitionColumn'"),
     ({"partitionColumn": "p"}, "give option 'partitionColumn' or option 'keyColumn', not both"),
     ({"hubFencing": "maybe"}, "option 'hubFencing' is 'maybe': give 'auto', 'required' or 'false'"),
+    ({"leaseOnlyBatchBytes": "2000000"}, "option 'leaseOnlyBatchBytes' is 2000000: must be a whole number of bytes"),
     ({"leaseSeconds": "90"}, "option 'leaseSeconds' is 90: give 15 to 60"),
     ({"generation": "-1"}, "option 'generation' is '-1': give 0 or more"),
     ({"sendTimeout": "soon"}, "option 'sendTimeout' is 'soon': give a number"),
