@@ -73,7 +73,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # which left the deployment test, two tests of minutes each, for the end of the run).
 LONGEST_FILES = (
     "system/test_deployment.py",
+    "integration/spark/test_spark_cluster_without_airflow.py",
     "compat/test_wheel_on_airflow_floor.py",
+    "integration/spark/test_spark_datasource_stream.py",
+    "system/test_example_spark_submit.py",
     "integration/events/test_event_driven_dag.py",
     "integration/spark/test_spark_stalled_driver.py",
     "system/test_scheduler_path.py",

@@ -181,3 +181,31 @@ class ProducerStateHook(BaseHook):
         note_site(hook.failure_site(self.container, container_field="state_container", role="producer state"))
         return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
                                       on_operation=timer)
+
+
+def published_batch(producer_group: str, identity: str, *, generation: int = 0, eventhub_name: str | None = None,
+                    state_container: str, event_hubs_conn_id: str = "azure_event_hubs_default",
+                    wasb_conn_id: str = "wasb_default") -> dict[str, dict[str, Any]]:
+    """
+    What a Spark job writing with the ``eventhubs`` data source committed for ``identity`` (its ``batchId``), read
+    from the producer-state ledger: per partition ``{events, first_seq, last_seq, service_last_sequence_number, ...}``,
+    what :class:`~airflow_provider_eh.sensors.checkpoint.EventHubCheckpointSensor` takes as ``targets``.
+
+    :param producer_group: the job's ``producerGroup``.
+    :param identity: the job's ``batchId`` (the interval it published).
+    :param generation: the job's ``generation``.
+    :param eventhub_name: the hub; default: the Event Hubs connection's.
+    :param state_container: the job's ``stateContainer``, read through ``wasb_conn_id``.
+    :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
+    :param wasb_conn_id: the ``wasb`` connection of the state container's account.
+    """
+    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.publishing.publisher import IdempotentPublisher
+    from airflow_provider_eh.spark.datasource.options import identity_batch_id
+
+    endpoint = EventHubsHook(event_hubs_conn_id).get_endpoint(eventhub_name)
+    store = ProducerStateHook("blob", wasb_conn_id=wasb_conn_id, container=state_container).get_store(
+        create_container=False)
+    publisher = IdempotentPublisher(endpoint, store, producer_group=producer_group)
+    batch_id = identity_batch_id(producer_group, identity, int(generation))
+    return {pid: result.to_dict() for pid, result in sorted(publisher.committed_results(batch_id).items())}

@@ -34,7 +34,7 @@ EVENT_HUBS_ADMIN_PORT = int(os.environ.get("EH_ADMIN_PORT", "5680"))
 AZURITE_PORT = int(os.environ.get("AZURITE_PORT", "10000"))
 REGISTRY_PORT = int(os.environ.get("EH_REGISTRY_PORT", "5681"))
 DEMO_HUBS = {"orders": 4}
-DEMO_CONSUMER_GROUPS = {"orders": ["analytics", "lakehouse"]}
+DEMO_CONSUMER_GROUPS = {"orders": ["analytics", "lakehouse", "spark-analytics"]}
 # the example pipeline registers its order event's Avro schema in this group
 SCHEMA_GROUPS = {"orders": ("Avro", "Backward")}
 # the registry's certificate and the CA that signed it (the connection's ca_bundle), made at each start
@@ -128,12 +128,19 @@ def local_schema_registry() -> tuple[str, Path]:
 def example_env(db: Path, data_dir: Path, **connections: Any) -> dict[str, str]:
     """What the example DAGs read from the environment: the connections of :func:`connection_env`
     (``connections`` are its arguments), ``eh_example_db`` (the SQLite file ``db``), their data folder,
-    and the Python that Spark's workers run."""
+    the Python that Spark's workers run, and the secrets of the Spark application that
+    ``eh_spark_submit_publish`` submits (a cluster's own environment holds them in a deployment)."""
+    conns = connection_env(**connections)
     return {
-        **connection_env(**connections),
+        **conns,
+        # what a Spark job submitted to the cluster reads its secrets from (eh_spark_submit_publish's application)
+        "EH_CONNECTION_STRING": json.loads(conns["AIRFLOW_CONN_AZURE_EVENT_HUBS_DEFAULT"])["extra"]["connection_string"],
+        "EH_STATE_CONNECTION_STRING": json.loads(conns["AIRFLOW_CONN_WASB_DEFAULT"])["extra"]["connection_string"],
         "AIRFLOW_CONN_EH_EXAMPLE_DB": json.dumps({"conn_type": "sqlite", "host": str(db)}),
         "EH_EXAMPLE_DATA_DIR": str(data_dir),
         "PYSPARK_PYTHON": sys.executable,
+        # spark-submit (SparkSubmitOperator), from the PySpark beside this interpreter, as `make` puts it on PATH
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     }
 
 

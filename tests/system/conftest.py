@@ -107,7 +107,7 @@ def example_stack(azurite: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     tmp_path = tmp_path_factory.mktemp("example")
     with registry_endpoint(tmp_path / "endpoint", {"orders": ("Avro", "Backward")}) as (event_hubs, certificates):
         hub = unique_name("orders")
-        event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics", "lakehouse"])
+        event_hubs.admin.create_hub(hub, partitions=2, consumer_groups=["analytics", "lakehouse", "spark-analytics"])
         db = tmp_path / "example.db"
         data_dir = tmp_path / "data"
         env = migrated_home(tmp_path / "airflow", DAGS, example_env(
