@@ -225,12 +225,20 @@ class StagedBatch:
         parts = [self._tables[run.blob].slice(*run.slices[partition]) for run in self.runs if partition in run.slices]
         table = pa.concat_tables(parts) if parts else None
         assert table is not None, f"partition {partition}: no staged rows"
-        keys = [(c, "ascending") for c in (*self.mapping.order_by, HASH_COL)]
-        return ArrowEvents(table.sort_by(keys), self.mapping)
+        return ArrowEvents(_sorted(table, (*self.mapping.order_by, HASH_COL)), self.mapping)
 
     def grouped(self) -> dict[str, ArrowEvents]:
         """Every partition's events, in batch order."""
         return {partition: self.events(partition) for partition in sorted(self.counts, key=lambda p: (len(p), p))}
+
+
+def _sorted(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``table`` in ascending order of ``columns``, nulls first: the order Spark's ``sortWithinPartitions`` gives
+    (the operator's), so both ways publish a partition's events in one order."""
+    try:  # pyarrow 25 and later: the null placement per key
+        return table.sort_by([(c, "ascending", "at_start") for c in columns])
+    except (TypeError, ValueError):  # earlier pyarrow: one placement for every key
+        return table.sort_by([(c, "ascending") for c in columns], null_placement="at_start")
 
 
 def remove_staged(blob: BlobLocation, prefix: str, names: Iterable[str] | None = None) -> int:
