@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -40,15 +40,23 @@ class SparkConnectServer:
     :param master: the server's own master, ``local[2]`` by default.
     :param conf: Spark properties of the server (:data:`SMALL_CONF` by default).
     :param python: the interpreter of its Python workers.
+    :param py_files: ``.zip`` files on its executors' ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``) and its own,
+        for a ``python`` without the provider: at this path on every executor's machine (a cluster on
+        this one). Spark Connect puts on its Python workers' ``sys.path`` a session's own artifacts
+        only (``SparkSession.addArtifacts(..., pyfile=True)``), not the server's ``--py-files``.
+    :param spark_home: the Spark distribution to run (default: the one PySpark here would launch).
     """
 
     def __init__(self, location: str | os.PathLike[str], *, port: int = 0, master: str = "local[2]",
-                 conf: Mapping[str, str] | None = None, python: str = sys.executable):
+                 conf: Mapping[str, str] | None = None, python: str = sys.executable,
+                 py_files: Sequence[str | os.PathLike[str]] = (), spark_home: str | os.PathLike[str] | None = None):
         self.location = Path(location)
         self.port = port or free_port()
         self.master = master
         self.conf = dict(SMALL_CONF if conf is None else conf)
         self.python = python
+        self.py_files = [str(path) for path in py_files]
+        self.spark_home = None if spark_home is None else Path(spark_home)
         self.log_path = self.location / "spark-connect.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -60,17 +68,21 @@ class SparkConnectServer:
     def start(self, timeout: float = 180) -> SparkConnectServer:
         from airflow_provider_eh.spark.session import find_spark_home
 
-        home = find_spark_home()
+        home = self.spark_home or find_spark_home()
         if home is None:
             raise FileNotFoundError("no Spark distribution to start a Connect server from: install pyspark or set SPARK_HOME")
         conf = {**self.conf, "spark.connect.grpc.binding.address": "127.0.0.1",
                 "spark.connect.grpc.binding.port": str(self.port), "spark.driver.host": "127.0.0.1"}
         argv = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", self.master,
                 "--name", "Spark Connect server"]
+        if self.py_files:
+            conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(str(Path(path).resolve()) for path in self.py_files)
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
         argv.append("spark-internal")
         env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": self.python, "SPARK_LOCAL_IP": "127.0.0.1"}
+        if self.py_files:  # and the server's own Python workers (a data source's writer and commit run there)
+            env["PYTHONPATH"] = os.pathsep.join(str(Path(path).resolve()) for path in self.py_files)
         self.location.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(argv, env=env, cwd=self.location, stdout=self._log, stderr=subprocess.STDOUT,
