@@ -155,7 +155,10 @@ def kill_session(sid: int) -> None:
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 420) -> str:
-    out, err = proc.communicate(timeout=timeout)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_session(proc.pid)  # a job that did not end in time, and the daemons of one that did
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out[-2000:]}\n{err[-6000:]}"
     return out
 
