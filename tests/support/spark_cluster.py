@@ -395,6 +395,18 @@ def submit(cluster: StandaloneCluster, app: Path, args: Sequence[str], *, py_fil
                             start_new_session=True)
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (a child started with ``start_new_session=True``): a driver's
+    JVM, its Python, and the ``pyspark.daemon`` processes that move to process groups of their own, which a
+    process-group kill would leave running (a paused sender among them)."""
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                proc.kill()
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+
+
 def driver_python_pid(proc: subprocess.Popen[str], timeout: float = 60) -> int:
     """The Python driver of a :func:`submit` application: the child the ``spark-submit`` JVM (``proc.pid``)
     starts. SIGKILL or SIGSTOP it to crash or stall the job's own code; the JVM (``proc.pid``) then exits

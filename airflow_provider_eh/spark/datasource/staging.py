@@ -134,7 +134,11 @@ def _slices(table: pa.Table) -> dict[str, tuple[int, int]]:
 
 
 class ArrowEvents(Sequence[OutgoingEvent]):
-    """One partition's events, in batch order, read from an Arrow table as the sender asks for them."""
+    """One partition's events, in batch order, read from an Arrow table as the sender asks for them.
+
+    The property columns are the staged ones, which the tasks checked by the event rulebook when they mapped
+    each row (:func:`mapped_table`): they become each event's properties as they are, unchecked again.
+    """
 
     def __init__(self, table: pa.Table, mapping: RowMapping):
         self._table = table
@@ -162,7 +166,7 @@ class ArrowEvents(Sequence[OutgoingEvent]):
         cols = self._mapping.property_columns
         if not cols:
             return body, None
-        return body, self._mapping.event_properties({c: self._table.column(c)[row].as_py() for c in cols})
+        return body, {c: self._table.column(c)[row].as_py() for c in cols}
 
     def __iter__(self) -> Iterator[OutgoingEvent]:
         cols = self._mapping.property_columns
@@ -176,7 +180,7 @@ class ArrowEvents(Sequence[OutgoingEvent]):
                 continue
             values = [batch.column(c).to_pylist() for c in cols]
             for body, *row in zip(bodies, *values, strict=True):
-                yield OutgoingEvent(index, body, self._mapping.event_properties(dict(zip(cols, row, strict=True))))
+                yield OutgoingEvent(index, body, dict(zip(cols, row, strict=True)))
                 index += 1
 
 

@@ -25,14 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from spark_kit import SparkSetup
 
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
-from tests.support.spark_cluster import StandaloneCluster, clean_environment, submit
+from tests.support.proxy import FaultProxy
+from tests.support.spark_cluster import StandaloneCluster, clean_environment, kill_session, submit
 from tests.support.spark_connect import SparkConnectServer
 
 PROBE_APP = Path(__file__).with_name("apps") / "probe_app.py"
@@ -144,16 +144,6 @@ def wait_for_claim(claim: Path, proc: subprocess.Popen[str], timeout: float = 30
     raise AssertionError("the job's driver did not reach mid-send in time")
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL the driver: ``spark-submit``'s JVM, its Python, and the Python daemons in process groups of their own."""
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid:
-                proc.kill()
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            pass
-
-
 def finish(proc: subprocess.Popen[str], timeout: float = 420) -> str:
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -243,3 +233,31 @@ def test_data_source_through_spark_connect_on_the_cluster_publishes_each_row_onc
                          text=True, timeout=420, env=env, cwd=connect_on_cluster.location)
     assert run.returncode == 0, run.stderr[-6000:] + connect_on_cluster.tail()
     assert hub_ids(setup) == Counter(range(ROWS)), "written twice through Spark Connect: each row once expected"
+
+
+def test_data_source_driver_cut_off_from_blob_storage_mid_send_lands_each_row_once(
+    spark_cluster: StandaloneCluster, airflow_free: Path, provider_zip: Path, setup: SparkSetup, tmp_path: Path,
+) -> None:
+    port = setup.azurite.port
+    config = publish_config(setup, tmp_path, "direct")
+    with FaultProxy("127.0.0.1", port) as proxy:
+        cut = publish_config(setup, tmp_path, "through-proxy", stateConnectionString=setup.azurite.connection_string.replace(
+            f":{port}/", f":{proxy.port}/"))
+        setup.event_hubs.admin.set_fault("delay_ack", hub=setup.hub, ms=400)  # a send long enough to cut into
+        first = submit(spark_cluster, PUBLISH_APP, [str(cut)], py_files=provider_zip, python=airflow_free)
+        try:
+            deadline = time.monotonic() + 300
+            while sum(n + 1 for n in setup.ends().values()) == 0:
+                assert first.poll() is None and time.monotonic() < deadline, "the first run never sent"
+                time.sleep(0.1)
+            proxy.freeze()  # its blob traffic: held from now on (lease renewals, the commit), connections open
+            setup.event_hubs.admin.clear_faults()
+            finish(submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free))
+            assert hub_ids(setup) == Counter(range(ROWS))
+        finally:
+            proxy.thaw()
+            setup.event_hubs.admin.clear_faults()
+        out, err = first.communicate(timeout=300)
+        kill_session(first.pid)
+    assert first.returncode != 0, "the run cut off from its blob storage committed after another run took over"
+    assert hub_ids(setup) == Counter(range(ROWS)), "the run cut off from blob storage landed events twice"

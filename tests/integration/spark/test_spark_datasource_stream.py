@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pyarrow.parquet as pq
 from spark_kit import REPO, SparkSetup
 
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
+from tests.support.spark_cluster import kill_session
 
 APP = REPO / "dags" / "spark_apps" / "publish_to_event_hubs.py"
 FILES, ROWS_PER_FILE = 6, 1000
@@ -40,18 +40,6 @@ def submit(config: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     spark_submit = Path(sys.executable).with_name("spark-submit")
     return subprocess.Popen([str(spark_submit), "--master", "local[2]", *SMALL, str(APP), str(config)], env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid``: the driver's JVM and its Python daemons, which move to process
-    groups of their own (a process group kill leaves them running, a paused sender among them)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 240) -> int:
