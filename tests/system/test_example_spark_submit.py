@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_provider_eh.client.readback import read_hub
 from tests.system.conftest import ExampleStack, explain, order_event_keys
@@ -16,6 +17,7 @@ RUN_DATES = ["2026-11-03"]
 DAYS = ["2026-11-02"]
 
 
+@pytest.mark.timeout(2400)  # two dag.test runs, each a Spark task, a spark-submit, a load and a deferred wait
 def test_submitted_job_publishes_the_interval_once_and_a_rerun_sends_nothing(
         example_stack: ExampleStack) -> None:
     conf = {"hub": example_stack.hub, "rows": 10}

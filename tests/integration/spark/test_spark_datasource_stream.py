@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from spark_kit import REPO, SparkSetup
 
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
@@ -55,6 +56,8 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 240) -> i
     raise AssertionError("the app did not reach mid-send in time")
 
 
+# six driver starts on a loaded machine: each restart waits for its JVM and for the killed driver's lease
+@pytest.mark.timeout(1800)
 def test_stream_driver_killed_mid_send_five_times_lands_each_row_once(setup: SparkSetup, tmp_path: Path) -> None:
     config = tmp_path / "app.json"
     config.write_text(json.dumps({
