@@ -146,3 +146,16 @@ def test_the_data_source_sends_what_the_operators_spark_path_sends_in_the_same_o
     source = sent(read_hub(EventHubsEndpoint.from_connection_string(event_hubs.connection_string(other), other)))
     assert sum(len(v) for v in source.values()) == 3000
     assert source == operator, "the data source's events differ from the operator's (bodies, properties or order)"
+
+
+def test_write_over_websockets_through_an_http_proxy_lands_each_row_once(spark: Any, setup: SparkSetup) -> None:
+    from tests.support.proxy import HttpProxy
+
+    websockets_before = int(setup.event_hubs.admin.stats()["websocket_connections_total"])
+    with HttpProxy(setup.tmp / "proxy", username="svc", password="proxy-secret") as proxy:
+        write(spark, orders(spark, 2000), setup, proxyHost="127.0.0.1", proxyPort=proxy.port, proxyUsername="svc",
+              proxyPassword="proxy-secret", customEndpointAddress=setup.event_hubs.websocket_address)
+        tunnels = proxy.tunnels()
+    assert f"127.0.0.1:{setup.event_hubs.websocket_port}" in tunnels  # the driver's sends went through the proxy
+    assert int(setup.event_hubs.admin.stats()["websocket_connections_total"]) > websockets_before
+    assert Counter(json.loads(e.body)["id"] for e in setup.read_back()) == Counter(range(2000))
