@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -154,11 +155,21 @@ def finish(proc: subprocess.Popen[str], timeout: float = 420) -> str:
 
 
 def kill_an_executor_while_tasks_run(cluster: StandaloneCluster, proc: subprocess.Popen[str], timeout: float = 240) -> int:
-    """SIGKILL one of the job's executors as soon as its tasks' Python workers run."""
+    """SIGKILL one of the submitted job's executors (not another application's, the Connect server's) as soon as
+    its tasks' Python workers run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        if cluster.python_worker_pids():
-            return cluster.kill_executor()
+        apps = [app["id"] for app in cluster.status().get("activeapps", [])
+                if app.get("name") == "publish-to-event-hubs"]  # the name the application gives its session
+        for app_id in apps:
+            for pid in cluster.executor_pids(app_id):
+                try:
+                    running = psutil.Process(pid).children(recursive=True)
+                except psutil.Error:
+                    continue
+                if any("pyspark.daemon" in " ".join(child.cmdline()) for child in running):
+                    os.kill(pid, signal.SIGKILL)
+                    return pid
         time.sleep(0.1)
     raise AssertionError("the job's tasks never ran")
 
