@@ -36,6 +36,20 @@ if TYPE_CHECKING:
     from airflow_provider_eh.publishing.plan import PartitionPlan
 
 
+def map_batch(batch: pa.RecordBatch, mapping: RowMapping,
+              partition_ids: Sequence[str]) -> tuple[list[str], list[bytes], list[bytes]]:
+    """Each row's ``(partition, content hash, body)`` as three lists; raises on the first bad row (the rulebook's
+    checks). What both Spark paths run per row: the operator's executors and the data source's tasks."""
+    rows = (batch if mapping.whole_row else batch.select(mapping.required_columns())).to_pylist()
+    partitions, hashes, bodies = [], [], []
+    for row in rows:
+        partition, body, props = mapping.event_of(row, partition_ids)
+        partitions.append(partition)
+        hashes.append(content_hash(body, props))
+        bodies.append(body)
+    return partitions, hashes, bodies
+
+
 def map_rows(
     batches: Iterable[pa.RecordBatch],
     mapping: RowMapping,
@@ -47,17 +61,10 @@ def map_rows(
     import pyarrow as pa
 
     for batch in batches:
-        rows = (batch if mapping.whole_row else batch.select(mapping.required_columns())).to_pylist()
-        partitions, slot_values, hashes, bodies = [], [], [], []
-        for row in rows:
-            partition, body, props = mapping.event_of(row, partition_ids)
-            partitions.append(partition)
-            slot_values.append(slots[partition])
-            hashes.append(content_hash(body, props))
-            bodies.append(body)
+        partitions, hashes, bodies = map_batch(batch, mapping, partition_ids)
         columns = [
             pa.array(partitions, pa.string()),
-            pa.array(slot_values, pa.int64()),
+            pa.array([slots[p] for p in partitions], pa.int64()),
             pa.array(hashes, pa.binary()),
             pa.array(bodies, pa.binary()),
             *(batch.column(name) for name in kept),

@@ -12,6 +12,7 @@ and deletes the batch's staging folder once the batch is committed (:func:`remov
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import tempfile
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent
-from airflow_provider_eh.spark.mapping import BODY_COL, HASH_COL, PARTITION_COL, RowMapping, content_hash
+from airflow_provider_eh.spark.executor import map_batch
+from airflow_provider_eh.spark.mapping import BODY_COL, HASH_COL, PARTITION_COL, RowMapping
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,13 +74,7 @@ def mapped_table(batches: Iterable[pa.RecordBatch], mapping: RowMapping, partiti
     out: list[pa.RecordBatch] = []
     schema: pa.Schema | None = None
     for batch in batches:
-        rows = (batch if mapping.whole_row else batch.select(mapping.required_columns())).to_pylist()
-        partitions, hashes, bodies = [], [], []
-        for row in rows:
-            partition, body, props = mapping.event_of(row, partition_ids)
-            partitions.append(partition)
-            hashes.append(content_hash(body, props))
-            bodies.append(body)
+        partitions, hashes, bodies = map_batch(batch, mapping, partition_ids)
         mapped = pa.RecordBatch.from_arrays(
             [pa.array(partitions, pa.string()), pa.array(hashes, pa.binary()), pa.array(bodies, pa.binary()),
              *(batch.column(name) for name in kept)], names=names)
@@ -88,18 +84,6 @@ def mapped_table(batches: Iterable[pa.RecordBatch], mapping: RowMapping, partiti
         return pa.table({n: pa.array([], t) for n, t in ((PARTITION_COL, pa.string()), (HASH_COL, pa.binary()),
                                                           (BODY_COL, pa.binary()))})
     return pa.Table.from_batches(out, schema).sort_by(PARTITION_COL)
-
-
-def _runs(values: list[str]) -> Iterator[tuple[str, int]]:
-    if not values:
-        return
-    current, n = values[0], 0
-    for value in values:
-        if value != current:
-            yield current, n
-            current, n = value, 0
-        n += 1
-    yield current, n
 
 
 def stage_rows(batches: Iterable[pa.RecordBatch], *, mapping: RowMapping, partition_ids: Sequence[str],
@@ -123,11 +107,11 @@ def stage_rows(batches: Iterable[pa.RecordBatch], *, mapping: RowMapping, partit
 
 
 def _slices(table: pa.Table) -> dict[str, tuple[int, int]]:
+    """``{partition: (first row, rows)}`` of a table sorted by partition."""
     out: dict[str, tuple[int, int]] = {}
     start = 0
-    for partition, n in _runs(table.column(PARTITION_COL).to_pylist()):
-        if partition in out:
-            raise RuntimeError(f"partition {partition}: its staged rows are not consecutive")
+    for partition, run in itertools.groupby(table.column(PARTITION_COL).to_pylist()):
+        n = sum(1 for _ in run)
         out[partition] = (start, n)
         start += n
     return out
