@@ -395,6 +395,60 @@ def submit(cluster: StandaloneCluster, app: Path, args: Sequence[str], *, py_fil
                             start_new_session=True)
 
 
+# SparkSubmitOperator as an Airflow worker runs it: the task's ``execute`` in a process of its own, which
+# spark-submit's JVM (the driver) is a child of; exits non-zero when the job failed, as the task would.
+OPERATOR_TASK = """
+import json, sys
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+spec = json.loads(sys.argv[1])
+SparkSubmitOperator(task_id="publish", conn_id="spark_cluster", **spec).execute(context={})
+print("TASK SUCCEEDED", flush=True)
+"""
+
+
+def submit_with_operator(cluster: StandaloneCluster, app: Path, args: Sequence[str], *, py_files: Path, python: Path,
+                         conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
+                         ) -> subprocess.Popen[str]:
+    """``SparkSubmitOperator`` (``apache-airflow-providers-apache-spark``) submitting ``app`` onto ``cluster`` in
+    client mode: what :func:`submit` does, through the operator, its connection an ``AIRFLOW_CONN_`` variable.
+
+    The task runs in this environment's Python (which has Airflow) in a session of its own, its output captured
+    (the job's output arrives as the hook's log lines). ``env`` reaches the job through the operator's
+    ``env_vars``, not the task's own environment. SIGKILL of the task's descendants is a killed driver
+    (:func:`kill_driver`); the task then fails as Airflow's would, and a new call is its retry.
+    """
+    connection = {"conn_type": "spark", "host": "spark://127.0.0.1", "port": cluster.port,
+                  "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}
+    home = cluster.location / "airflow-home"
+    home.mkdir(exist_ok=True)
+    task_env = {**cluster.environment(), "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps(connection),
+                "PATH": os.pathsep.join([str(cluster.spark_home / "bin"), cluster.environment()["PATH"]])}
+    spec = {"application": str(app), "application_args": list(args), "py_files": str(py_files), "name": app.stem,
+            "conf": {**cluster.app_conf(), "spark.pyspark.python": str(python),
+                     "spark.pyspark.driver.python": str(python), **(conf or {})},
+            "env_vars": dict(env or {}) or None}
+    return subprocess.Popen([sys.executable, "-c", OPERATOR_TASK, json.dumps(spec)], env=task_env,
+                            cwd=cluster.location, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def kill_driver(task: subprocess.Popen[str]) -> list[int]:
+    """SIGKILL the driver a :func:`submit_with_operator` task started (the ``spark-submit`` JVM and its Python),
+    leaving the task to see its job fail. The killed pids."""
+    try:
+        driver = psutil.Process(task.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    for proc in driver:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [proc.pid for proc in driver]
+
+
 def kill_session(sid: int) -> None:
     """SIGKILL every process of session ``sid`` (a child started with ``start_new_session=True``): a driver's
     JVM, its Python, and the ``pyspark.daemon`` processes that move to process groups of their own, which a

@@ -7,8 +7,10 @@ Spark Connect server on the same cluster, imports the engine (``airflow_provider
 ``.publishing``, ``.client.endpoint``) in every task's Python worker and reports what it found.
 
 Then the ``eventhubs`` data source on that cluster, through the example application
-(``dags/spark_apps/publish_to_event_hubs.py``): its driver killed mid-send and an executor killed in the
-run that recovers; a driver stalled mid-send while another run takes over; a write through Spark Connect.
+(``dags/spark_apps/publish_to_event_hubs.py``) submitted by ``SparkSubmitOperator`` as an Airflow task
+runs it (:func:`~tests.support.spark_cluster.submit_with_operator`): its driver killed mid-send and an
+executor killed in the retry that recovers; a driver stalled mid-send while another try takes over; a
+driver cut off from blob storage mid-send while another try takes over; a write through Spark Connect.
 Each time the hub is read back and holds each row once.
 """
 
@@ -33,7 +35,14 @@ from spark_kit import SparkSetup
 
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
 from tests.support.proxy import FaultProxy
-from tests.support.spark_cluster import StandaloneCluster, clean_environment, kill_session, submit
+from tests.support.spark_cluster import (
+    StandaloneCluster,
+    clean_environment,
+    kill_driver,
+    kill_session,
+    submit,
+    submit_with_operator,
+)
 from tests.support.spark_connect import SparkConnectServer
 
 PROBE_APP = Path(__file__).with_name("apps") / "probe_app.py"
@@ -106,7 +115,7 @@ def test_spark_connect_on_the_cluster_runs_python_without_airflow(
 
 PUBLISH_APP = Path(__file__).resolve().parents[3] / "dags" / "spark_apps" / "publish_to_event_hubs.py"
 CRASH_SITE = Path(__file__).resolve().parents[2] / "support" / "crash_site"
-ROWS = 30_000
+ROWS = 12_000
 
 
 def publish_config(setup: SparkSetup, tmp_path: Path, name: str, **options: str) -> Path:
@@ -145,13 +154,37 @@ def wait_for_claim(claim: Path, proc: subprocess.Popen[str], timeout: float = 30
     raise AssertionError("the job's driver did not reach mid-send in time")
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 420) -> str:
+def finish(task: subprocess.Popen[str], timeout: float = 420) -> dict[str, Any]:
+    """Wait for a :func:`submit_with_operator` task to succeed; what the application printed it published."""
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = task.communicate(timeout=timeout)
     finally:
-        kill_session(proc.pid)  # a job that did not end in time, and the daemons of one that did
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out[-2000:]}\n{err[-6000:]}"
-    return out
+        kill_session(task.pid)  # a job that did not end in time, and the daemons of one that did
+    assert task.returncode == 0, f"exit {task.returncode}\n{out[-2000:]}\n{err[-6000:]}"
+    return app_result(out + err)
+
+
+def app_result(output: str) -> dict[str, Any]:
+    """The application's last line, ``{"published": ...}``, out of the operator's log of the job's output."""
+    decoder = json.JSONDecoder()
+    for line in reversed(output.splitlines()):
+        if '{"published"' in line:
+            return decoder.raw_decode(line[line.index('{"published"'):])[0]
+    raise AssertionError(f"the application reported nothing:\n{output[-4000:]}")
+
+
+def publish(cluster: StandaloneCluster, config: Path, python: Path, provider_zip: Path,
+            env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """An Airflow task's ``SparkSubmitOperator`` submitting the example application with ``config`` (a try of it)."""
+    return submit_with_operator(cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=python, env=env)
+
+
+def command_line(process: psutil.Process) -> list[str]:
+    """A process's command line; none for one that ended (a zombie, a worker forked and gone) meanwhile."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def kill_an_executor_while_tasks_run(cluster: StandaloneCluster, proc: subprocess.Popen[str], timeout: float = 240) -> int:
@@ -167,7 +200,7 @@ def kill_an_executor_while_tasks_run(cluster: StandaloneCluster, proc: subproces
                     running = psutil.Process(pid).children(recursive=True)
                 except psutil.Error:
                     continue
-                if any("pyspark.daemon" in " ".join(child.cmdline()) for child in running):
+                if any("pyspark.daemon" in " ".join(command_line(child)) for child in running):
                     os.kill(pid, signal.SIGKILL)
                     return pid
         time.sleep(0.1)
@@ -178,28 +211,34 @@ def hub_ids(setup: SparkSetup) -> Counter:
     return Counter(json.loads(e.body)["id"] for e in setup.read_back())
 
 
-def test_data_source_job_killed_mid_send_and_an_executor_killed_publishes_each_row_once(
+def test_data_source_driver_killed_mid_send_then_an_executor_killed_in_the_retry_publishes_each_row_once(
     spark_cluster: StandaloneCluster, airflow_free: Path, provider_zip: Path, setup: SparkSetup, tmp_path: Path,
 ) -> None:
     config = publish_config(setup, tmp_path, "publish")
-    first = submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free,
-                   env=paused_env(provider_zip, tmp_path / "paused"))
+    first = publish(spark_cluster, config, airflow_free, provider_zip, env=paused_env(provider_zip, tmp_path / "paused"))
     try:
         wait_for_claim(tmp_path / "paused", first)
         in_doubt = sum(n + 1 for n in setup.ends().values())
+        assert kill_driver(first), "the task had started no driver"
+        out, err = first.communicate(timeout=120)
     finally:
         kill_session(first.pid)
-        first.wait(60)
     assert 0 < in_doubt < ROWS, f"{in_doubt} events had landed when the driver was killed"
+    assert first.returncode != 0 and "TASK SUCCEEDED" not in out, "the task succeeded although its driver was killed"
+    assert "Cannot execute" in out + err, (out + err)[-3000:]  # the operator's error for a failed spark-submit
 
-    second = submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free)
-    killed = kill_an_executor_while_tasks_run(spark_cluster, second)
-    out = finish(second)
-    assert killed and json.loads(out.strip().splitlines()[-1])["airflow_imported"] is False
-    assert hub_ids(setup) == Counter(range(ROWS)), "the recovery after the killed driver lost or duplicated rows"
+    retry = publish(spark_cluster, config, airflow_free, provider_zip)  # Airflow's retry of the task
+    try:
+        killed = kill_an_executor_while_tasks_run(spark_cluster, retry)
+    except BaseException:
+        kill_session(retry.pid)
+        raise
+    result = finish(retry)
+    assert killed and result["airflow_imported"] is False
+    assert hub_ids(setup) == Counter(range(ROWS)), "the retry after the killed driver lost or duplicated rows"
 
     ends = setup.ends()
-    finish(submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free))
+    finish(publish(spark_cluster, config, airflow_free, provider_zip))  # a clear and re-run of the task
     assert setup.ends() == ends, "a re-run of the same identity sent events"
 
 
@@ -207,19 +246,19 @@ def test_data_source_driver_stalled_mid_send_while_another_run_takes_over_lands_
     spark_cluster: StandaloneCluster, airflow_free: Path, provider_zip: Path, setup: SparkSetup, tmp_path: Path,
 ) -> None:
     config = publish_config(setup, tmp_path, "stalled")
-    stalled = submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free,
-                     env=paused_env(provider_zip, tmp_path / "paused"))
+    stalled = publish(spark_cluster, config, airflow_free, provider_zip, env=paused_env(provider_zip, tmp_path / "paused"))
     try:
         paused = wait_for_claim(tmp_path / "paused", stalled)
-        # another run of the same identity: waits for the stalled driver's leases, claims, recovers, commits
-        finish(submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free))
+        # another try of the same identity (the stalled task's worker presumed lost): waits for the stalled
+        # driver's leases, claims, recovers, commits
+        finish(publish(spark_cluster, config, airflow_free, provider_zip))
         assert hub_ids(setup) == Counter(range(ROWS))
         os.kill(paused, signal.SIGCONT)  # the stalled driver wakes up mid-send, fenced
         out, err = stalled.communicate(timeout=300)
     finally:
         kill_session(stalled.pid)
     assert stalled.returncode != 0, "the stalled driver's write succeeded after another run took over"
-    assert "ProducerDisconnectedError" in err or "fenced" in err, err[-4000:]
+    assert "ProducerDisconnectedError" in out + err or "fenced" in out + err, (out + err)[-4000:]
     assert hub_ids(setup) == Counter(range(ROWS)), "the stalled driver landed events after the takeover"
 
 
@@ -255,7 +294,7 @@ def test_data_source_driver_cut_off_from_blob_storage_mid_send_lands_each_row_on
         cut = publish_config(setup, tmp_path, "through-proxy", stateConnectionString=setup.azurite.connection_string.replace(
             f":{port}/", f":{proxy.port}/"))
         setup.event_hubs.admin.set_fault("delay_ack", hub=setup.hub, ms=400)  # a send long enough to cut into
-        first = submit(spark_cluster, PUBLISH_APP, [str(cut)], py_files=provider_zip, python=airflow_free)
+        first = publish(spark_cluster, cut, airflow_free, provider_zip)
         try:
             deadline = time.monotonic() + 300
             while sum(n + 1 for n in setup.ends().values()) == 0:
@@ -263,7 +302,7 @@ def test_data_source_driver_cut_off_from_blob_storage_mid_send_lands_each_row_on
                 time.sleep(0.1)
             proxy.freeze()  # its blob traffic: held from now on (lease renewals, the commit), connections open
             setup.event_hubs.admin.clear_faults()
-            finish(submit(spark_cluster, PUBLISH_APP, [str(config)], py_files=provider_zip, python=airflow_free))
+            finish(publish(spark_cluster, config, airflow_free, provider_zip))
             assert hub_ids(setup) == Counter(range(ROWS))
         finally:
             proxy.thaw()
