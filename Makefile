@@ -66,7 +66,7 @@ node_modules/.installed: package.json package-lock.json | check-tools
 # another pytest session on the machine would delete files from under a running test there.
 test: check-test-tools venv node
 	mkdir -p $(LOCAL)
-	EH_SKIP="$(SKIP)" EH_TEST_SHUFFLE="$(SHUFFLE)" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --basetemp=$(abspath $(LOCAL))/pytest --durations=15 tests
+	EH_SKIP="$(SKIP)" EH_TEST_SHUFFLE="$(SHUFFLE)" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --basetemp=$(abspath $(LOCAL))/pytest --durations=30 tests
 
 # The proof that the suite is green on a fresh machine's checkout, every time: RUNS clones of one commit
 # (HEAD when they start, or COMMIT),
