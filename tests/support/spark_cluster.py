@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import http.client
 import importlib.metadata
 import json
 import os
@@ -80,6 +81,11 @@ spark = SparkSession.builder.getOrCreate()
 spark.range(0, 4, 1, 2).select(udf(lambda i: str(i), "string", useArrow=False)("id")).collect()
 spark.stop()
 """
+
+
+# what the master's web UI answers while it starts, or under load: a refused or reset connection, a 404, an
+# answer cut short (http.client's errors), or a page that is not yet JSON
+STARTING_UI = (OSError, ValueError, http.client.HTTPException)
 
 
 def airflow_free_requirements() -> list[str]:
@@ -275,7 +281,7 @@ class StandaloneCluster:
                     raise RuntimeError(f"Spark worker {n} exited with code {proc.returncode}:\n{self.tail(f'worker-{n}')}")
             try:
                 alive = self.status().get("aliveworkers", 0)
-            except OSError:  # the UI listens a moment before it serves /json/ (404 until then)
+            except STARTING_UI:  # the UI listens a moment before it serves /json/ (refused, 404 or half a page until then)
                 alive = 0
             if alive == self.workers:
                 return

@@ -36,6 +36,7 @@ from spark_kit import SparkSetup
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
 from tests.support.proxy import FaultProxy
 from tests.support.spark_cluster import (
+    STARTING_UI,
     StandaloneCluster,
     clean_environment,
     kill_driver,
@@ -192,8 +193,11 @@ def kill_an_executor_while_tasks_run(cluster: StandaloneCluster, proc: subproces
     its tasks' Python workers run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        apps = [app["id"] for app in cluster.status().get("activeapps", [])
-                if app.get("name") == "publish-to-event-hubs"]  # the name the application gives its session
+        try:
+            apps = [app["id"] for app in cluster.status().get("activeapps", [])
+                    if app.get("name") == "publish-to-event-hubs"]  # the name the application gives its session
+        except STARTING_UI:  # the master's UI slow to answer on a loaded machine: ask again
+            apps = []
         for app_id in apps:
             for pid in cluster.executor_pids(app_id):
                 try:
