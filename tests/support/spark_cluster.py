@@ -41,6 +41,7 @@ from typing import IO, Any
 
 import psutil
 
+from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
 from eventhubs_local.ports import free_port, wait_listening
 from scripts import release
 
@@ -161,6 +162,22 @@ def spark_class_archive(python: Path) -> Path:
     return archive
 
 
+def jvm_options(class_archive: Path | None) -> str:
+    """:data:`JVM_OPTIONS`, with the :func:`spark_class_archive` ``class_archive`` if given (a JVM whose class path or
+    Java build differs from the archive's starts without it, silently)."""
+    return JVM_OPTIONS + (f" -XX:SharedArchiveFile={class_archive} -Xlog:cds*=off" if class_archive else "")
+
+
+CRASH_SITE = Path(__file__).resolve().parent / "crash_site"
+
+
+def paused_env(provider_zip: Path, claim: Path) -> dict[str, str]:
+    """A driver whose sender pauses itself (SIGSTOP) once a partition's first SDK batch is acknowledged (the crash
+    site's ``sitecustomize``, which imports the provider from the zip); ``claim`` gets the paused PID."""
+    return {"PYTHONPATH": os.pathsep.join([str(CRASH_SITE), str(provider_zip)]), PAUSE_ENV: "mid_send:1",
+            CLAIM_ENV: str(claim)}
+
+
 def provider_py_files(dest: Path) -> Path:
     """The provider's wheel, built from the checkout as ``make release`` builds it, as a ``.zip`` for
     ``--py-files`` in ``dest`` (emptied first).
@@ -227,7 +244,7 @@ class StandaloneCluster:
         self.webui_port = free_port()
         self.spark_home = spark_home_of(python)
         # a JVM whose class path or Java build differs from the archive's starts without it, silently
-        self.jvm_options = JVM_OPTIONS + (f" -XX:SharedArchiveFile={class_archive} -Xlog:cds*=off" if class_archive else "")
+        self.jvm_options = jvm_options(class_archive)
         self.master_proc: subprocess.Popen[bytes] | None = None
         self.worker_procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[IO[bytes]] = []
@@ -245,6 +262,11 @@ class StandaloneCluster:
         """:data:`APP_CONF` with the cluster's JVM options, for an application's driver and executors."""
         return {**APP_CONF, "spark.executor.extraJavaOptions": self.jvm_options,
                 "spark.driver.extraJavaOptions": self.jvm_options}
+
+    def job_conf(self, python: Path, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A submitted application's settings: :meth:`app_conf`, ``python`` for its driver and executors, ``conf``."""
+        return {**self.app_conf(), "spark.pyspark.python": str(python), "spark.pyspark.driver.python": str(python),
+                **(conf or {})}
 
     def start(self, timeout: float = 120) -> StandaloneCluster:
         """Start the master, then the workers; return once the master counts them all alive."""
@@ -391,8 +413,7 @@ def submit(cluster: StandaloneCluster, app: Path, args: Sequence[str], *, py_fil
     """
     argv = [str(cluster.spark_home / "bin" / "spark-submit"), "--master", cluster.url, "--deploy-mode", "client",
             "--name", app.stem, "--py-files", str(py_files)]
-    settings = {**cluster.app_conf(), "spark.pyspark.python": str(python), "spark.pyspark.driver.python": str(python),
-                **(conf or {})}
+    settings = cluster.job_conf(python, conf)
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
     argv += [str(app), *args]
@@ -432,8 +453,7 @@ def submit_with_operator(cluster: StandaloneCluster, app: Path, args: Sequence[s
                 "AIRFLOW_CONN_SPARK_CLUSTER": json.dumps(connection),
                 "PATH": os.pathsep.join([str(cluster.spark_home / "bin"), cluster.environment()["PATH"]])}
     spec = {"application": str(app), "application_args": list(args), "py_files": str(py_files), "name": app.stem,
-            "conf": {**cluster.app_conf(), "spark.pyspark.python": str(python),
-                     "spark.pyspark.driver.python": str(python), **(conf or {})},
+            "conf": cluster.job_conf(python, conf),
             "env_vars": dict(env or {}) or None}
     return subprocess.Popen([sys.executable, "-c", OPERATOR_TASK, json.dumps(spec)], env=task_env,
                             cwd=cluster.location, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

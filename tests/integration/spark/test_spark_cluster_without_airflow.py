@@ -33,7 +33,6 @@ import pyarrow.parquet as pq
 import pytest
 from spark_kit import SparkSetup
 
-from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
 from tests.support.proxy import FaultProxy
 from tests.support.spark_cluster import (
     STARTING_UI,
@@ -41,6 +40,7 @@ from tests.support.spark_cluster import (
     clean_environment,
     kill_driver,
     kill_session,
+    paused_env,
     submit,
     submit_with_operator,
 )
@@ -115,7 +115,6 @@ def test_spark_connect_on_the_cluster_runs_python_without_airflow(
 # ---- the eventhubs data source on the cluster ------------------------------------------------------------------
 
 PUBLISH_APP = Path(__file__).resolve().parents[3] / "dags" / "spark_apps" / "publish_to_event_hubs.py"
-CRASH_SITE = Path(__file__).resolve().parents[2] / "support" / "crash_site"
 ROWS = 12_000
 
 
@@ -135,13 +134,6 @@ def publish_config(setup: SparkSetup, tmp_path: Path, name: str, **options: str)
         "producerGroup": "orders.cluster", "batchId": "2026-05-01/2026-05-02", "keyColumn": "customer",
         "orderBy": "id", "propertyColumns": "region", "claimTimeout": "120", **options}}))
     return config
-
-
-def paused_env(provider_zip: Path, claim: Path) -> dict[str, str]:
-    """The driver's Python workers pause themselves (SIGSTOP) once a partition's first SDK batch is acknowledged
-    (the crash site's ``sitecustomize``, which imports the provider from the zip); ``claim`` gets the paused PID."""
-    return {"PYTHONPATH": os.pathsep.join([str(CRASH_SITE), str(provider_zip)]), PAUSE_ENV: "mid_send:1",
-            CLAIM_ENV: str(claim)}
 
 
 def wait_for_claim(claim: Path, proc: subprocess.Popen[str], timeout: float = 300) -> int:

@@ -8,7 +8,6 @@ third of each JVM's start)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections import Counter
@@ -19,13 +18,18 @@ import pyarrow.parquet as pq
 import pytest
 from spark_kit import REPO, SparkSetup
 
-from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
-from tests.support.spark_cluster import JVM_OPTIONS, clean_environment, kill_session, spark_class_archive, spark_home_of
+from tests.support.spark_cluster import (
+    clean_environment,
+    jvm_options,
+    kill_session,
+    paused_env,
+    spark_class_archive,
+    spark_home_of,
+)
 
 APP = REPO / "dags" / "spark_apps" / "publish_to_event_hubs.py"
 FILES, ROWS_PER_FILE = 6, 1000
 KILLS = 5
-CRASH_SITE = REPO / "tests" / "support" / "crash_site"
 
 
 def write_input(folder: Path) -> Path:
@@ -42,7 +46,7 @@ def submit(python: Path, provider_zip: Path, config: Path, env: dict[str, str]) 
     """The app under ``spark-submit`` (``local[2]``) of ``python``'s Spark, in a session of its own: the driver JVM
     and its Python."""
     home = spark_home_of(python)
-    jvm = f"{JVM_OPTIONS} -XX:SharedArchiveFile={spark_class_archive(python)} -Xlog:cds*=off"
+    jvm = jvm_options(spark_class_archive(python))
     argv = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", str(provider_zip),
             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", f"spark.driver.extraJavaOptions={jvm}", str(APP), str(config)]
@@ -77,12 +81,10 @@ def test_stream_driver_killed_mid_send_five_times_lands_each_row_once(setup: Spa
                     "propertyColumns": "region", "claimTimeout": "90"},
     }))
     base = {**clean_environment(), "SPARK_LOCAL_IP": "127.0.0.1"}
-    # the crash site's sitecustomize pauses the driver's sender mid-send; it imports the provider from the zip
-    paused = {**base, "PYTHONPATH": os.pathsep.join([str(CRASH_SITE), str(provider_zip)]), PAUSE_ENV: "mid_send:1"}
     landed_before_kill: list[int] = []
     for kill in range(KILLS):
         claim = tmp_path / f"paused-{kill}"
-        proc = submit(airflow_free, provider_zip, config, {**paused, CLAIM_ENV: str(claim)})
+        proc = submit(airflow_free, provider_zip, config, {**base, **paused_env(provider_zip, claim)})
         try:
             wait_for(claim, proc)
             landed_before_kill.append(sum(n + 1 for n in setup.ends().values()))
