@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.support import databases, hygiene, prerequisites, watchdog
+from tests.support import databases, hygiene, prerequisites, watchdog, xdist_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
@@ -53,12 +53,12 @@ os.environ.update(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Three plugins for the whole session (a conftest's own hooks do not see session fixtures):
+    """Four plugins for the whole session (a conftest's own hooks do not see session fixtures):
     every test file leaves os.environ and the process table as it found them (``hygiene``), a
     test whose server or browser is missing fails unless ``make test SKIP=...`` opted out of it
-    (``prerequisites``), and a test that outlives its timeout by far ends its worker with the stacks
-    of where it hung (``watchdog``)."""
-    for plugin in (hygiene, prerequisites, watchdog):
+    (``prerequisites``), a test that outlives its timeout by far ends its worker with the stacks
+    of where it hung (``watchdog``), and the run goes on after a worker ended (``xdist_schedule``)."""
+    for plugin in (hygiene, prerequisites, watchdog, xdist_schedule):
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, f"eh-{plugin.__name__.rsplit('.', 1)[-1]}")
 

@@ -6,7 +6,6 @@ management link rides on it, and a connection that broke is replaced without a f
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from typing import Any
@@ -19,6 +18,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.readback import read_hub, read_partition
 from airflow_provider_eh.publishing import BlobProducerStateStore, Fingerprint, IdempotentPublisher, send_partition
 from tests.support.events import send_filled
+from tests.support.forking import fork_run
 
 
 def connections(event_hubs: Any) -> int:
@@ -153,15 +153,11 @@ def test_a_forked_child_opens_its_own_connection(event_hubs: Any, hub: str) -> N
     with endpoint.producer() as parent:
         ids = parent.get_partition_ids()
         before = connections(event_hubs)
-        child = os.fork()
-        if child == 0:  # pragma: no cover - the child's outcome is its exit code
-            code = 1
-            try:
-                with endpoint.producer() as own:
-                    code = 0 if own.shared_connection is not parent.shared_connection and own.get_partition_ids() == ids else 2
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(child, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+
+        def child() -> int:
+            with endpoint.producer() as own:
+                return 0 if own.shared_connection is not parent.shared_connection and own.get_partition_ids() == ids else 2
+
+        assert fork_run(child) == 0
         assert connections(event_hubs) - before == 1  # the child's own
         assert parent.get_partition_properties(ids[0])["id"] == ids[0]  # the parent's connection is still its own

@@ -4,7 +4,6 @@ ledger's transitions (with an in-memory store and a fake read-back)."""
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 from typing import Any
 
@@ -29,6 +28,7 @@ from airflow_provider_eh.publishing.sender import SendReport
 from airflow_provider_eh.publishing.state import ProducerStateStore
 from airflow_provider_eh.steps import observe, reached
 from airflow_provider_eh.testing.crash import crash_at
+from tests.support.forking import fork_run
 
 KEY = StateKey("ns.example", "hub", "g", "0")
 
@@ -331,17 +331,13 @@ def test_steps_reach_only_registered_observers_until_they_stop() -> None:
 
 
 def test_crash_at_kills_the_process_at_its_step_and_nowhere_else() -> None:
-    def child(point: str, steps: list[tuple[str, int]]) -> None:
-        crash_at(point)
-        for step, count in steps:
-            reached(step, count)
-        os._exit(0)
-
     def exit_code(point: str, steps: list[tuple[str, int]]) -> int:
-        pid = os.fork()
-        if pid == 0:
-            child(point, steps)
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        def child() -> None:
+            crash_at(point)
+            for step, count in steps:
+                reached(step, count)
+
+        return fork_run(child)
 
     assert exit_code("mid_send:2", [("after_intent", 0), ("mid_send", 1)]) == 0
     assert exit_code("mid_send:2", [("mid_send", 1), ("mid_send", 2), ("after_send", 0)]) == -signal.SIGKILL
