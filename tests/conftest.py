@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from tests.support import databases, hygiene, prerequisites, watchdog, xdist_schedule
+from tests.support import databases, hygiene, prerequisites, watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 # Once per process: a test module importing ``tests.conftest`` by name runs this file a second
@@ -58,7 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
     test whose server or browser is missing fails unless ``make test SKIP=...`` opted out of it
     (``prerequisites``), a test that outlives its timeout by far ends its worker with the stacks
     of where it hung (``watchdog``), and the run goes on after a worker ended (``xdist_schedule``)."""
-    for plugin in (hygiene, prerequisites, watchdog, xdist_schedule):
+    plugins = [hygiene, prerequisites, watchdog]
+    if config.pluginmanager.hasplugin("xdist"):  # not where only pytest is installed (the floor leg's unit suite)
+        from tests.support import xdist_schedule
+
+        plugins.append(xdist_schedule)
+    for plugin in plugins:
         if not config.pluginmanager.is_registered(plugin):
             config.pluginmanager.register(plugin, f"eh-{plugin.__name__.rsplit('.', 1)[-1]}")
 

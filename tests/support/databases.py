@@ -115,18 +115,30 @@ def mariadb_server() -> Iterator[dict | None]:
          "--skip-test-db", *user],
         check=True, capture_output=True,
     )
-    port = free_port()
-    proc = subprocess.Popen(
-        [server, "--no-defaults", f"--datadir={data / 'db'}", f"--socket={data / 'mysqld.sock'}", f"--port={port}",
-         "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-grant-tables",
-         f"--pid-file={data / 'mysqld.pid'}", *user],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    args = {"host": "127.0.0.1", "port": port, "user": "root"}
-    try:
+    for attempt in range(3):  # a port taken between free_port() and the server's bind: another port
+        port = free_port()
+        log = data / f"mariadbd-{attempt}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [server, "--no-defaults", f"--datadir={data / 'db'}", f"--socket={data / 'mysqld.sock'}", f"--port={port}",
+                 "--bind-address=127.0.0.1", "--skip-name-resolve", "--skip-grant-tables",
+                 f"--pid-file={data / 'mysqld.pid'}", *user],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+        args = {"host": "127.0.0.1", "port": port, "user": "root"}
         import pymysql
 
-        _wait(proc, lambda: pymysql.connect(**args).close(), pymysql.err.OperationalError)
+        try:
+            _wait(proc, lambda: pymysql.connect(**args).close(), pymysql.err.OperationalError)
+            break
+        except pymysql.err.OperationalError as exc:
+            exited = proc.poll() is not None  # ended by itself (its port taken): try another; else it hung
+            _stop(proc, None)
+            if attempt == 2 or not exited:
+                output = log.read_text(errors="replace")[-3000:]
+                shutil.rmtree(data, ignore_errors=True)
+                raise RuntimeError(f"MariaDB did not start on port {port}: {exc}\n{output}") from exc
+    try:
         conn = pymysql.connect(**args)
         conn.cursor().execute("CREATE DATABASE ingest")
         conn.close()
@@ -147,10 +159,12 @@ def _wait(proc: subprocess.Popen, probe: Callable[[], None], refused: type[BaseE
             time.sleep(0.2)
 
 
-def _stop(proc: subprocess.Popen, data: Path) -> None:
+def _stop(proc: subprocess.Popen, data: Path | None) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
-    shutil.rmtree(data, ignore_errors=True)
+        proc.wait()
+    if data is not None:
+        shutil.rmtree(data, ignore_errors=True)
