@@ -43,13 +43,16 @@ class CrashSafeLoadFileScheduling(LoadFileScheduling):
     def _reschedule(self, node: WorkerController) -> None:
         if node not in self.registered_collections or self.collection is None:
             return  # a replacement still collecting: scheduled once its collection is in
-        super()._reschedule(node)
-        # a worker runs a test once it knows the next one: never leave it holding a single test
-        while not node.shutting_down and self._pending_of(self.assigned_work[node]) < 2:
-            if not self.workqueue:
-                node.shutdown()
-                break
-            self._assign_work_unit(node)
+        try:
+            super()._reschedule(node)
+            # a worker runs a test once it knows the next one: never leave it holding a single test
+            while not node.shutting_down and self._pending_of(self.assigned_work[node]) < 2:
+                if not self.workqueue:
+                    node.shutdown()
+                    break
+                self._assign_work_unit(node)
+        except OSError:  # the worker is gone too; its own crash report requeues what it was given
+            return
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:

@@ -343,7 +343,9 @@ class WriteOptions:
     :param claim_timeout: seconds to wait for another publisher's lease (``claimTimeout``); ``None``: the store's default.
     :param lease_seconds: the blob lease's duration, 15 to 60 (``leaseSeconds``).
     :param keep_committed: prune the ledger to this many batches per partition (``keepCommitted``); ``None``: keep all.
-    :param max_workers: partitions sent at once by the driver (``maxWorkers``); ``None``: all at once.
+    :param max_workers: partitions sent at once by one commit process (``maxWorkers``); ``None``: all at once.
+    :param commit_processes: processes the driver's commit publishes from, each partition from one
+        (``commitProcesses``); ``None``: one per 20,000 events, up to the driver's cores.
     :param schema: typed events' schema (``schemaGroup`` and the options beside it); ``None``: untyped.
     """
 
@@ -361,6 +363,7 @@ class WriteOptions:
     lease_seconds: int = 15
     keep_committed: int | None = None
     max_workers: int | None = None
+    commit_processes: int | None = None
     schema: SchemaOptions | None = None
 
     @classmethod
@@ -399,6 +402,7 @@ class WriteOptions:
             lease_seconds=lease_seconds,
             keep_committed=opts.number("keepCommitted", None, low=1),
             max_workers=opts.number("maxWorkers", None, low=1),
+            commit_processes=opts.number("commitProcesses", None, low=1),
         )
 
     def typed(self) -> WriteOptions:

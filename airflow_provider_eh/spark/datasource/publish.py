@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, PartitionResult
+from airflow_provider_eh.spark.datasource.commit_processes import commit_processes, partition_groups, publish_in_processes
 from airflow_provider_eh.spark.datasource.options import WriteOptions
 from airflow_provider_eh.spark.datasource.staging import StagedBatch, StagedRun, remove_staged, staging_prefix
 from airflow_provider_eh.stamps import batch_stamp
@@ -43,8 +44,9 @@ def publish_staged(options: WriteOptions, runs: Sequence[StagedRun], batch_id: s
 
     A batch already committed publishes nothing and returns the recorded results (after checking that its
     content is the same); one left in doubt by a crashed or stalled attempt is recovered by reading the
-    partition back. The staging folder (``staging``, default: the batch's own) is emptied once every partition
-    committed.
+    partition back. The partitions are published from this process or, for a large batch, from several
+    (:mod:`~.commit_processes`), each partition from one. The staging folder (``staging``, default: the
+    batch's own) is emptied once every partition committed.
     """
     started = time.monotonic()
     group, stamp = options.producer_group, batch_stamp(batch_id)
@@ -54,17 +56,37 @@ def publish_staged(options: WriteOptions, runs: Sequence[StagedRun], batch_id: s
         log.info("group %s batch %s (%s): no rows; nothing to publish", group, stamp, options.identity)
         remove_staged(options.blob, prefix)
         return {}
-    with options.blob.container_client() as container, tempfile.TemporaryDirectory(prefix="eh-publish-") as folder:
-        staged = StagedBatch(runs, options.blob, options.mapping, folder)
-        log.info("group %s batch %s (%s): %d rows staged by %d Spark tasks for %d partitions (%s); read in %.1fs",
-                 group, stamp, options.identity, rows, len(staged.runs), len(staged.counts),
-                 ", ".join(f"{p}: {n}" for p, n in sorted(staged.counts.items(), key=lambda i: (len(i[0]), i[0]))),
-                 time.monotonic() - started)
-        results = publisher_of(options, container, origin=origin).publish_grouped(staged.grouped(), batch_id=batch_id)
+    counts: dict[str, int] = {}
+    for run in runs:
+        for partition, (_, n) in run.slices.items():
+            counts[partition] = counts.get(partition, 0) + n
+    processes = commit_processes(options, counts)
+    if processes > 1:
+        groups = partition_groups(counts, processes)
+        log.info("group %s batch %s (%s): %d rows for %d partitions, committed by %d processes (%s)", group, stamp,
+                 options.identity, rows, len(counts), len(groups), "; ".join(", ".join(g) for g in groups))
+        results = publish_in_processes(options, runs, batch_id, groups, origin=origin)
+    else:
+        results = publish_partitions(options, runs, batch_id, origin=origin)
     remove_staged(options.blob, prefix)
     log.info("group %s batch %s (%s): %d events in %d partitions committed in %.1fs", group, stamp, options.identity,
              sum(r.events for r in results.values()), len(results), time.monotonic() - started)
     return results
+
+
+def publish_partitions(options: WriteOptions, runs: Sequence[StagedRun], batch_id: str, *,
+                       origin: Mapping[str, Any] | None = None) -> dict[str, PartitionResult]:
+    """Read back the staged ``runs`` and publish every partition they hold slices of, from this process; per
+    partition its result. The staged runs stay (the caller removes them once every partition committed)."""
+    started = time.monotonic()
+    group, stamp = options.producer_group, batch_stamp(batch_id)
+    with options.blob.container_client() as container, tempfile.TemporaryDirectory(prefix="eh-publish-") as folder:
+        staged = StagedBatch(runs, options.blob, options.mapping, folder)
+        log.info("group %s batch %s (%s): %d rows staged by %d Spark tasks for %d partitions (%s); read in %.1fs",
+                 group, stamp, options.identity, sum(staged.counts.values()), len(staged.runs), len(staged.counts),
+                 ", ".join(f"{p}: {n}" for p, n in sorted(staged.counts.items(), key=lambda i: (len(i[0]), i[0]))),
+                 time.monotonic() - started)
+        return publisher_of(options, container, origin=origin).publish_grouped(staged.grouped(), batch_id=batch_id)
 
 
 def committed_results(options: WriteOptions, batch_id: str) -> dict[str, PartitionResult]:

@@ -9,7 +9,8 @@ Spark Connect server on the same cluster, imports the engine (``airflow_provider
 Then the ``eventhubs`` data source on that cluster, through the example application
 (``dags/spark_apps/publish_to_event_hubs.py``) submitted by ``SparkSubmitOperator`` as an Airflow task
 runs it (:func:`~tests.support.spark_cluster.submit_with_operator`): its driver killed mid-send and an
-executor killed in the retry that recovers; a driver stalled mid-send while another try takes over; a
+executor killed in the retry that recovers; a driver stalled mid-send (one of its two commit processes)
+while another try takes over; a
 driver cut off from blob storage mid-send while another try takes over; a write through Spark Connect.
 Each time the hub is read back and holds each row once.
 """
@@ -242,7 +243,9 @@ def test_data_source_driver_stalled_mid_send_while_another_run_takes_over_lands_
     spark_cluster: StandaloneCluster, airflow_free: Path, provider_zip: Path, setup: SparkSetup, tmp_path: Path,
 ) -> None:
     config = publish_config(setup, tmp_path, "stalled")
-    stalled = publish(spark_cluster, config, airflow_free, provider_zip, env=paused_env(provider_zip, tmp_path / "paused"))
+    # the stalled try commits from two processes: the one that stalls mid-send holds half the partitions
+    two = publish_config(setup, tmp_path, "stalled-two-processes", commitProcesses="2")
+    stalled = publish(spark_cluster, two, airflow_free, provider_zip, env=paused_env(provider_zip, tmp_path / "paused"))
     try:
         paused = wait_for_claim(tmp_path / "paused", stalled)
         # another try of the same identity (the stalled task's worker presumed lost): waits for the stalled

@@ -47,7 +47,7 @@ def staged_blobs(setup: SparkSetup) -> list[str]:
 
 
 def test_write_lands_each_row_once_on_its_key_partition_in_declared_order(spark: Any, setup: SparkSetup) -> None:
-    write(spark, orders(spark, 20_000), setup)
+    write(spark, orders(spark, 20_000), setup, commitProcesses=2)  # the driver's commit from two processes
 
     read = setup.read_back()
     rows = [json.loads(e.body) for e in read]
@@ -75,11 +75,11 @@ def test_rerun_with_other_partitioning_sends_nothing_changed_rows_are_refused_ge
     ends = setup.ends()
 
     write(spark, orders(spark, 3000, partitions=7), setup)  # same rows, split otherwise: the same batch
-    write(spark, orders(spark, 3000, partitions=1).coalesce(1), setup)
+    write(spark, orders(spark, 3000, partitions=1).coalesce(1), setup, commitProcesses=3)  # committed by others
     assert setup.ends() == ends, "a re-run of the same identity sent events"
 
-    with pytest.raises(Exception, match="BatchContentChangedError") as refused:
-        write(spark, orders(spark, 3000, start=1), setup)
+    with pytest.raises(Exception, match="BatchContentChangedError") as refused:  # refused by a commit process
+        write(spark, orders(spark, 3000, start=1), setup, commitProcesses=2)
     assert "bump `generation`" in str(refused.value)
     assert setup.ends() == ends
 
