@@ -4,8 +4,8 @@ One Python process publishes at the pace of one core: each event's stamps, the S
 frames are Python. Spark calls a writer's ``commit`` once, on the driver, after every task has finished,
 when the executors' cores are idle. :func:`publish_in_processes` splits the batch's partitions into groups of
 about as many events each (:func:`partition_groups`) and publishes each group from a child process of its
-own (``python -m airflow_provider_eh.spark.datasource.commit_processes``, the driver's interpreter and
-``sys.path``; no fork of the driver, no import of its main module). Each partition still has one publisher,
+own (``python -m airflow_provider_eh.spark.datasource.publish``, the driver's interpreter and ``sys.path``;
+no fork of the driver, no import of its main module), which runs :func:`run_child`. Each partition still has one publisher,
 which holds its claim and sends under it: per partition the protocol is the one-process commit's.
 
 A child ends with its parent: Linux's ``PR_SET_PDEATHSIG`` where there is one, and a thread that watches
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +35,9 @@ from airflow_provider_eh.spark.datasource.options import WriteOptions
 from airflow_provider_eh.spark.datasource.staging import StagedRun
 
 log = logging.getLogger(__name__)
+
+#: the module a commit process runs (``python -m``): it calls :func:`run_child` with its one-process publish
+CHILD_MODULE = "airflow_provider_eh.spark.datasource.publish"
 
 #: events per commit process the default asks for: below it a child's start (about a second) costs more
 #: than the core it adds
@@ -94,7 +97,7 @@ def publish_in_processes(options: WriteOptions, runs: Sequence[StagedRun], batch
         for group in groups:
             payload = pickle.dumps({"options": options, "runs": runs_of(runs, group), "batch_id": batch_id,
                                     "origin": dict(origin or {}), "level": logging.getLogger().getEffectiveLevel()})
-            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     env=env)
             children.append((group, proc))
             assert proc.stdin is not None
@@ -149,21 +152,24 @@ def _end_with_parent() -> None:
     def watch() -> None:
         while True:
             if os.getppid() != parent:
-                os._exit(137)
+                os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(0.5)
 
     if os.getppid() != parent:
-        os._exit(137)
+        os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=watch, name="eh-commit-parent", daemon=True).start()
 
 
-def _main() -> None:
+PublishPartitions = Callable[..., dict[str, PartitionResult]]
+
+
+def run_child(publish_partitions: PublishPartitions) -> None:
+    """A commit process's whole life: read its request (pickled, on stdin), publish its partitions with
+    ``publish_partitions`` (the one-process publish), write its answer (pickled, on stdout)."""
     _end_with_parent()
     request = pickle.load(sys.stdin.buffer)
     logging.basicConfig(level=request["level"], stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s [commit process]: %(message)s")
-    from airflow_provider_eh.spark.datasource.publish import publish_partitions
-
     try:
         answer: tuple[str, Any] = ("ok", publish_partitions(request["options"], request["runs"], request["batch_id"],
                                                              origin=request["origin"]))
@@ -171,7 +177,3 @@ def _main() -> None:
         answer = ("error", _carried(exc))
     sys.stdout.buffer.write(pickle.dumps(answer))
     sys.stdout.buffer.flush()
-
-
-if __name__ == "__main__":
-    _main()

@@ -19,7 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher, PartitionResult
-from airflow_provider_eh.spark.datasource.commit_processes import commit_processes, partition_groups, publish_in_processes
+from airflow_provider_eh.spark.datasource.commit_processes import (
+    commit_processes,
+    partition_groups,
+    publish_in_processes,
+    run_child,
+)
 from airflow_provider_eh.spark.datasource.options import WriteOptions
 from airflow_provider_eh.spark.datasource.staging import StagedBatch, StagedRun, remove_staged, staging_prefix
 from airflow_provider_eh.stamps import batch_stamp
@@ -94,3 +99,7 @@ def committed_results(options: WriteOptions, batch_id: str) -> dict[str, Partiti
     with options.blob.container_client() as container:
         publisher = publisher_of(options, container)
         return publisher.committed_results(batch_id)
+
+
+if __name__ == "__main__":  # a commit process (commit_processes.publish_in_processes)
+    run_child(publish_partitions)
