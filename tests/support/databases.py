@@ -115,6 +115,8 @@ def mariadb_server() -> Iterator[dict | None]:
          "--skip-test-db", *user],
         check=True, capture_output=True,
     )
+    import pymysql
+
     for attempt in range(3):  # a port taken between free_port() and the server's bind: another port
         port = free_port()
         log = data / f"mariadbd-{attempt}.log"
@@ -126,8 +128,6 @@ def mariadb_server() -> Iterator[dict | None]:
                 stdout=out, stderr=subprocess.STDOUT,
             )
         args = {"host": "127.0.0.1", "port": port, "user": "root"}
-        import pymysql
-
         try:
             _wait(proc, lambda: pymysql.connect(**args).close(), pymysql.err.OperationalError)
             break

@@ -97,8 +97,8 @@ def publish_in_processes(options: WriteOptions, runs: Sequence[StagedRun], batch
         for group in groups:
             payload = pickle.dumps({"options": options, "runs": runs_of(runs, group), "batch_id": batch_id,
                                     "origin": dict(origin or {}), "level": logging.getLogger().getEffectiveLevel()})
-            proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=env)
+            proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE, str(os.getpid())], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, env=env)
             children.append((group, proc))
             assert proc.stdin is not None
             proc.stdin.write(payload)
@@ -138,10 +138,9 @@ def _carried(exc: BaseException) -> BaseException:
         return CommitProcessError(f"{type(exc).__name__}: {exc}")
 
 
-def _end_with_parent() -> None:
-    """Die with the process that started this one: SIGKILL on its death where Linux can say so, and a thread
-    that notices a new parent (this one re-parented) everywhere."""
-    parent = os.getppid()
+def _end_with_parent(parent: int) -> None:
+    """Die with ``parent``, the process that started this one: SIGKILL on its death where Linux can say so,
+    and everywhere a thread that notices this process has another parent (``parent`` gone, even before)."""
     try:
         import ctypes
 
@@ -155,8 +154,6 @@ def _end_with_parent() -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(0.5)
 
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=watch, name="eh-commit-parent", daemon=True).start()
 
 
@@ -165,8 +162,9 @@ PublishPartitions = Callable[..., dict[str, PartitionResult]]
 
 def run_child(publish_partitions: PublishPartitions) -> None:
     """A commit process's whole life: read its request (pickled, on stdin), publish its partitions with
-    ``publish_partitions`` (the one-process publish), write its answer (pickled, on stdout)."""
-    _end_with_parent()
+    ``publish_partitions`` (the one-process publish), write its answer (pickled, on stdout). Its one
+    argument is the parent's PID."""
+    _end_with_parent(int(sys.argv[1]))
     request = pickle.load(sys.stdin.buffer)
     logging.basicConfig(level=request["level"], stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s [commit process]: %(message)s")

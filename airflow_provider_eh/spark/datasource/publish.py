@@ -26,7 +26,13 @@ from airflow_provider_eh.spark.datasource.commit_processes import (
     run_child,
 )
 from airflow_provider_eh.spark.datasource.options import WriteOptions
-from airflow_provider_eh.spark.datasource.staging import StagedBatch, StagedRun, remove_staged, staging_prefix
+from airflow_provider_eh.spark.datasource.staging import (
+    StagedBatch,
+    StagedRun,
+    remove_staged,
+    staged_counts,
+    staging_prefix,
+)
 from airflow_provider_eh.stamps import batch_stamp
 
 log = logging.getLogger(__name__)
@@ -61,10 +67,7 @@ def publish_staged(options: WriteOptions, runs: Sequence[StagedRun], batch_id: s
         log.info("group %s batch %s (%s): no rows; nothing to publish", group, stamp, options.identity)
         remove_staged(options.blob, prefix)
         return {}
-    counts: dict[str, int] = {}
-    for run in runs:
-        for partition, (_, n) in run.slices.items():
-            counts[partition] = counts.get(partition, 0) + n
+    counts = staged_counts(runs)
     processes = commit_processes(options, counts)
     if processes > 1:
         groups = partition_groups(counts, processes)

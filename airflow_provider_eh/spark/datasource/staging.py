@@ -168,6 +168,15 @@ class ArrowEvents(Sequence[OutgoingEvent]):
                 index += 1
 
 
+def staged_counts(runs: Iterable[StagedRun]) -> dict[str, int]:
+    """``{partition: events}`` over ``runs``."""
+    out: dict[str, int] = {}
+    for run in runs:
+        for partition, (_, n) in run.slices.items():
+            out[partition] = out.get(partition, 0) + n
+    return out
+
+
 class StagedBatch:
     """
     The staged runs of one batch, downloaded into a local folder, and each partition's events in batch order.
@@ -200,11 +209,7 @@ class StagedBatch:
     @property
     def counts(self) -> dict[str, int]:
         """``{partition: events}`` over every run."""
-        out: dict[str, int] = {}
-        for run in self.runs:
-            for partition, (_, n) in run.slices.items():
-                out[partition] = out.get(partition, 0) + n
-        return out
+        return staged_counts(self.runs)
 
     def events(self, partition: str) -> ArrowEvents:
         """The partition's events in batch order: the order columns, then the content hash."""

@@ -55,9 +55,9 @@ def test_a_group_gets_the_runs_that_hold_its_partitions_cut_to_them() -> None:
 
 
 CHILD = """
-import sys, time
+import os, sys, time
 from airflow_provider_eh.spark.datasource.commit_processes import _end_with_parent
-_end_with_parent()
+_end_with_parent(os.getppid())
 print("armed", flush=True)
 time.sleep(120)
 """
