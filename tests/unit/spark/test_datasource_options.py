@@ -75,6 +75,8 @@ def test_entra_credentials_without_a_connection_string() -> None:
     ({"leaseSeconds": "90"}, "option 'leaseSeconds' is 90: give 15 to 60"),
     ({"generation": "-1"}, "option 'generation' is '-1': give 0 or more"),
     ({"sendTimeout": "soon"}, "option 'sendTimeout' is 'soon': give a number"),
+    ({"commitProcesses": "0"}, "option 'commitProcesses' is '0': give 1 or more"),
+    ({"commitProcesses": "two"}, "option 'commitProcesses' is 'two': give a whole number"),
     ({"transport": "carrier-pigeon"}, "option 'transport' is 'carrier-pigeon'"),
     ({"proxyUsername": "u"}, "options 'proxyUsername'/'proxyPassword' are set but 'proxyHost' is empty"),
     ({"serializer": "no_such_module:dumps"}, "option 'serializer' is 'no_such_module:dumps': ModuleNotFoundError"),
