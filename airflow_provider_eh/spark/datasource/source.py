@@ -20,6 +20,7 @@ checkpoint (or ``streamId``) and the micro-batch's id. Nothing here imports Apac
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,13 @@ except ImportError as exc:  # the one module of the package that is PySpark clas
 from airflow_provider_eh.errors import ProducerStateStoreError
 from airflow_provider_eh.spark.datasource.options import FORMAT, DataSourceOptionError, WriteOptions, identity_batch_id
 from airflow_provider_eh.spark.datasource.publish import publish_staged, publisher_of
-from airflow_provider_eh.spark.datasource.staging import StagedRun, remove_staged, stage_rows, staging_prefix
+from airflow_provider_eh.spark.datasource.staging import (
+    StagedRun,
+    WriteMarker,
+    remove_staged,
+    stage_rows,
+    staging_prefix,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -108,10 +115,11 @@ class _Staging:
         self.options = options
         self.partition_ids = list(partition_ids)
 
-    def stage(self, batches: Iterator[pa.RecordBatch], prefix: str) -> StagedMessage:
+    def stage(self, batches: Iterator[pa.RecordBatch], prefix: str, marker: WriteMarker | None = None) -> StagedMessage:
         spark_partition, attempt = _task()
         run = stage_rows(batches, mapping=self.options.mapping, partition_ids=self.partition_ids,
-                         blob=self.options.blob, prefix=prefix, spark_partition=spark_partition, attempt=attempt)
+                         blob=self.options.blob, prefix=prefix, spark_partition=spark_partition, attempt=attempt,
+                         marker=marker)
         return StagedMessage(run)
 
     def runs(self, messages: Sequence[WriterCommitMessage | None]) -> list[StagedRun]:
@@ -126,23 +134,33 @@ class _Staging:
 
 
 class EventHubsWriter(_Staging, DataSourceArrowWriter):
-    """``df.write.format("eventhubs")``: one batch, identified by ``producerGroup``, ``batchId`` and ``generation``."""
+    """``df.write.format("eventhubs")``: one batch, identified by ``producerGroup``, ``batchId`` and ``generation``.
+
+    The job's tasks stage into a folder of its own, under a writing marker that the driver opens before the
+    job and closes at its end (:class:`~.staging.WriteMarker`): attempts that outlive the job delete their runs.
+    """
 
     def __init__(self, options: WriteOptions, partition_ids: Sequence[str]):
         super().__init__(options, partition_ids)
         self.batch_id = options.batch_id()
         self.prefix = staging_prefix(options.endpoint, options.producer_group, self.batch_id)
+        self.marker = WriteMarker(self.prefix, uuid.uuid4().hex)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
-        return self.stage(iterator, self.prefix)
+        return self.stage(iterator, self.marker.folder, self.marker)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        results = publish_staged(self.options, self.runs(messages), self.batch_id,
-                                 origin={"writer": "spark", "identity": self.options.identity})
+        try:
+            results = publish_staged(self.options, self.runs(messages), self.batch_id, staging=self.prefix,
+                                     origin={"writer": "spark", "identity": self.options.identity})
+        finally:
+            self.marker.close(self.options.blob)
         _log_results(self.options, self.options.identity, results)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.marker.close(self.options.blob)  # first: a task still uploading deletes its own run
         self.discard(messages)
+        remove_staged(self.options.blob, self.marker.folder)
 
 
 class EventHubsStreamWriter(_Staging, DataSourceStreamArrowWriter):
@@ -186,7 +204,9 @@ class EventHubsDataSource(DataSource):
         options = WriteOptions.from_options(self.options)
         _refuse_overwrite(overwrite)
         partition_ids = _check_target(options, schema)
-        return EventHubsWriter(options.typed(), partition_ids)
+        writer = EventHubsWriter(options.typed(), partition_ids)
+        writer.marker.open(options.blob)
+        return writer
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> EventHubsStreamWriter:  # noqa: N802 (Spark's name)
         options = WriteOptions.from_options(self.options, streaming=True)

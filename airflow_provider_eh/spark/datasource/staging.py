@@ -4,7 +4,10 @@ No Spark and no Airflow import. A task maps its rows to events (partition, body,
 check runs here, before anything is published), groups them by Event Hubs partition and uploads them as
 one Arrow IPC file, named by the batch, the Spark partition and the task attempt
 (:func:`stage_rows`). Its :class:`StagedRun` (the blob's name and where each Event Hubs partition's rows
-are in it) goes to the driver as the task's commit message. The driver reads the runs of the attempts
+are in it) goes to the driver as the task's commit message. A batch write's job stages into a folder of its
+own and holds a *writing marker* while it runs (:class:`WriteMarker`): a task attempt that finishes its upload
+after the job ended (committed, aborted, or its speculative twin kept) finds the marker gone and deletes what it
+uploaded, so a failed or raced job leaves no staged rows behind. The driver reads the runs of the attempts
 Spark committed (:class:`StagedBatch`), puts each Event Hubs partition's events in one order that does
 not depend on how Spark split the rows (the declared order columns, then each event's content hash),
 and deletes the batch's staging folder once the batch is committed (:func:`remove_staged`).
@@ -44,6 +47,38 @@ def staging_prefix(endpoint: EventHubsEndpoint, group: str, batch_id: str) -> st
     ledger's records are under ``_ledger/``)."""
     key = StateKey.of(endpoint, group, "0")
     return f"_staging/{key.namespace}/{key.hub}/{key.group}/{batch_id}/".lower()
+
+
+@dataclass(frozen=True)
+class WriteMarker:
+    """
+    One batch job's staging folder and the empty blob that says the job still runs.
+
+    The driver creates the marker before any task runs (:meth:`open`) and deletes it when the job ends
+    (:meth:`close`, then the job's folder); a task checks it *after* its upload (:func:`stage_rows`). Either
+    the check finds the marker, so the upload finished before the driver listed the folder to delete it, or it
+    finds none and the task deletes its own upload: no run is left behind, whichever finishes first.
+    """
+
+    prefix: str
+    token: str
+
+    @property
+    def folder(self) -> str:
+        """Where the job's tasks stage their runs (apart from another job's of the same batch)."""
+        return f"{self.prefix}{self.token}/"
+
+    @property
+    def name(self) -> str:
+        """The marker's blob: beside the batch's folder, so that a commit's clean-up of the folder keeps it."""
+        return f"{self.prefix.rstrip('/')}.writing-{self.token}"
+
+    def open(self, blob: BlobLocation) -> None:
+        with blob.container_client() as container:
+            container.upload_blob(self.name, b"", overwrite=True)
+
+    def close(self, blob: BlobLocation) -> None:
+        remove_staged(blob, self.name, [self.name])
 
 
 @dataclass(frozen=True)
@@ -87,8 +122,11 @@ def mapped_table(batches: Iterable[pa.RecordBatch], mapping: RowMapping, partiti
 
 
 def stage_rows(batches: Iterable[pa.RecordBatch], *, mapping: RowMapping, partition_ids: Sequence[str],
-               blob: BlobLocation, prefix: str, spark_partition: int, attempt: str) -> StagedRun:
-    """Map, check and upload one task's rows; its :class:`StagedRun` (no blob when it had no rows)."""
+               blob: BlobLocation, prefix: str, spark_partition: int, attempt: str,
+               marker: WriteMarker | None = None) -> StagedRun:
+    """Map, check and upload one task's rows; its :class:`StagedRun` (no blob when it had no rows, or when the
+    job's ``marker`` was gone once the upload finished: the job ended without this attempt, whose upload is
+    deleted)."""
     import pyarrow as pa
 
     table = mapped_table(batches, mapping, partition_ids)
@@ -103,6 +141,10 @@ def stage_rows(batches: Iterable[pa.RecordBatch], *, mapping: RowMapping, partit
             writer.write_table(table)
         with blob.container_client() as container, open(path, "rb") as data:
             container.upload_blob(name, data, overwrite=True, length=os.path.getsize(path), max_concurrency=2)
+            if marker is not None and not container.get_blob_client(marker.name).exists():
+                log.info("staged run %s: the job ended before this attempt finished; its upload is deleted", name)
+                remove_staged(blob, name, [name])
+                return StagedRun(blob="", spark_partition=spark_partition)
     return StagedRun(blob=name, spark_partition=spark_partition, slices=slices)
 
 

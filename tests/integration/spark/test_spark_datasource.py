@@ -5,6 +5,7 @@ identity sends nothing, changed content is refused, a new generation publishes a
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -44,6 +45,15 @@ def staged_blobs(setup: SparkSetup) -> list[str]:
 
     container = ContainerClient.from_connection_string(setup.azurite.connection_string, setup.container_name)
     return [b.name for b in container.list_blobs() if b.name.startswith("_staging/")]
+
+
+def staged_blobs_once_tasks_end(setup: SparkSetup, wait: float = 30.0) -> list[str]:
+    """The staged blobs once a failed job's cancelled tasks are over: an attempt still uploading when the job
+    aborted deletes its own run when it finds the job's writing marker gone."""
+    deadline = time.monotonic() + wait
+    while (left := staged_blobs(setup)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
 
 
 def test_write_lands_each_row_once_on_its_key_partition_in_declared_order(spark: Any, setup: SparkSetup) -> None:
@@ -107,7 +117,7 @@ def test_bad_options_and_bad_rows_fail_before_anything_is_published(spark: Any, 
     with pytest.raises(Exception, match="row with customer=None, id=42: key column 'customer' is null"):
         write(spark, nulls, setup)
     assert setup.ends() == {p: -1 for p in PARTITIONS}
-    assert staged_blobs(setup) == [], "a failed write leaves staged rows behind"
+    assert staged_blobs_once_tasks_end(setup) == [], "a failed write leaves staged rows behind"
     prefix = staging_prefix(WriteOptions.from_options(options(setup)).endpoint, "orders.daily",
                             identity_batch_id("orders.daily", INTERVAL))
     assert prefix.endswith(f"/orders.daily/{identity_batch_id('orders.daily', INTERVAL)}/")
@@ -159,3 +169,28 @@ def test_write_over_websockets_through_an_http_proxy_lands_each_row_once(spark: 
     assert f"127.0.0.1:{setup.event_hubs.websocket_port}" in tunnels  # the driver's sends went through the proxy
     assert int(setup.event_hubs.admin.stats()["websocket_connections_total"]) > websockets_before
     assert Counter(json.loads(e.body)["id"] for e in setup.read_back()) == Counter(range(2000))
+
+
+def test_an_attempt_that_outlives_its_job_deletes_what_it_staged(setup: SparkSetup) -> None:
+    """The writing marker, without Spark's timing: attempts that finish after their job's abort or commit (a
+    cancelled task still uploading, a speculative twin) find it gone and delete their runs."""
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType()), StructField("customer", StringType()),
+                         StructField("region", IntegerType())])
+    rows = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()), "customer": ["c-1", "c-2", "c-3"],
+                            "region": pa.array([1, 2, 3], pa.int32())})
+
+    failed = EventHubsDataSource(options(setup)).writer(schema, False)
+    kept = failed.write(iter([rows]))
+    assert sorted(staged_blobs(setup)) == sorted([kept.run.blob, failed.marker.name])
+    failed.abort([])  # a job whose failed task sent no message: its kept attempts' runs go all the same
+    assert staged_blobs(setup) == []
+    late = failed.write(iter([rows]))
+    assert late.run.blob == "" and staged_blobs(setup) == [], "an attempt after the abort left its run behind"
+
+    committed = EventHubsDataSource(options(setup)).writer(schema, False)
+    committed.commit([committed.write(iter([rows]))])
+    assert committed.write(iter([rows])).run.blob == "" and staged_blobs(setup) == []
+    assert sorted(json.loads(e.body)["id"] for e in setup.read_back()) == [1, 2, 3]
