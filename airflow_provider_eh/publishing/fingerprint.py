@@ -23,13 +23,32 @@ def _prop_value(value: Any) -> Any:
     return value
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+#: the canonical bytes of recent property sets whose values are all ``str`` or ``int``: a property of few
+#: values (a region, an event type) costs a look-up per event instead of a JSON encoding. Other types are not
+#: kept: ``True == 1`` and ``0.0 == -0.0`` as keys, but not as JSON.
+_KEPT: dict[tuple[tuple[Any, Any], ...], bytes] = {}
+_KEPT_MAX = 4096
+
+
+def _canonical(properties: Mapping[str, Any]) -> bytes:
+    return _CANONICAL.encode({str(k): _prop_value(v) for k, v in properties.items()}).encode()
+
+
 def canonical_properties(properties: Mapping[str, Any] | None) -> bytes:
     """Properties as canonical bytes: sorted keys, typed bytes values; empty for none."""
     if not properties:
         return b""
-    return json.dumps(
-        {str(k): _prop_value(v) for k, v in properties.items()}, sort_keys=True, separators=(",", ":")
-    ).encode()
+    items = tuple(properties.items())
+    for _, value in items:
+        if type(value) is not str and type(value) is not int:
+            return _canonical(properties)
+    found = _KEPT.get(items)
+    if found is None:
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        found = _KEPT[items] = _canonical(properties)
+    return found
 
 
 class Fingerprint:

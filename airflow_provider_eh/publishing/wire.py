@@ -82,6 +82,7 @@ class StampEncoder:
 _APP_PROPERTIES = b"\x00\x53\x74"  # described type, descriptor smallulong 0x74 (application-properties)
 _DATA = b"\x00\x53\x75"  # described type, descriptor smallulong 0x75 (data)
 _STAMP_PAIRS = 4
+_KEPT_PAIRS = 4096  # encoded user property pairs an encoder keeps
 _pack_q = struct.Struct(">q").pack
 _pack_L = struct.Struct(">L").pack
 
@@ -142,11 +143,32 @@ class StampedMessageEncoder:
                 self._pair(fixed, name, value)
         self._pair(fixed, SEQ, None, key_only=True)
         self._fixed = bytes(fixed)
+        self._kept: dict[tuple[Any, Any], bytes] = {}
 
     def _pair(self, out: bytearray, name: str, value: Any, *, key_only: bool = False) -> None:
         self._encode_value(out, {self._type: self._string, self._value: name})
         if not key_only:
             self._encode_value(out, value)
+
+    def _user_pairs(self, properties: Mapping[str, Any]) -> bytes:
+        """A user's properties as AMQP map pairs; the pair of a ``str`` or ``int`` value encoded once per batch
+        and value (a property of few values costs a look-up per event)."""
+        out = bytearray()
+        kept = self._kept
+        for name, value in properties.items():
+            kind = type(value)
+            if kind is not str and kind is not int:  # True == 1 and 0.0 == -0.0 as keys, not on the wire
+                self._pair(out, name, self.stamps.user_value(value))
+                continue
+            pair = kept.get((name, value))
+            if pair is None:
+                encoded = bytearray()
+                self._pair(encoded, name, self.stamps.user_value(value))
+                if len(kept) >= _KEPT_PAIRS:
+                    kept.clear()
+                pair = kept[(name, value)] = bytes(encoded)
+            out += pair
+        return bytes(out)
 
     def encode(self, body: bytes, properties: Mapping[str, Any] | None, seq: int, annotations: bytes = b"") -> bytes:
         """The stamped event's bytes, exactly as the SDK would append them to a batch.
@@ -155,11 +177,7 @@ class StampedMessageEncoder:
         :meth:`airflow_provider_eh.client.fencing.FencedLink.annotation_bytes`); it precedes the rest.
         """
         if properties:
-            user = bytearray()
-            user_value = self.stamps.user_value
-            for name, value in properties.items():
-                self._pair(user, name, user_value(value))
-            items = bytes(user) + self._fixed + _long(seq)
+            items = self._user_pairs(properties) + self._fixed + _long(seq)
             count = (len(properties) + _STAMP_PAIRS) * 2
         else:
             items = self._fixed + _long(seq)

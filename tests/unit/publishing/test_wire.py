@@ -35,6 +35,20 @@ def test_encoder_matches_the_sdk_byte_for_byte_on_random_events() -> None:
         assert encoder.encode(body, props, seq) == wire._sdk_bytes(body, stamps.properties(props, seq))
 
 
+def test_kept_property_pairs_are_the_sdks_bytes_for_look_alike_values() -> None:
+    """Pairs are encoded once per value and kept: values equal as keys (1, True, 1.0; 0.0, -0.0) but not on the
+    wire must each get their own bytes, however often they come back, and past the kept pairs' bound."""
+    encoder = StampedMessageEncoder.create("orders", "0123456789abcdef", 12)
+    assert encoder is not None
+    stamps = StampEncoder("orders", "0123456789abcdef", 12)
+    look_alikes = [1, True, 1.0, "1", 0, False, 0.0, -0.0, None, 2**40, -(2**40), "é", b"1"]
+    rng = random.Random(3)
+    for n in range(6000):
+        value = rng.choice(look_alikes) if n % 2 else n  # every other event a new value: the bound is reached
+        props = {"region": value, "kind": rng.choice(look_alikes)}
+        assert encoder.encode(b"x", props, n) == wire._sdk_bytes(b"x", stamps.properties(props, n)), props
+
+
 def test_a_typed_batch_content_type_goes_on_every_message_byte_for_byte_as_the_sdk_writes_it() -> None:
     """Typed events keep the straight-bytes path: the content type's properties section is the SDK's own."""
     content_type = "avro/binary+" + "ab" * 16
