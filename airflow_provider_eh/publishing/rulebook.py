@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -57,9 +58,15 @@ def key_bytes(key: Any, index: int | None = None) -> bytes:
     return (key if isinstance(key, str) else str(key)).encode()
 
 
+@functools.lru_cache(maxsize=64)
+def _numeric_order(partition_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """Partition ids in numeric order, sorted once per hub (a key's partition is asked for every event)."""
+    return tuple(sorted(partition_ids, key=lambda p: (len(p), p)))
+
+
 def partition_for_key(key: Any, partition_ids: Sequence[str], index: int | None = None) -> str:
     """The partition of ``key`` among ``partition_ids`` (sorted numerically), by the documented hash."""
-    ordered = sorted(partition_ids, key=lambda p: (len(p), p))
+    ordered = _numeric_order(tuple(partition_ids))
     digest = hashlib.sha256(key_bytes(key, index)).digest()
     return ordered[int.from_bytes(digest[:8], "big") % len(ordered)]
 
@@ -80,9 +87,13 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+#: what ``json.dumps`` with these arguments builds anew on every call, built once
+_CANONICAL_JSON = json.JSONEncoder(default=json_default, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def to_json(value: Any) -> bytes:
     """Canonical JSON bytes (sorted keys, so equal values give equal bytes); TypeError/ValueError if impossible."""
-    return json.dumps(value, default=json_default, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return _CANONICAL_JSON.encode(value).encode()
 
 
 def encode_body(body: Any, where: Where, hint: str = "pass bytes, str or a JSON-serialisable value") -> bytes:
