@@ -157,8 +157,8 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
 from airflow_provider_eh.client.network import NetworkOptions  # noqa: E402
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream  # noqa: E402
-from airflow_provider_eh.ingest.delta import DELTA_BATCH_BYTES, DeltaIngestStore, DeltaTarget  # noqa: E402
 from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS  # noqa: E402
+from airflow_provider_eh.ingest.sinks.delta import DELTA_BATCH_BYTES, DeltaIngestStore, DeltaTarget  # noqa: E402
 from eventhubs_local import EmulatorProcess  # noqa: E402
 from eventhubs_local.azurite import AzuriteProcess  # noqa: E402
 from tests.support.databases import mariadb_server, postgres_server  # noqa: E402

@@ -1,10 +1,11 @@
 """Reliable, transactional ingestion from Event Hubs into SQL or Delta Lake (no Airflow import).
 
 - :class:`IngestRun`: one bounded run of one instance (checkpoint -> last event at start);
-- :class:`BatchProcessor`: what each batch does in its SQL transaction (rows, dedupe, sessions, dead letters);
-- :class:`SqlIngestStore`: the state tables on any DB-API connection;
-- :class:`~airflow_provider_eh.ingest.delta.DeltaIngestStore`: a Delta table whose log holds the checkpoints
-  (``deltalake`` imported only when one is used);
+- :class:`BatchProcessor`: what each batch does in its sink's transaction (rows, dedupe, sessions, dead letters);
+- :class:`Sink`: what a sink is to the engine (:mod:`~airflow_provider_eh.ingest.sinks`), implemented by
+  :class:`SqlIngestStore` (the state tables on any DB-API connection) and
+  :class:`~airflow_provider_eh.ingest.sinks.delta.DeltaIngestStore` (a Delta table whose log holds the checkpoints,
+  ``deltalake`` imported only when one is used);
 - :func:`replay_dead_letters`, :func:`complete_session`: acting on the stored state afterwards.
 
 ``python -m airflow_provider_eh.ingest --help`` lists, replays and completes from a shell.
@@ -17,7 +18,8 @@ from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult, FieldRef, SessionConfig, json_rows
 from airflow_provider_eh.ingest.runner import STAGES, IngestRun
-from airflow_provider_eh.ingest.store import DeadLetter, SqlCheckpoint, SqlIngestStore, Stream
+from airflow_provider_eh.ingest.sinks.contract import PartitionCheckpoint, Sink, Stream
+from airflow_provider_eh.ingest.sinks.sql import DeadLetter, SqlCheckpoint, SqlIngestStore
 
 __all__ = [
     "STAGES",
@@ -27,8 +29,10 @@ __all__ = [
     "FieldRef",
     "IngestEvent",
     "IngestRun",
+    "PartitionCheckpoint",
     "RunLimits",
     "SessionConfig",
+    "Sink",
     "SqlCheckpoint",
     "SqlIngestStore",
     "Stream",

@@ -29,8 +29,8 @@ from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
 from airflow_provider_eh.ingest.processor import BatchProcessor, load_row_function
-from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
-from airflow_provider_eh.ingest.store import SqlIngestStore, Stream
+from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX
+from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
 
 
 def _connection(args: argparse.Namespace) -> Any:
@@ -92,7 +92,7 @@ def _decoder(args: argparse.Namespace) -> TypedDecoder:
 def _delta(args: argparse.Namespace) -> int:
     """``list`` and ``replay`` on a Delta sink."""
     from airflow_provider_eh.hooks.blob import delta_storage_options
-    from airflow_provider_eh.ingest.delta import MERGE, DeltaIngestStore, DeltaTarget
+    from airflow_provider_eh.ingest.sinks.delta import MERGE, DeltaIngestStore, DeltaTarget
 
     try:
         options = delta_storage_options(args.delta, args.wasb_conn_id)

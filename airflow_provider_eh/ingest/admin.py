@@ -11,9 +11,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from airflow_provider_eh.ingest.delta import DeltaIngestStore
 from airflow_provider_eh.ingest.processor import BatchProcessor
-from airflow_provider_eh.ingest.store import SqlIngestStore
+from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore
+from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, ReplayRaceError
-from airflow_provider_eh.ingest.delta import (
+from airflow_provider_eh.ingest.events import IngestEvent
+from airflow_provider_eh.ingest.processor import BatchProcessor
+from airflow_provider_eh.ingest.sinks.contract import utc_text
+from airflow_provider_eh.ingest.sinks.delta import (
     DEAD,
     REPLAYED,
     REPLAYING,
@@ -36,9 +39,6 @@ from airflow_provider_eh.ingest.delta import (
     dead_letter_schema,
     open_table,
 )
-from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.processor import BatchProcessor
-from airflow_provider_eh.ingest.store import utc_text
 from airflow_provider_eh.steps import reached
 
 log = logging.getLogger(__name__)

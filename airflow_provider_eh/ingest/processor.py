@@ -1,4 +1,4 @@
-"""What happens to one batch of one partition inside its SQL transaction.
+"""What happens to one batch of one partition inside its sink's transaction.
 
 In order, for every event of the batch:
 
@@ -15,10 +15,14 @@ its ``json()`` is then the decoded record, so the default row function maps its 
 it maps a JSON body's keys. One that does not decode (unknown schema id, corrupt content, no registry
 configured) becomes a dead letter ``undecodable`` naming the partition, sequence number and schema id.
 
-Then the rows are inserted (one bulk write per column set, undone alone if the database refuses a
+Then the rows are inserted (one bulk write per column set, undone alone if the sink refuses a
 row: the events are then retried one by one, each undone alone, and the refused ones are dead-lettered), deferred
 events older than the session limit become dead letters, the marks are saved and the checkpoint
 is advanced by compare-and-set, all in the same transaction.
+
+The transaction is any sink's (:mod:`~airflow_provider_eh.ingest.sinks.contract`): sessions need one that keeps
+them (:class:`~airflow_provider_eh.ingest.sinks.contract.SessionTransaction`), a replay one that marks a dead letter
+replayed; a sink without them is refused, naming the setting, before an event is applied.
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ from typing import Any
 from airflow_provider_eh.client.typed_events import TypedDecoder, UndecodableEventError, json_default, typed_content
 from airflow_provider_eh.errors import MissingExtraError, SinkConfigError
 from airflow_provider_eh.ingest.events import STAMP_GROUP, STAMP_SEQ, IngestEvent
-from airflow_provider_eh.ingest.schema import identifier
-from airflow_provider_eh.ingest.store import Transaction, utc_text
+from airflow_provider_eh.ingest.sinks.contract import (
+    BatchTransaction,
+    ReplayTransaction,
+    SessionTransaction,
+    Sink,
+    sessions_refused,
+    utc_text,
+)
 
 Row = Mapping[str, Any]
 RowFunction = Callable[[IngestEvent], "Row | Iterable[Row] | None"]
 
-_DATA_ERRORS = frozenset({"IntegrityError", "DataError"})
 #: the dead-letter reason of a typed event that does not decode
 UNDECODABLE = "undecodable"
 
@@ -204,9 +213,10 @@ class BatchResult:
 
 class BatchProcessor:
     """
-    Applies batches inside a :class:`Transaction`.
+    Applies batches inside a sink's :class:`~airflow_provider_eh.ingest.sinks.contract.BatchTransaction`.
 
-    :param table: the target table (``schema.table`` allowed).
+    :param table: the target table, as the sink names tables (SQL: ``table`` or ``schema.table``; a Delta sink
+        writes its own table and only names this one in errors).
     :param row_function: event -> row, rows or ``None``; default :func:`json_rows`.
     :param sessions: in-order processing per session, or ``None``.
     :param dedupe: skip stamped events at or below their high-water mark.
@@ -223,14 +233,22 @@ class BatchProcessor:
         dedupe: bool = True,
         decoder: TypedDecoder | None = None,
     ):
-        self.table = identifier(table, "table")
+        if not isinstance(table, str) or not table:
+            raise SinkConfigError(f"table {table!r}: name the table the rows go to")
+        self.table = table
         self.row_function = row_function or json_rows()
         self.sessions = sessions
         self.dedupe = dedupe
         self.decoder = decoder or TypedDecoder(None)
 
-    def process(self, tx: Transaction, partition_id: str, events: Sequence[IngestEvent]) -> BatchResult:
+    def check_sink(self, sink: Sink) -> None:
+        """Refuse, before an event is read, a sink that cannot do what this processor is configured for."""
+        if self.sessions is not None and not sink.keeps_sessions:
+            raise sessions_refused(type(sink).__name__)
+
+    def process(self, tx: BatchTransaction, partition_id: str, events: Sequence[IngestEvent]) -> BatchResult:
         """Apply ``events`` (one partition, in order); the caller advances the checkpoint and commits."""
+        session_tx = _session_transaction(tx) if self.sessions is not None else None
         result = BatchResult(events=len(events))
         if events:
             result.first_sequence_number = events[0].sequence_number
@@ -271,27 +289,31 @@ class BatchProcessor:
                 except UndecodableEventError as exc:
                     self._undecodable(tx, event, exc, result)
                     continue
-            if self.sessions is None:
+            if session_tx is None:
                 apply(event)
             else:
-                self._in_session(tx, event, sessions, apply, result)
+                self._in_session(session_tx, event, sessions, apply, result)
 
-        for key, (next_sequence, completed) in sessions.items():
-            tx.save_session(key, next_sequence, completed)
-        if self.sessions is not None and events:
-            self._expire(tx, events, result)
+        if session_tx is not None:
+            for key, (next_sequence, completed) in sessions.items():
+                session_tx.save_session(key, next_sequence, completed)
+            if events:
+                self._expire(session_tx, events, result)
         result.rows = self._write(tx, applied, result)
         if changed:
             tx.save_marks(partition_id, changed)
         return result
 
-    def replay(self, tx: Transaction, event: IngestEvent) -> str | None:
+    def replay(self, tx: BatchTransaction, event: IngestEvent) -> str | None:
         """
         Apply a dead-lettered event again, bypassing dedupe and sessions (it passed them once).
 
         :return: ``None`` when its rows were written and the dead letter is marked ``replayed``;
             otherwise the error, recorded on the dead letter (``attempts`` goes up).
         """
+        if not isinstance(tx, ReplayTransaction):
+            raise SinkConfigError(f"{type(tx).__name__} cannot mark a dead letter replayed; replay through its sink's own "
+                                  "replay (a Delta sink: airflow_provider_eh.ingest.delta_replay)")
         try:
             rows = _rows_of(self.row_function(self._decoded(event)))
             tx.insert_rows(self.table, rows, alone=True)
@@ -300,7 +322,7 @@ class BatchProcessor:
             tx.dead_letter(event, UNDECODABLE, error)
             return error
         except Exception as exc:
-            if isinstance(exc, (SinkConfigError, MissingExtraError)) or (tx.is_driver_error(exc) and not _is_data_error(exc)):
+            if isinstance(exc, (SinkConfigError, MissingExtraError)) or (tx.is_driver_error(exc) and not tx.is_data_error(exc)):
                 raise
             error = _describe(exc)
             tx.dead_letter(event, "rejected", error)
@@ -317,7 +339,7 @@ class BatchProcessor:
             return event
         return replace(event, decoded=self.decoder.decode(event.body, event.content_type))
 
-    def _undecodable(self, tx: Transaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
+    def _undecodable(self, tx: BatchTransaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
         tx.dead_letter(event, UNDECODABLE, _undecodable_text(event, exc))
         result.dead_letters += 1
 
@@ -325,7 +347,7 @@ class BatchProcessor:
 
     def _in_session(
         self,
-        tx: Transaction,
+        tx: SessionTransaction,
         event: IngestEvent,
         sessions: dict[str, list[Any]],
         apply: Callable[[IngestEvent], None],
@@ -368,7 +390,7 @@ class BatchProcessor:
 
     def _apply_in_order(
         self,
-        tx: Transaction,
+        tx: SessionTransaction,
         key: str,
         event: IngestEvent | None,
         state: list[Any],
@@ -394,7 +416,7 @@ class BatchProcessor:
                 return
             event = tx.take_deferred(key, state[0])
 
-    def _expire(self, tx: Transaction, events: Sequence[IngestEvent], result: BatchResult) -> None:
+    def _expire(self, tx: SessionTransaction, events: Sequence[IngestEvent], result: BatchResult) -> None:
         cfg = self.sessions
         assert cfg is not None
         newest = max((e.enqueued_time for e in events if e.enqueued_time), default=None)
@@ -412,7 +434,7 @@ class BatchProcessor:
 
     # -- rows --------------------------------------------------------------------------------
 
-    def _write(self, tx: Transaction, applied: list[tuple[IngestEvent, list[Row]]], result: BatchResult) -> int:
+    def _write(self, tx: BatchTransaction, applied: list[tuple[IngestEvent, list[Row]]], result: BatchResult) -> int:
         rows = [row for _, event_rows in applied for row in event_rows]
         if not rows:
             return 0
@@ -420,7 +442,7 @@ class BatchProcessor:
             tx.insert_rows(self.table, rows, alone=True)
             return len(rows)
         except Exception as exc:
-            if not _is_data_error(exc):
+            if not tx.is_data_error(exc):
                 raise SinkConfigError(
                     f"Inserting into {self.table!r} failed ({type(exc).__name__}: {exc}); check the table and the "
                     "columns the row function returns."
@@ -431,7 +453,7 @@ class BatchProcessor:
                 tx.insert_rows(self.table, event_rows, alone=True)
                 written += len(event_rows)
             except Exception as exc:
-                if not _is_data_error(exc):
+                if not tx.is_data_error(exc):
                     raise
                 tx.dead_letter(event, "row_rejected", f"table {self.table!r} refused the rows: {_describe(exc)}")
                 result.dead_letters += 1
@@ -477,8 +499,10 @@ def _truthy(ref: FieldRef, event: IngestEvent) -> bool:
     return bool(value)
 
 
-def _is_data_error(exc: BaseException) -> bool:
-    return any(cls.__name__ in _DATA_ERRORS for cls in type(exc).__mro__)
+def _session_transaction(tx: BatchTransaction) -> SessionTransaction:
+    if not isinstance(tx, SessionTransaction):
+        raise sessions_refused(type(tx).__name__)
+    return tx
 
 
 def _describe(exc: BaseException) -> str:

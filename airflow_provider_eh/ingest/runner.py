@@ -25,11 +25,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from airflow_provider_eh import steps
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
@@ -45,7 +44,7 @@ from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
 from airflow_provider_eh.ingest.ownership import PartitionOwnership, is_live, plan_claims
 from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
-from airflow_provider_eh.ingest.store import SqlCheckpoint
+from airflow_provider_eh.ingest.sinks.contract import Sink
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +60,6 @@ STAGES = (RECEIVED, ROWS_WRITTEN, COMMITTED, BLOB_CHECKPOINTED)  # the last anno
 # Events per receive call; a transaction takes as many received chunks of a partition as are
 # already waiting, up to ``batch_size`` events and ``batch_bytes`` of bodies.
 RECEIVE_CHUNK = 500
-
-
-class IngestStore(Protocol):
-    """Where a run writes: :class:`~airflow_provider_eh.ingest.store.SqlIngestStore` or
-    :class:`~airflow_provider_eh.ingest.delta.DeltaIngestStore`. A transaction commits a batch's rows with
-    its checkpoint (``advance_checkpoint``) or nothing."""
-
-    def checkpoints(self, partition_ids: Iterable[str]) -> Mapping[str, SqlCheckpoint]: ...
-
-    def transaction(self) -> AbstractContextManager[Any]: ...
 
 
 @dataclass
@@ -117,7 +106,7 @@ class IngestRun:
 
     :param endpoint: the hub.
     :param consumer_group: the consumer group read as (and named in checkpoints and ownership).
-    :param store: the state and target: a SQL store, or a Delta table.
+    :param store: the sink (:mod:`~airflow_provider_eh.ingest.sinks`): a SQL store, or a Delta table.
     :param processor: what each batch does in its transaction.
     :param owner_id: this instance's stable id; a retry of the same task instance passes the same one.
     :param container_client: the blob container of the standard checkpoint and ownership blobs
@@ -131,7 +120,7 @@ class IngestRun:
         self,
         endpoint: EventHubsEndpoint,
         consumer_group: str,
-        store: IngestStore,
+        store: Sink,
         processor: BatchProcessor,
         *,
         owner_id: str,
@@ -213,6 +202,7 @@ class IngestRun:
 
     def run(self) -> dict[str, Any]:
         """Run to the bounds; return ``{owner_id, events, partitions: {id: report}}``."""
+        self.processor.check_sink(self.store)  # before a link opens: sessions on a sink that keeps none, say
         if self.limits.max_duration is not None:
             self._deadline = time.monotonic() + self.limits.max_duration
         # management requests only (a Listen right is enough): the package's client asks all of them over one

@@ -1,6 +1,6 @@
 """Compact and vacuum a Delta table the ingest operator writes (``sink="delta"``).
 
-A thin shell over :func:`airflow_provider_eh.ingest.delta.maintain`: ``optimize`` rewrites small files into
+A thin shell over :func:`airflow_provider_eh.ingest.sinks.delta.maintain`: ``optimize`` rewrites small files into
 large ones in one commit (rows and checkpoints unchanged), ``vacuum`` deletes the files no version within
 the retention reads any more. An ingest task's commits only add files, so it may run meanwhile; a
 compaction that loses a race with another commit fails and is retried by the task's next try.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_provider_eh.hooks.blob import BlobStorageHook, delta_storage_options
-from airflow_provider_eh.ingest.delta import maintain
+from airflow_provider_eh.ingest.sinks.delta import maintain
 from airflow_provider_eh.operators.common import airflow_errors
 
 if TYPE_CHECKING:

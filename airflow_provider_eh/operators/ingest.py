@@ -34,16 +34,16 @@ from airflow_provider_eh.ingest import (
     Stream,
     replay_dead_letters,
 )
-from airflow_provider_eh.ingest.delta import (
+from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
+from airflow_provider_eh.ingest.processor import load_row_function
+from airflow_provider_eh.ingest.sinks.delta import (
     APPEND,
     DELTA_BATCH_BYTES,
     DeltaIngestStore,
     DeltaTarget,
     check_delta_options,
 )
-from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
-from airflow_provider_eh.ingest.processor import load_row_function
-from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, check_conn_type
+from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
 from airflow_provider_eh.operators.common import HubLineage, airflow_errors
 from airflow_provider_eh.stamps import SEQ as STAMP_SEQ

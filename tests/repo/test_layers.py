@@ -159,3 +159,38 @@ def test_the_local_endpoint_imports_nothing_of_the_provider_or_of_airflow() -> N
     loaded = json.loads(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
     above = [m for m in loaded if m.split(".")[0] in (PACKAGE, "airflow")]
     assert above == [], f"the local endpoint pulled in {above}"
+
+
+# Inside the ingestion engine: the sinks are rooms of their own. The engine (the runner, the processor, the
+# drain, ...) knows them through the contract alone, so a new sink is a folder; a sink knows nothing of the
+# engine, nor of another sink. What chooses a sink sits on top: the operators, the command line and the
+# admin actions (``admin``, ``delta_replay``, ``__main__``) and the package's exports (``__init__``).
+SINKS = f"{PACKAGE}.ingest.sinks"
+CHOOSERS = ("__init__", "__main__", "admin", "delta_replay")
+
+
+def test_the_ingestion_engine_knows_sinks_only_by_their_contract() -> None:
+    engine = [p for p in sorted((ROOT / "ingest").glob("*.py")) if p.stem not in CHOOSERS]
+    assert {p.stem for p in engine} >= {"runner", "processor", "drain"}
+    reaching = [f"{path.relative_to(ROOT.parent)}:{line} imports {target}" for path in engine
+                for line, target in _imports(path)
+                if target.startswith(SINKS + ".") and not target.startswith(SINKS + ".contract")]
+    assert reaching == [], "the engine must import only ingest.sinks.contract of the sinks:\n" + "\n".join(reaching)
+
+
+def test_a_sink_imports_neither_the_engine_nor_another_sink() -> None:
+    engine = {f"{PACKAGE}.ingest.{p.stem}" for p in (ROOT / "ingest").glob("*.py") if p.stem not in ("__init__", "events")}
+    sinks = ROOT / "ingest" / "sinks"
+    rooms = sorted(p for p in sinks.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert [room.name for room in rooms] == ["delta", "sql"]
+    found = []
+    for room in rooms:
+        others = [f"{SINKS}.{other.name}" for other in rooms if other != room]
+        for path in sorted(room.rglob("*.py")):
+            for line, target in _imports(path):
+                if any(target == m or target.startswith(m + ".") for m in [*engine, *others]):
+                    found.append(f"{path.relative_to(ROOT.parent)}:{line} imports {target}")
+    for line, target in _imports(sinks / "contract.py"):
+        if target.startswith(f"{PACKAGE}.ingest.") and not target.startswith(f"{PACKAGE}.ingest.events"):
+            found.append(f"ingest/sinks/contract.py:{line} imports {target}")
+    assert found == [], "a sink reaches into the engine or another sink:\n" + "\n".join(found)

@@ -39,7 +39,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # the package's own objects, one attribute away from ``self``
     ("ingest/mirror.py", "self._run._mirror"): "the mirror writer is its IngestRun's helper",
     ("ingest/mirror.py", "self._run._stage"): "the mirror writer is its IngestRun's helper",
-    ("ingest/store.py", "self._store._read_checkpoint"): "a session of its own SqlCheckpointStore",
+    ("ingest/sinks/sql/store.py", "self._store._read_checkpoint"): "a session of its own SqlCheckpointStore",
 }
 
 # class (by name) deriving from an SDK class -> the private attributes that are its own

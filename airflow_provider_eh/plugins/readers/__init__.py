@@ -20,7 +20,7 @@ built once):
 - :mod:`~airflow_provider_eh.plugins.readers.lag`: lag in events and in time, and the pool of
   background reads that finds the enqueued time of the oldest unprocessed event;
 - :mod:`~airflow_provider_eh.plugins.readers.dead_letters`: dead letters, through
-  :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`.
+  :class:`~airflow_provider_eh.ingest.sinks.sql.store.SqlIngestStore`.
 
 Failures are reported by :mod:`~airflow_provider_eh.plugins.redaction`: what was read, the error's
 class and what to check, never the error's text. Only names, numbers and times leave these modules.

@@ -1,6 +1,6 @@
 """Dead letters of the configured SQL sink as the view shows them: counts by reason, and the command that replays them.
 
-They are read through :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`, never written.
+They are read through :class:`~airflow_provider_eh.ingest.sinks.sql.store.SqlIngestStore`, never written.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from airflow_provider_eh.plugins.redaction import failure
 
 def dead_letters(reading: Reading) -> dict[str, Any] | None:
     """Dead letters of the configured SQL sink by reason, and the command that replays them."""
-    from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX
-    from airflow_provider_eh.ingest.store import SqlIngestStore, Stream
+    from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX
+    from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
 
     source = reading.source
     if not source.sql_conn_id:

@@ -23,8 +23,8 @@ from deltalake import DeltaTable
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import STAGES, Stream
-from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
+from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
 
 PER_PARTITION = 25
 

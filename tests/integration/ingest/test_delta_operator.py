@@ -18,7 +18,7 @@ from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.ingest import Stream
-from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
+from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.operators.delta_maintenance import DeltaTableMaintenanceOperator
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from tests.conftest import connection_env, unique_name

@@ -13,7 +13,7 @@ from test_crash_recovery import STATE_TABLES
 
 from airflow_provider_eh.errors import PartitionTakenOverError
 from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SqlIngestStore, Stream
-from airflow_provider_eh.ingest.schema import pymysql_values
+from airflow_provider_eh.ingest.sinks.sql.dialects import pymysql_values
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])

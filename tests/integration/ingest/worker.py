@@ -36,7 +36,7 @@ from airflow_provider_eh.ingest import (
     Stream,
     replay_dead_letters,
 )
-from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget
+from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.steps import observe
 from airflow_provider_eh.testing.crash import crash_at
 

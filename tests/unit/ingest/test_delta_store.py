@@ -12,11 +12,10 @@ import pytest
 from deltalake import DeltaTable
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, ReplayRaceError, SinkConfigError
-from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, replay_dead_letters
+from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, Stream, delta_replay, replay_dead_letters
 from airflow_provider_eh.ingest.__main__ import main
-from airflow_provider_eh.ingest.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
-from airflow_provider_eh.ingest import delta_replay
 from airflow_provider_eh.ingest.delta_replay import replay_app_id
+from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget, check_delta_options, maintain
 from airflow_provider_eh.steps import observe
 
 STREAM = Stream("ns.example.net", "orders", "$Default")
@@ -260,16 +259,23 @@ def test_of_two_replays_at_once_one_writes_the_rows_and_the_other_fails_writing_
     assert replay_dead_letters(first, BatchProcessor("delta_table", accept)) == {"replayed": [], "failed": []}
 
 
+def printed_json(capsys) -> object:
+    """The shell tool's JSON: what it printed from its first line that opens one (Airflow's configuration, first
+    imported by the tool when this test runs alone, logs a line to stdout before it)."""
+    lines = capsys.readouterr().out.splitlines()
+    return json.loads("\n".join(lines[next(i for i, line in enumerate(lines) if line[:1] in "[{"):]))
+
+
 def test_the_shell_tool_lists_and_replays_a_delta_sinks_dead_letters(tmp_path, capsys):
     uri = str(tmp_path / "orders")
     commit(DeltaIngestStore(DeltaTarget(uri), STREAM), "0", [event("0", 0, {"id": "a0"}),
                                                              event("0", 1, {"id": "p1", "poison": True})])
     cli = ["--delta", uri, "--namespace", STREAM.namespace, "--eventhub", STREAM.eventhub]
     assert main([*cli, "list"]) == 0
-    (letter,) = json.loads(capsys.readouterr().out)
+    (letter,) = printed_json(capsys)
     assert (letter["sequence_number"], letter["status"], letter["attempts"]) == (1, "dead", 1)
     assert main([*cli, "--row-function", f"{__name__}:accept", "replay", "--partition", "0"]) == 0
-    assert json.loads(capsys.readouterr().out)["replayed"] == [["0", 1]]
+    assert printed_json(capsys)["replayed"] == [["0", 1]]
     assert table_ids(uri) == ["a0", "p1"]
     assert main([*cli, "sessions"]) == 2 and "keeps no sessions" in capsys.readouterr().err
     # a table the Delta sink cannot write to (neither a local path nor Azure storage): named, as the operators do

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest import SqlIngestStore, Stream
-from airflow_provider_eh.ingest.schema import MysqlDialect, PostgresDialect, SqliteDialect
+from airflow_provider_eh.ingest.sinks.sql.dialects import MysqlDialect, PostgresDialect, SqliteDialect
 
 SUPPORTED = "supported: SQLite (sqlite3); Postgres (psycopg2, psycopg); MySQL/MariaDB (pymysql, MySQLdb)"
 

@@ -1,76 +1,33 @@
-"""The SQL side of ingestion: one connection, the state tables, and what one batch transaction does.
+"""The SQL sink: one connection, the state tables, and what one batch transaction does.
 
 :class:`SqlIngestStore` takes any DB-API connection (Airflow's ``DbApiHook.get_conn()`` gives one)
-and is the only code that writes the state tables of :mod:`airflow_provider_eh.ingest.schema`.
+and is the only code that writes the state tables of :mod:`airflow_provider_eh.ingest.sinks.sql.dialects`.
 A :class:`Transaction` is opened per batch; everything it writes (user rows, dead letters,
-deferred events, sessions, dedupe marks and the checkpoint) commits or rolls back together.
+deferred events, sessions, dedupe marks and the checkpoint) commits or rolls back together. Both
+satisfy :mod:`~airflow_provider_eh.ingest.sinks.contract` in full, sessions and replays included.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.schema import DEFAULT_PREFIX, Dialect, ddl, identifier
+from airflow_provider_eh.ingest.sinks.contract import (
+    NO_CHECKPOINT,
+    PartitionCheckpoint,
+    Stream,
+    utc_now,
+    utc_text,
+)
+from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, Dialect, ddl, identifier
 
-NO_CHECKPOINT = -1
-
-
-def utc_text(moment: datetime | None) -> str | None:
-    """A UTC timestamp as fixed-width ISO 8601 text, so that text order is time order."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
-
-
-def utc_now() -> str:
-    """The current UTC time as the state tables store times (:func:`utc_text`)."""
-    return utc_text(datetime.now(UTC))  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class Stream:
-    """
-    What the state rows are keyed by.
-
-    :param namespace: the fully qualified namespace, lower-cased.
-    :param eventhub: the hub.
-    :param consumer_group: the consumer group whose progress this is.
-    """
-
-    namespace: str
-    eventhub: str
-    consumer_group: str
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.namespace.lower(), self.eventhub, self.consumer_group)
-
-
-@dataclass(frozen=True)
-class SqlCheckpoint:
-    """
-    A partition's checkpoint in SQL.
-
-    :param partition_id: the partition.
-    :param sequence_number: the last event applied, ``-1`` when none.
-    :param offset: that event's offset.
-    :param owner_id: the instance that committed it.
-    :param updated_at: when, ISO 8601.
-    """
-
-    partition_id: str
-    sequence_number: int
-    offset: str | None
-    owner_id: str | None
-    updated_at: str | None
+#: the checkpoint record under the name it had before the Delta sink shared it
+SqlCheckpoint = PartitionCheckpoint
 
 
 @dataclass(frozen=True)
@@ -100,7 +57,7 @@ class Transaction:
     """
     The statements of one batch; use :meth:`SqlIngestStore.transaction`.
 
-    Where the dialect :attr:`~airflow_provider_eh.ingest.schema.Dialect.chains` statements, those whose
+    Where the dialect :attr:`~airflow_provider_eh.ingest.sinks.sql.dialects.Dialect.chains` statements, those whose
     result nobody reads (savepoints, their release, the dedupe marks) wait and go to the server with
     the next statement, in one call: each call that waits on the server hands the interpreter lock to
     the receiving thread and then waits to win it back, so a batch costs its calls more than its statements.
@@ -157,9 +114,14 @@ class Transaction:
         """Whether ``exc`` was raised by the database driver (not by user code)."""
         return type(exc).__module__.split(".")[0] == type(self._store.conn).__module__.split(".")[0]
 
+    def is_data_error(self, exc: BaseException) -> bool:
+        """Whether the database refused a row for its content: the driver's ``IntegrityError`` or ``DataError``
+        (DB-API 2.0 names both at the top of the driver's module)."""
+        return isinstance(exc, self._store.data_errors)
+
     # -- checkpoint -------------------------------------------------------------------------
 
-    def checkpoint(self, partition_id: str) -> SqlCheckpoint:
+    def checkpoint(self, partition_id: str) -> PartitionCheckpoint:
         return self._store._read_checkpoint(self._cur, partition_id)
 
     def advance_checkpoint(
@@ -293,6 +255,7 @@ class Transaction:
             on (the caller may then insert them in parts): under a savepoint, or without one where the
             database undoes a failed statement by itself and the rows go as one statement.
         """
+        identifier(table, "table")
         by_columns: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for row in rows:
             columns = tuple(row)
@@ -386,9 +349,22 @@ def _event_from_row(row: Sequence[Any]) -> IngestEvent:
     )
 
 
+def _data_errors(conn: Any) -> tuple[type[BaseException], ...]:
+    """The driver's exception classes for a row the database refused: DB-API 2.0's ``IntegrityError`` and
+    ``DataError``, which the driver's top module names (``sqlite3``, ``psycopg2``, ``pymysql``, ...)."""
+    module = sys.modules.get(type(conn).__module__.split(".")[0])
+    found = tuple(c for c in (getattr(module, "IntegrityError", None), getattr(module, "DataError", None))
+                  if isinstance(c, type) and issubclass(c, BaseException))
+    return found or (_NoDataError,)
+
+
+class _NoDataError(Exception):
+    """Stands for the data errors of a driver that names none: nothing is then a data error."""
+
+
 class SqlIngestStore:
     """
-    The state tables of one stream on one DB-API connection.
+    The state tables of one stream on one DB-API connection: the SQL sink.
 
     :param conn: an open DB-API connection (``DbApiHook.get_conn()``); the store owns it from now on.
     :param stream: the hub and consumer group the state belongs to.
@@ -396,11 +372,14 @@ class SqlIngestStore:
     :param create_tables: create the state tables when missing.
     """
 
+    keeps_sessions: ClassVar[bool] = True
+
     def __init__(self, conn: Any, stream: Stream, *, prefix: str = DEFAULT_PREFIX, create_tables: bool = True):
         self.conn = conn
         self.stream = stream
         self.prefix = identifier(prefix + "x", "table prefix")[:-1]
         self.dialect = Dialect.of(conn)  # refuses an unsupported database before anything is read
+        self.data_errors = _data_errors(conn)
         self.dialect.prepare(conn)
         if create_tables:
             self.create_tables()
@@ -427,7 +406,7 @@ class SqlIngestStore:
     def close(self) -> None:
         self.conn.close()
 
-    def _read_checkpoint(self, cur: Any, partition_id: str) -> SqlCheckpoint:
+    def _read_checkpoint(self, cur: Any, partition_id: str) -> PartitionCheckpoint:
         cur.execute(
             self.dialect.sql(
                 f"SELECT sequence_number, event_offset, owner_id, updated_at FROM {self.prefix}checkpoint "
@@ -437,10 +416,10 @@ class SqlIngestStore:
         )
         row = cur.fetchone()
         if row is None:
-            return SqlCheckpoint(str(partition_id), NO_CHECKPOINT, None, None, None)
-        return SqlCheckpoint(str(partition_id), int(row[0]), row[1], row[2], row[3])
+            return PartitionCheckpoint(str(partition_id), NO_CHECKPOINT, None, None, None)
+        return PartitionCheckpoint(str(partition_id), int(row[0]), row[1], row[2], row[3])
 
-    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, SqlCheckpoint]:
+    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, PartitionCheckpoint]:
         """The SQL checkpoints of ``partition_ids`` (``-1`` where none was committed)."""
         cur = self.conn.cursor()
         result = {str(p): self._read_checkpoint(cur, str(p)) for p in partition_ids}

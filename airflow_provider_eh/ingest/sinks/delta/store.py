@@ -1,7 +1,8 @@
-"""The Delta Lake side of ingestion: rows and their checkpoint in one Delta commit (no Airflow import).
+"""The Delta Lake sink: rows and their checkpoint in one Delta commit (no Airflow import).
 
-:class:`DeltaIngestStore` is the Delta counterpart of :class:`~airflow_provider_eh.ingest.store.SqlIngestStore`
-for :class:`~airflow_provider_eh.ingest.runner.IngestRun`, through the ``deltalake`` package (delta-rs, no JVM).
+:class:`DeltaIngestStore` is the Delta counterpart of :class:`~airflow_provider_eh.ingest.sinks.sql.SqlIngestStore`
+for :class:`~airflow_provider_eh.ingest.runner.IngestRun`, through the ``deltalake`` package (delta-rs, no JVM); it
+and its :class:`DeltaTransaction` satisfy :mod:`~airflow_provider_eh.ingest.sinks.contract` (without sessions).
 A partition's checkpoint is a Delta *application transaction* (a ``txn`` action of the table's log): app id
 ``eventhubs/<namespace>/<hub>/<consumer group>/<partition>``, version the last sequence number committed. It is
 written in the same commit as the batch's rows, so the table holds a batch's rows exactly when its log holds
@@ -10,8 +11,9 @@ are application transactions as well (``.../<partition>/dedupe/<producer group>`
 
 Two writers of one partition race on the commit: delta-rs refuses a commit when a commit that landed after
 the snapshot it read carries an application transaction of the same app id (``CommitFailedError``:
-concurrent transaction), and the version is also compared before the commit; the loser's batch is not
-written and it gives the partition up (:class:`~airflow_provider_eh.errors.PartitionTakenOverError`), as the
+concurrent transaction), and the version is also compared before the commit; after any error of the
+library's (``DeltaError``) the log is read again, and where the partition's checkpoint moved the loser's
+batch is not written and it gives the partition up (:class:`~airflow_provider_eh.errors.PartitionTakenOverError`), as the
 SQL store's compare-and-set does. Writers of different partitions of one table do not conflict.
 
 Dead letters go to a Delta table of their own, committed just before the batch with an application
@@ -19,8 +21,8 @@ transaction of its own per partition; a batch received again after a crash betwe
 only the dead letters after that table's version, so each event is dead-lettered once. Replaying them is
 :mod:`airflow_provider_eh.ingest.delta_replay`.
 
-Sessions and deferred events need per-event state that changes in place; the Delta store refuses them
-(:func:`check_delta_options`).
+Sessions and deferred events need per-event state that changes in place; the Delta store does not keep
+them (``keeps_sessions = False``: the engine refuses ``session_key`` on it, as :func:`check_delta_options` does).
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.store import NO_CHECKPOINT, SqlCheckpoint, Stream, utc_text
+from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, sessions_refused, utc_text
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +56,16 @@ _OFFSET_HISTORY = 200  # commits looked back for a partition's offset that this 
 class DataError(ValueError):
     """A row the table cannot hold (a column it lacks, a value of the wrong type).
 
-    Named as the DB-API's data error, so that the batch processor dead-letters the rows of that event
-    alone (``row_rejected``) and writes the others, as it does when a database refuses a row.
+    The Delta transaction's data error (:meth:`DeltaTransaction.is_data_error`), so that the batch processor
+    dead-letters the rows of that event alone (``row_rejected``) and writes the others, as it does when a
+    database refuses a row.
     """
 
 
 def check_delta_options(*, sessions: Any, mode: str, merge_keys: Sequence[str] | None) -> None:
     """Refuse what the Delta store cannot do honestly, naming the option and what to do instead."""
     if sessions is not None:
-        raise SinkConfigError(
-            "session_key: in-order sessions keep deferred events and per-session state that change in place "
-            "with every event; the Delta sink does not keep them. Unset session_key (the rows are then "
-            "written in partition order), or ingest into a SQL sink (sql_conn_id) for sessions."
-        )
+        raise sessions_refused("the Delta sink")
     if mode not in (APPEND, MERGE):
         raise SinkConfigError(f"delta_mode {mode!r} must be {APPEND!r} or {MERGE!r}")
     if mode == MERGE and not merge_keys:
@@ -192,19 +191,17 @@ class DeltaTransaction:
             del self.dead_letters[letters:]
             raise
 
+    def is_data_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, DataError)
+
     def is_driver_error(self, exc: BaseException) -> bool:
-        return type(exc).__module__.split(".")[0] in ("deltalake", "pyarrow", "_internal")
+        import pyarrow as pa
+        from deltalake.exceptions import DeltaError
+
+        return isinstance(exc, (DataError, DeltaError, pa.ArrowException))
 
     def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
         self.dead_letters.append(dead_letter_row(self._store.stream, event, reason, error))
-
-    # -- what the Delta store cannot keep --------------------------------------------------
-
-    def _no_sessions(self, *args: Any) -> Any:
-        raise SinkConfigError("session_key: the Delta sink keeps no session state; unset it or use a SQL sink")
-
-    session = save_session = defer = take_deferred = take_expired_deferred = pending_in_session = _no_sessions
-    mark_replayed = _no_sessions
 
 
 def dead_letter_row(stream: Stream, event: IngestEvent, reason: str, error: str) -> dict[str, Any]:
@@ -252,6 +249,8 @@ class DeltaIngestStore:
     :param target: the table and how to write it.
     :param stream: the hub and consumer group the checkpoints belong to.
     """
+
+    keeps_sessions: ClassVar[bool] = False
 
     def __init__(self, target: DeltaTarget, stream: Stream):
         self.target = target
@@ -326,14 +325,14 @@ class DeltaIngestStore:
 
     # -- what the run calls ----------------------------------------------------------------
 
-    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, SqlCheckpoint]:
+    def checkpoints(self, partition_ids: Iterable[str]) -> dict[str, PartitionCheckpoint]:
         """Each partition's checkpoint as the table's log holds it (``-1`` where none was committed)."""
         self.refresh()
         result = {}
         for p in (str(p) for p in partition_ids):
             seq = self.checkpoint_of(p)
             offset = self._offset(p, seq) if seq != NO_CHECKPOINT else None
-            result[p] = SqlCheckpoint(p, seq, offset, None, None)
+            result[p] = PartitionCheckpoint(p, seq, offset, None, None)
         return result
 
     def _offset(self, partition_id: str, sequence_number: int) -> str | None:
@@ -366,7 +365,7 @@ class DeltaIngestStore:
         if tx.partition_id is None or tx.version is None:
             raise SinkConfigError("a Delta batch must advance its partition's checkpoint before it commits")
         from deltalake import CommitProperties, Transaction
-        from deltalake.exceptions import CommitFailedError
+        from deltalake.exceptions import DeltaError
 
         if tx.dead_letters:
             self._commit_dead_letters(tx.partition_id, tx.version, tx.dead_letters)
@@ -379,12 +378,8 @@ class DeltaIngestStore:
         try:
             self.write(tx.rows, tx.tables, properties,
                        f"the first batch of partition {tx.partition_id} (up to seq {tx.version})")
-        except CommitFailedError as exc:
+        except DeltaError as exc:  # a concurrent transaction, a commit file of that version already there, ...
             self._lost(tx, exc)
-            raise
-        except Exception as exc:
-            if type(exc).__name__ == "DeltaError" and "version" in str(exc).lower():
-                self._lost(tx, exc)  # a commit file of that version already exists
             raise
         self.counts.commits += 1
         self.counts.offsets[tx.partition_id] = (tx.version, tx.offset)
@@ -424,8 +419,13 @@ class DeltaIngestStore:
                             commit_properties=properties, target_file_size=self.target.target_file_size)
 
     def _lost(self, tx: DeltaTransaction, exc: BaseException) -> None:
-        """After a refused commit: raise :class:`PartitionTakenOverError` when another writer moved the checkpoint."""
-        self._table = open_table(self.target.uri, self.target.storage_options)
+        """After a refused commit: raise :class:`PartitionTakenOverError` when another writer moved the checkpoint
+        (the log read again); return, for ``exc`` to be raised, when it did not or the log cannot be read."""
+        try:
+            self._table = open_table(self.target.uri, self.target.storage_options)
+        except Exception:
+            log.warning("The Delta table %r could not be read again after a refused commit", self.target.uri, exc_info=True)
+            return
         current = self.checkpoint_of(tx.partition_id or "")
         if current != tx.expected:
             self.counts.taken_over += 1

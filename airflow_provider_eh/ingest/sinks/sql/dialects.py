@@ -99,7 +99,7 @@ class Dialect:
     def chains(self) -> bool:
         """
         Whether statements can go to the server together, in one call (``"a; b"``): a
-        :class:`~airflow_provider_eh.ingest.store.Transaction` then sends those whose result nobody
+        :class:`~airflow_provider_eh.ingest.sinks.sql.store.Transaction` then sends those whose result nobody
         reads with the next one.
         """
         return False

@@ -1,0 +1,32 @@
+"""Where ingestion writes: the sink contract, and one folder per sink (no Airflow import).
+
+- :mod:`~airflow_provider_eh.ingest.sinks.contract`: :class:`Sink` and :class:`BatchTransaction` (with the
+  capabilities :class:`SessionTransaction` and :class:`ReplayTransaction`), and the records sinks share;
+- :mod:`~airflow_provider_eh.ingest.sinks.sql`: the state tables and rows on any supported DB-API connection;
+- :mod:`~airflow_provider_eh.ingest.sinks.delta`: a Delta table whose log holds the checkpoints (``deltalake``
+  imported only when one is used).
+
+The engine imports this contract only; operators and the command line choose a sink.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_eh.ingest.sinks.contract import (
+    NO_CHECKPOINT,
+    BatchTransaction,
+    PartitionCheckpoint,
+    ReplayTransaction,
+    SessionTransaction,
+    Sink,
+    Stream,
+)
+
+__all__ = [
+    "NO_CHECKPOINT",
+    "BatchTransaction",
+    "PartitionCheckpoint",
+    "ReplayTransaction",
+    "SessionTransaction",
+    "Sink",
+    "Stream",
+]

@@ -1,0 +1,44 @@
+"""The Delta Lake sink: each batch one Delta commit holding its rows and the partition's checkpoint.
+
+:class:`DeltaIngestStore` for a table on local disk or Azure storage, its :class:`DeltaTarget` and
+:class:`DeltaTransaction`; :func:`maintain` compacts and vacuums. ``deltalake`` (the ``deltalake`` extra) is
+imported only when a table is opened.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_eh.ingest.sinks.delta.store import (
+    APPEND,
+    DEAD,
+    DELTA_BATCH_BYTES,
+    MERGE,
+    REPLAYED,
+    REPLAYING,
+    DataError,
+    DeltaIngestStore,
+    DeltaTarget,
+    DeltaTransaction,
+    check_delta_options,
+    dead_letter_schema,
+    dead_letter_uri,
+    maintain,
+    open_table,
+)
+
+__all__ = [
+    "APPEND",
+    "DEAD",
+    "DELTA_BATCH_BYTES",
+    "MERGE",
+    "REPLAYED",
+    "REPLAYING",
+    "DataError",
+    "DeltaIngestStore",
+    "DeltaTarget",
+    "DeltaTransaction",
+    "check_delta_options",
+    "dead_letter_schema",
+    "dead_letter_uri",
+    "maintain",
+    "open_table",
+]
