@@ -53,7 +53,8 @@ class BasePublishOperator(HubLineage, BaseOperator):
     :param eventhub_name: the hub (templated); default: the connection's.
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
     :param state_backend: ``"blob"`` or ``"variable"`` (templated); default ``"blob"`` when
-        ``state_container`` is given, else ``"variable"`` (single-writer: serialise runs of the group).
+        ``state_container`` is given, else ``"variable"`` (single-writer: serialise runs of the group; a task that
+        defaults to it says so in its log).
     :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
     :param state_container: the container holding producer states (templated).
     :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
@@ -221,6 +222,17 @@ class BasePublishOperator(HubLineage, BaseOperator):
     def backend(self) -> str:
         return self.state_backend or ("blob" if self.state_container else "variable")
 
+    def backend_in_force(self) -> str:
+        """:attr:`backend`, with a warning in the task's log where it was not chosen but defaulted to Variables."""
+        if not self.state_backend and not self.state_container:
+            self.log.warning(
+                "No state_backend and no state_container: producer states are kept in Airflow Variables, which "
+                "take one writer per producer group (runs of %r must not overlap: max_active_runs=1 or a pool "
+                "of one slot). Set state_container (and wasb_conn_id) for the blob backend, whose leases fence "
+                "concurrent writers, or state_backend='variable' to choose this one and silence this warning.",
+                self.resolved_producer_group)
+        return self.backend
+
     def batch_id(self, context: Context, group: str) -> str:
         """The derived batch id of this task instance."""
         ti = context["ti"]
@@ -292,7 +304,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
         self.remember_hub(endpoint)
         store = ProducerStateHook(
-            self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container,
+            self.backend_in_force(), wasb_conn_id=self.wasb_conn_id, container=self.state_container,
             lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
         ).get_store()
         return IdempotentPublisher(

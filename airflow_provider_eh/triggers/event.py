@@ -9,7 +9,7 @@ comes first); each batch with at least one event the filter keeps becomes one ``
 asset event), and the batch is then checkpointed.
 
 **Guarantee** (Airflow 3.3+, the trigger runs in the triggerer's acknowledged shared-stream mode;
-the README's "Event-driven DAGs" states it in full):
+docs/event-driven-dags.md states it in full):
 
 - *none lost*: a batch is checkpointed only after the triggerer has confirmed that its asset event is
   stored in the metadata database (``SharedStreamProducer.advance`` with the batch acknowledged). A

@@ -1,7 +1,7 @@
 """The project's local Event Hubs endpoint: an AMQP 1.0 server for the unmodified azure-eventhub SDK.
 
 ``EmulatorProcess`` runs ``python -m eventhubs_local`` as a child process (tests,
-benchmarks, the demo), started by ``launcher`` (which the development stack's ``testing.stack`` uses
+benchmarks, the demo), started by ``launcher`` (which the development stack, ``tests/support/stack.py``, uses
 too); ``EmulatorAdmin`` is a small urllib client of its admin HTTP endpoint.
 
 Architecture: two layers, imports running from the AMQP layer down to the broker, never back.

@@ -15,21 +15,6 @@ from airflow_provider_eh.plugins.readers.lag import first_unprocessed_times, lag
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 
 
-def discover_consumer_groups(container: Any, fully_qualified_namespace: str, hub: str) -> list[str]:
-    """Consumer groups with checkpoint or ownership blobs of the hub, whichever SDK wrote them.
-
-    The namespace is looked for as configured and without its port (Python writes
-    ``127.0.0.1:5672/<hub>/...``, JavaScript ``127.0.0.1/<hub>/...``), paths in any case (most SDKs
-    lower-case them, early Go releases kept the configured case): one listing per spelling, with the
-    prefix both cases share. A group found under several spellings is returned once, as first found.
-    """
-    from airflow_provider_eh.checkpoints.blob_layout import groups_in_listing, list_prefix, namespace_spellings
-
-    blobs = [blob for namespace in namespace_spellings(fully_qualified_namespace)
-             for blob in container.list_blobs(name_starts_with=list_prefix(namespace, hub, None))]
-    return groups_in_listing(blobs, fully_qualified_namespace=fully_qualified_namespace, eventhub_name=hub)
-
-
 def consumer_row(partition: str, last_enqueued: int, checkpoint: Any, owner: Any,
                  first_unprocessed: datetime | None, now: datetime) -> dict[str, Any]:
     """One partition of one consumer group: checkpointed and last enqueued sequence numbers, lag in events and time."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from airflow_provider_eh.operators.publish import EventHubPublishOperator
 from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
@@ -44,3 +45,16 @@ def test_the_xcom_says_each_partitions_outcome_and_what_recovery_found() -> None
         "status": "recovered", "landed": 4, "resent": 6, "readback_seconds": 0.25}
     assert {k: xcom["1"][k] for k in ("status", "landed", "resent", "readback_seconds")} == {
         "status": "published", "landed": 0, "resent": 0, "readback_seconds": None}
+
+
+def test_a_state_backend_left_to_its_default_is_named_in_the_log_with_what_it_takes() -> None:
+    with capture_logs() as logs:  # the operator's log is structlog's, as a task's
+        assert EventHubPublishOperator(task_id="publish", events=[]).backend_in_force() == "variable"
+    (warning,) = [e for e in logs if "state_backend" in e["event"]]
+    assert warning["log_level"] == "warning"
+    assert "Airflow Variables" in warning["event"] and "max_active_runs=1" in warning["event"]
+    assert "state_container" in warning["event"]
+    with capture_logs() as logs:  # chosen, either way: nothing to say
+        assert EventHubPublishOperator(task_id="p", events=[], state_backend="variable").backend_in_force() == "variable"
+        assert EventHubPublishOperator(task_id="p", events=[], state_container="states").backend_in_force() == "blob"
+    assert [e for e in logs if "state_backend" in e["event"]] == []

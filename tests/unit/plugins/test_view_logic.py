@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from airflow_provider_eh.checkpoints.blob_layout import Checkpoint
-from airflow_provider_eh.plugins.readers.consumers import consumer_row, discover_consumer_groups
+from airflow_provider_eh.checkpoints.blob_layout import Checkpoint, CheckpointReader
+from airflow_provider_eh.plugins.readers.consumers import consumer_row
 from airflow_provider_eh.plugins.readers.lag import lag_events, lag_seconds
 from airflow_provider_eh.plugins.readers.ledgers import group_ledgers, is_stale, summarise_state
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
@@ -46,10 +46,14 @@ def test_an_open_batch_is_stale_only_when_older_than_the_threshold() -> None:
 class Blob:
     name: str
     last_modified: datetime | None = None
+    metadata: dict[str, str] | None = None
+    etag: str = "0x1"
 
 
 class Container:
     """A container's listing: ``list_blobs(name_starts_with=...)`` matches case-sensitively, as Azure Storage does."""
+
+    container_name = "checkpoints"
 
     def __init__(self, names: list[str]):
         self.blobs = [Blob(n) for n in names]
@@ -58,6 +62,11 @@ class Container:
     def list_blobs(self, name_starts_with: str = "", **_: object) -> list[Blob]:
         self.prefixes.append(name_starts_with)
         return [b for b in self.blobs if b.name.startswith(name_starts_with)]
+
+
+def hub_groups(container: Container, namespace: str, hub: str) -> list[str]:
+    """The consumer groups the view lists for a hub: those its checkpoint reader finds in one pass."""
+    return [group.consumer_group for group in CheckpointReader(container, namespace, hub).read_hub()]
 
 
 def test_consumer_groups_are_discovered_under_every_sdks_spelling_of_a_namespace_with_a_port() -> None:
@@ -71,14 +80,14 @@ def test_consumer_groups_are_discovered_under_every_sdks_spelling_of_a_namespace
         "127.0.0.1:5672/orders-eu/g1/producer-state/0",      # a producer state, not a consumer group
         "127.0.0.1:5672/orders-eu/empty/checkpoint/",
     ])
-    assert discover_consumer_groups(container, "127.0.0.1:5672", "Orders-EU") == ["$default", "analytics", "Reporting"]
+    assert hub_groups(container, "127.0.0.1:5672", "Orders-EU") == ["$default", "analytics", "Reporting"]
     assert len(container.prefixes) == 2  # one listing per spelling of the namespace
 
 
 def test_consumer_groups_of_a_namespace_without_port_are_listed_once() -> None:
     container = Container(["ns.servicebus.windows.net/orders/$default/checkpoint/0",
                            "ns.servicebus.windows.net/orders/ANALYTICS/ownership/3"])
-    assert discover_consumer_groups(container, "ns.servicebus.windows.net", "orders") == ["$default", "ANALYTICS"]
+    assert hub_groups(container, "ns.servicebus.windows.net", "orders") == ["$default", "ANALYTICS"]
     assert container.prefixes == ["ns.servicebus.windows.net/orders/"]
 
 
