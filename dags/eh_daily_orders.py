@@ -145,7 +145,7 @@ def eh_daily_orders() -> None:
 
     wait = EventHubCheckpointSensor(
         task_id="wait_for_analytics",
-        container=orders.CHECKPOINT_CONTAINER,
+        checkpoint_container=orders.CHECKPOINT_CONTAINER,
         consumer_groups="analytics",
         targets=publish.output,
         eventhub_name="{{ params.hub }}",

@@ -136,7 +136,7 @@ def eh_spark_submit_publish() -> None:
 
     wait = EventHubCheckpointSensor(
         task_id="wait_for_analytics",
-        container=orders.CHECKPOINT_CONTAINER,
+        checkpoint_container=orders.CHECKPOINT_CONTAINER,
         consumer_groups="spark-analytics",
         targets=targets,
         eventhub_name="{{ params.hub }}",

@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import json
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
@@ -108,7 +110,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
 
     Returns (XCom) ``{consumer group: {partition: checkpointed sequence number}}``.
 
-    :param container: the container the consumers' ``BlobCheckpointStore`` writes to. (templated)
+    :param checkpoint_container: the container the consumers' ``BlobCheckpointStore`` writes to. (templated)
     :param consumer_groups: one consumer group or several; all must reach the targets. (templated)
     :param targets: ``{partition: sequence number}``, or the publish operator's output
         ``{partition: {events, first_seq, last_seq, service_last_sequence_number}}`` (its
@@ -120,10 +122,11 @@ class EventHubCheckpointSensor(BaseSensorOperator):
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection. (templated)
     :param wasb_conn_id: the ``wasb`` connection of the checkpoint store's account. (templated)
     :param deferrable: wait in the triggerer instead of a worker slot.
+    :param container: deprecated spelling of ``checkpoint_container`` (removed in 2.0.0).
     """
 
     template_fields: Sequence[str] = (
-        "container",
+        "checkpoint_container",
         "consumer_groups",
         "targets",
         "eventhub_name",
@@ -135,17 +138,30 @@ class EventHubCheckpointSensor(BaseSensorOperator):
     def __init__(
         self,
         *,
-        container: str,
+        checkpoint_container: str | None = None,
         consumer_groups: str | Sequence[str] = "$Default",
         targets: Any = None,
         eventhub_name: str | None = None,
         event_hubs_conn_id: str = EventHubsHook.default_conn_name,
         wasb_conn_id: str = BlobStorageHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        container: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.container = container
+        if container is not None:
+            warnings.warn(
+                f"Task {self.task_id!r}: EventHubCheckpointSensor(container=...) is deprecated and will be removed in "
+                "2.0.0; pass checkpoint_container=..., as every other class of the provider names it.",
+                AirflowProviderDeprecationWarning, stacklevel=2)
+            if checkpoint_container is not None and checkpoint_container != container:
+                raise ValueError(f"Task {self.task_id!r}: checkpoint_container={checkpoint_container!r} and its deprecated "
+                                 f"spelling container={container!r} disagree; pass checkpoint_container only")
+            checkpoint_container = container
+        if not checkpoint_container:
+            raise ValueError(f"Task {self.task_id!r}: pass checkpoint_container, the container the consumers' "
+                             "BlobCheckpointStore writes to")
+        self.checkpoint_container = checkpoint_container
         self.consumer_groups = consumer_groups
         self.targets = targets
         self.eventhub_name = eventhub_name
@@ -163,7 +179,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
     @cached_property
     def hook(self) -> CheckpointHook:
         return CheckpointHook(
-            container=self.container,
+            container=self.checkpoint_container,
             event_hubs_conn_id=self.event_hubs_conn_id,
             wasb_conn_id=self.wasb_conn_id,
             eventhub_name=self.eventhub_name,
@@ -203,15 +219,15 @@ class EventHubCheckpointSensor(BaseSensorOperator):
         self._last_progress = progress
         metrics.checkpoint_lags(progress)
         self.log.info(
-            "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, progress.summary()
+            "Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.checkpoint_container, progress.summary()
         )
         return PokeReturnValue(is_done=progress.reached, xcom_value=progress.checkpoints())
 
     def _storage_failure(self, exc: Exception) -> BaseException:
         """The error map's error for the checkpoint container's failure (``exc`` when it maps to nothing)."""
         try:
-            site = self.hook.blob_hook.failure_site(self.container, container_field="container", role="checkpoints",
-                                                    done=SENSOR_ONLY_READS)
+            site = self.hook.blob_hook.failure_site(self.checkpoint_container, container_field="checkpoint_container",
+                                                    role="checkpoints", done=SENSOR_ONLY_READS)
         except Exception:  # the client cannot even be built: the error says why
             return exc
         return storage_failure(exc, site)
@@ -233,7 +249,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
             trigger=EventHubCheckpointTrigger(
                 targets=dict(self._resolved_targets or {}),
                 consumer_groups=self._consumer_groups(),
-                container=self.container,
+                container=self.checkpoint_container,
                 eventhub_name=self.eventhub_name,
                 event_hubs_conn_id=self.event_hubs_conn_id,
                 wasb_conn_id=self.wasb_conn_id,
@@ -252,7 +268,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
         status, message = event.get("status"), event.get("message", "")
         if status == "success":
             progress = CheckpointProgress.from_dict(event["progress"])
-            self.log.info("Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.container, message)
+            self.log.info("Checkpoints of hub %r in container %r: %s", progress.eventhub_name, self.checkpoint_container, message)
             return progress.checkpoints()
         if status == "timeout":
             raise AirflowSensorTimeout(f"Sensor has timed out after {self.timeout} seconds. {message}")

@@ -66,7 +66,7 @@ def example_ingest_and_wait() -> None:
     wait = EventHubCheckpointSensor(
         task_id="wait_for_analytics",
         eventhub_name="orders",
-        container="eh-checkpoints",          # where the consumers' BlobCheckpointStore writes
+        checkpoint_container="eh-checkpoints",          # where the consumers' BlobCheckpointStore writes
         consumer_groups=["analytics"],
         targets=publish.output,              # or {"0": 1234, ...}; None = everything enqueued so far
         deferrable=True,

@@ -63,7 +63,7 @@ with DAG(dag_id="coexist", schedule=None, start_date=datetime(2026, 1, 1, tzinfo
         wasb_conn_id="blob_checkpoints", checkpoint_container=CHECKPOINTS, max_wait_time=0.3, max_duration=60,
     )
     wait = EventHubCheckpointSensor(
-        task_id="wait", container=CHECKPOINTS, targets=publish.output, wasb_conn_id="blob_checkpoints",
+        task_id="wait", checkpoint_container=CHECKPOINTS, targets=publish.output, wasb_conn_id="blob_checkpoints",
         poke_interval=0.5, timeout=60,
     )
 

@@ -22,7 +22,7 @@ def _sensor(connections: dict[str, str], container: str, **kwargs: object) -> Ev
     kwargs.setdefault("timeout", 60)
     return EventHubCheckpointSensor(
         task_id="wait_for_checkpoints",
-        container=container,
+        checkpoint_container=container,
         event_hubs_conn_id=connections["event_hubs"],
         wasb_conn_id=connections["wasb"],
         deferrable=False,

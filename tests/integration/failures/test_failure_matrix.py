@@ -262,7 +262,7 @@ def run_checkpoint_sensor(setup: Setup) -> Any:
     from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
     from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 
-    sensor = EventHubCheckpointSensor(task_id="wait", container=setup.container, consumer_groups=setup.group,
+    sensor = EventHubCheckpointSensor(task_id="wait", checkpoint_container=setup.container, consumer_groups=setup.group,
                                       targets={"0": 5}, eventhub_name=setup.hub, event_hubs_conn_id=setup.eh_conn,
                                       wasb_conn_id=setup.wasb_conn, timeout=30, deferrable=True)
     trigger = EventHubCheckpointTrigger(targets={"0": 5}, consumer_groups=[setup.group], container=setup.container,
@@ -277,7 +277,7 @@ def run_checkpoint_poke(setup: Setup) -> Any:
     """The sensor in poke mode: its first poke, in the worker."""
     from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
-    sensor = EventHubCheckpointSensor(task_id="wait", container=setup.container, consumer_groups=setup.group,
+    sensor = EventHubCheckpointSensor(task_id="wait", checkpoint_container=setup.container, consumer_groups=setup.group,
                                       targets={"0": 5}, eventhub_name=setup.hub, event_hubs_conn_id=setup.eh_conn,
                                       wasb_conn_id=setup.wasb_conn, timeout=30, poke_interval=1, deferrable=False)
     return sensor.poke(_context())  # type: ignore[arg-type]

@@ -293,7 +293,7 @@ def test_the_checkpoint_sensor_and_the_views_reads_go_through_the_proxy(
             "custom_endpoint_address": event_hubs.websocket_address,
         }))
         sensor = EventHubCheckpointSensor(
-            task_id="wait", container=container, consumer_groups="analytics", targets=None, poke_interval=0.5,
+            task_id="wait", checkpoint_container=container, consumer_groups="analytics", targets=None, poke_interval=0.5,
             timeout=2, event_hubs_conn_id=connections["event_hubs"], wasb_conn_id=connections["wasb"], deferrable=False)
         with pytest.raises(AirflowSensorTimeout, match="partition 2: checkpoint none, target 2"):
             sensor.execute({})  # type: ignore[arg-type]

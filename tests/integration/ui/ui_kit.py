@@ -119,7 +119,7 @@ with DAG("{dag_id}", schedule=None, catchup=False, params={{"generation": 1}}):
         checkpoint_container="{dag_checkpoints}", max_wait_time=0.3,
     )
     sensor = EventHubCheckpointSensor(
-        task_id="wait_for_ingest", container="{dag_checkpoints}", consumer_groups=["{ingest_group}"],
+        task_id="wait_for_ingest", checkpoint_container="{dag_checkpoints}", consumer_groups=["{ingest_group}"],
         targets=publish.output, eventhub_name="{hub}", event_hubs_conn_id="eh_view", wasb_conn_id="wasb_view",
         poke_interval=1, timeout=120,
     )

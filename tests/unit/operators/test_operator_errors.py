@@ -101,6 +101,6 @@ def test_ingest_operator_applies_the_rule_to_its_arguments_and_its_connection(mo
 def test_sensor_applies_the_rule_to_targets_that_do_not_parse() -> None:
     from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
-    sensor = EventHubCheckpointSensor(task_id="wait", container="c", targets="{'0': 'five'}")
+    sensor = EventHubCheckpointSensor(task_id="wait", checkpoint_container="c", targets="{'0': 'five'}")
     with pytest.raises(AirflowFailException, match=r"^Task 'wait': target of partition '0' is 'five'; expected a sequence number"):
         sensor.poke({})  # type: ignore[arg-type]

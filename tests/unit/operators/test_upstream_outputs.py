@@ -29,7 +29,7 @@ def test_events_from_an_upstream_output_make_that_task_upstream_of_publish() -> 
 def test_sensor_targets_from_the_publish_output_make_publish_upstream_of_the_sensor() -> None:
     with DAG("edges_sensor", schedule=None, start_date=START):
         publish = EventHubPublishOperator(task_id="publish", events=[])
-        wait = EventHubCheckpointSensor(task_id="wait", container="checkpoints", targets=publish.output)
+        wait = EventHubCheckpointSensor(task_id="wait", checkpoint_container="checkpoints", targets=publish.output)
     assert wait.upstream_task_ids == {"publish"}
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress, PartitionLag
@@ -10,7 +13,7 @@ from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
 
 def _sensor(**kwargs: object) -> EventHubCheckpointSensor:
-    return EventHubCheckpointSensor(task_id="wait", container="checkpoints", targets={"0": 3}, **kwargs)  # type: ignore[arg-type]
+    return EventHubCheckpointSensor(task_id="wait", checkpoint_container="checkpoints", targets={"0": 3}, **kwargs)  # type: ignore[arg-type]
 
 
 def _progress(checkpoint: int) -> dict:
@@ -82,11 +85,25 @@ def test_the_trigger_says_whether_a_retry_can_help(monkeypatch: pytest.MonkeyPat
 
 def test_reschedule_mode_without_targets_is_refused_because_it_keeps_no_state_between_pokes() -> None:
     with pytest.raises(ValueError, match="targets=None .* pass targets, or use mode='poke' or deferrable=True"):
-        EventHubCheckpointSensor(task_id="wait", container="c", mode="reschedule", deferrable=False)
-    EventHubCheckpointSensor(task_id="wait2", container="c", mode="reschedule", deferrable=True)
+        EventHubCheckpointSensor(task_id="wait", checkpoint_container="c", mode="reschedule", deferrable=False)
+    EventHubCheckpointSensor(task_id="wait2", checkpoint_container="c", mode="reschedule", deferrable=True)
 
 
 def test_connection_ids_targets_and_names_are_templated() -> None:
     assert set(EventHubCheckpointSensor.template_fields) == {
-        "container", "consumer_groups", "targets", "eventhub_name", "event_hubs_conn_id", "wasb_conn_id",
+        "checkpoint_container", "consumer_groups", "targets", "eventhub_name", "event_hubs_conn_id", "wasb_conn_id",
     }
+
+
+def test_the_old_spelling_container_still_works_with_a_deprecation_warning_naming_the_new_one() -> None:
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"container=\.\.\.\) is deprecated and will be removed "
+                                                               r"in 2\.0\.0; pass checkpoint_container"):
+        old = EventHubCheckpointSensor(task_id="old", container="checkpoints", targets={"0": 3})  # type: ignore[call-arg]
+    assert old.checkpoint_container == "checkpoints" and "checkpoint_container" in old.template_fields
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new spelling warns about nothing
+        assert _sensor().checkpoint_container == "checkpoints"
+    with pytest.warns(AirflowProviderDeprecationWarning), pytest.raises(ValueError, match="disagree"):
+        EventHubCheckpointSensor(task_id="both", container="a", checkpoint_container="b")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="pass checkpoint_container"):
+        EventHubCheckpointSensor(task_id="none", targets={"0": 3})

@@ -14,7 +14,7 @@ from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
 _COMMON = {
     "task_id": "wait_for_checkpoints",
-    "container": "{{ params.container }}",
+    "checkpoint_container": "{{ params.container }}",
     "consumer_groups": "analytics",
     "targets": "{{ params.targets | tojson }}",
     "poke_interval": 0.5,
