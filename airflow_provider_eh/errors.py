@@ -207,6 +207,22 @@ class SparkUnavailableError(SparkPublishError):
         )
 
 
+class UnreadableVariableError(EventHubsProviderError):
+    """An Airflow Variable exists but its value cannot be read (a changed Fernet key): never to be mistaken for an
+    absent producer state."""
+
+
+class UndecodableEventError(EventHubsProviderError, ValueError):
+    """A typed event that cannot be decoded; the message says why (naming the schema id) and what to do."""
+
+
+class CommitProcessError(EventHubsProviderError, RuntimeError):
+    """A data source commit process failed with an error that could not be carried back as itself: its type and
+    message. Retryable: the commit is exactly once, and what failed is not known to be a setting."""
+
+    retryable = True
+
+
 class ViewReadError(EventHubsProviderError):
     """A read the Event Hubs view could not make, in words fit for the person looking at it (no raw error text).
 

@@ -32,7 +32,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from airflow_provider_eh.errors import ConnectionUnreachableError, CredentialRefusedError, EventHubsProviderError
+from airflow_provider_eh.errors import (
+    ConnectionUnreachableError,
+    CredentialRefusedError,
+    EventHubsProviderError,
+    UndecodableEventError,
+)
 from airflow_provider_eh.extras import require_extra
 
 #: the content types of Microsoft's encoders, before ``+<schema id>``, and the format each names
@@ -43,10 +48,6 @@ CACHED_SCHEMAS = 256
 SET_REGISTRY = ("set schema_registry_conn_id (an azure_event_hubs connection to the namespace whose Schema Registry "
                 "holds the schema; the local endpoint's needs 'schema_registry_namespace' and 'ca_bundle'), then "
                 "replay the dead letter")
-
-
-class UndecodableEventError(ValueError):
-    """A typed event that cannot be decoded; the message says why (naming the schema id) and what to do."""
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import note_site
-from airflow_provider_eh.errors import ProducerStateStoreError
+from airflow_provider_eh.errors import ProducerStateStoreError, UnreadableVariableError
 from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore
-from airflow_provider_eh.publishing.variable_store import UnreadableVariableError, VariableProducerStateStore
+from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from airflow_provider_eh.client.typed_events import TypedDecoder, UndecodableEventError, json_default, typed_content
-from airflow_provider_eh.errors import MissingExtraError, SinkConfigError
+from airflow_provider_eh.client.typed_events import TypedDecoder, json_default, typed_content
+from airflow_provider_eh.errors import MissingExtraError, SinkConfigError, UndecodableEventError
 from airflow_provider_eh.ingest.events import STAMP_GROUP, STAMP_SEQ, IngestEvent
 from airflow_provider_eh.ingest.sinks.contract import (
     BatchTransaction,

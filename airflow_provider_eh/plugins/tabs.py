@@ -45,6 +45,9 @@ STATIC = Path(__file__).with_name("static")
 #: the template fields that tell each kind of task, whatever its class is called
 KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("publish", links.PUBLISH_FIELDS),
+    ("checkpoint_sensor", frozenset({"checkpoint_container", "consumer_groups", "targets", "event_hubs_conn_id",
+                                     "wasb_conn_id"})),
+    # a sensor of a DAG version serialized before 1.1.0, whose container field had the old name
     ("checkpoint_sensor", frozenset({"container", "consumer_groups", "targets", "event_hubs_conn_id", "wasb_conn_id"})),
     ("ingest", frozenset({"table", "sql_conn_id", "consumer_group", "checkpoint_container", "event_hubs_conn_id"})),
 )
@@ -300,7 +303,7 @@ def sensor_tab(facts: TaskInstanceFacts) -> dict[str, Any]:
     from airflow_provider_eh.sensors.checkpoint import parse_targets
 
     groups = as_list(facts.fields.get("consumer_groups"))
-    container = facts.text("container")
+    container = facts.text("checkpoint_container") or facts.text("container")  # the old name: an older DAG version
     if not container or not groups:
         raise ViewReadError("the sensor's container or consumer groups are not known (templated, and the task instance "
                             "has not rendered them yet)", 409)

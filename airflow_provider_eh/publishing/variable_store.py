@@ -22,15 +22,10 @@ import time
 import uuid
 from typing import Protocol
 
-from airflow_provider_eh.errors import InvalidProducerStateError
+from airflow_provider_eh.errors import InvalidProducerStateError, UnreadableVariableError
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore, timed
-
-
-class UnreadableVariableError(Exception):
-    """Raised by a :class:`Variables` whose key exists but whose value cannot be read (a changed
-    encryption key): never to be mistaken for an absent state."""
 
 
 class Variables(Protocol):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from airflow_provider_eh.errors import CommitProcessError
 from airflow_provider_eh.publishing import PartitionResult
 from airflow_provider_eh.publishing.driver import Progress, carry_progress, rank_errors
 from airflow_provider_eh.spark.datasource.options import WriteOptions
@@ -76,10 +77,6 @@ def runs_of(runs: Sequence[StagedRun], partitions: Sequence[str]) -> list[Staged
     wanted = set(partitions)
     cut = [replace(run, slices={p: s for p, s in run.slices.items() if p in wanted}) for run in runs if run.blob]
     return [run for run in cut if run.slices]
-
-
-class CommitProcessError(RuntimeError):
-    """A commit process failed with an error that could not be carried back as itself: its type and message."""
 
 
 def publish_in_processes(options: WriteOptions, runs: Sequence[StagedRun], batch_id: str,

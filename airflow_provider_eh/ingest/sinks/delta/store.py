@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.errors import EventHubsProviderError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, sessions_refused, utc_text
 
@@ -53,7 +53,7 @@ META_SEQUENCE = "eh.ingest.sequence_number"
 _OFFSET_HISTORY = 200  # commits looked back for a partition's offset that this process did not commit
 
 
-class DataError(ValueError):
+class DataError(EventHubsProviderError, ValueError):
     """A row the table cannot hold (a column it lacks, a value of the wrong type).
 
     The Delta transaction's data error (:meth:`DeltaTransaction.is_data_error`), so that the batch processor
