@@ -8,15 +8,14 @@ taken; the caller stops a partition, or all of them, by closing it. :class:`Part
 same over one partition, iterated with :meth:`PartitionReader.batches`.
 
 Why links of our own rather than ``EventHubConsumerClient.receive_batch(partition_id=...)`` per
-partition (measured with ``bench/ingest.py``, 20,000 events over 4 partitions on 2 cores):
+partition (the figures: ``bench/README.md``, "Design figures"):
 
 - each ``receive_batch`` starts an ``EventProcessor`` whose receiving loop spins on the interpreter
   lock, doing nothing, until its load-balancing thread has listed the hub's partitions, a
-  management request of ~0.4 s (the SDK polls each handshake frame every 50 ms): four partitions
-  burnt ~1.5 s of the lock while the links were not even open;
-- four receiving threads, one per partition, delivered ~30 % fewer events per second than one
-  thread turning round the four links, the threads' hand-overs of the lock costing more than the
-  parallel waits on the sockets saved.
+  management request (the SDK polls each handshake frame every 50 ms): the partitions' loops burnt the
+  lock while the links were not even open;
+- one receiving thread per partition delivered fewer events per second than one thread turning round
+  the links, the threads' hand-overs of the lock costing more than the parallel waits on the sockets saved.
 
 The links come from ``EventHubConsumerClient``'s private receiver factory
 (:func:`~airflow_provider_eh.client.sdk_internals.create_consumer`), the call the SDK's processor makes

@@ -4,8 +4,8 @@ CPython's collector makes a full pass (every tracked object of the process) when
 survived its younger passes reach a quarter of the older ones. A run's events outlive the young passes
 (they wait in the receive queue and the batch being gathered), so a run of 100,000 events makes a dozen
 full passes, each over everything the process had loaded before it: Airflow's modules and objects in a
-task, pandas and PyArrow beside a Delta sink. In ``bench/ingest.py``'s process, with PyArrow and pandas
-loaded, those passes were 6 µs of CPU per event, a fifth of the run's.
+task, pandas and PyArrow beside a Delta sink: a fifth of a run's CPU in ``bench/ingest.py``'s process
+(``bench/README.md``, "Design figures").
 
 :func:`run_heap` moves what existed before the run out of the collector's reach for the run's length
 (:func:`gc.freeze`: the same step Airflow's executors take before they fork), so full passes traverse

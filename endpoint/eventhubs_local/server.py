@@ -5,12 +5,9 @@ SDK decodes performatives by field position, so every frame we send must be full
 encoder always writes full-length frames, while proton omits trailing fields and hides a transfer's
 message-format (needed to tell an SDK batch from a single event). The hot paths (delivery of
 stored events, acknowledgements) are hand-encoded in ``frames`` and stored events are kept
-delivery-ready (``events``), so the server does no per-event encoding at delivery. Measured with
-``bench/emulator_throughput.py --events 100000`` (2 shared cores, sync SDK, 200-byte events,
-fsync=batch): send 19.9k events/s at 6.4 us server CPU per event (client 30.2 us), receive
-23.6k events/s at 3.3 us server CPU per event (client 36.7 us). The server costs about a seventh
-of the client, so the SDK is the bottleneck; the design note's in-memory proof that re-encoded
-every event cost ~50 us per event on the server.
+delivery-ready (``events``), so the server does no per-event encoding at delivery: it costs a
+fraction of the SDK client's CPU per event, so the SDK is the bottleneck (``bench/emulator_throughput.py``;
+the figures in the repository's ``bench/README.md``, "Design figures").
 """
 
 from __future__ import annotations

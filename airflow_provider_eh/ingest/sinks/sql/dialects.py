@@ -294,9 +294,9 @@ class PostgresDialect(Dialect):
         psycopg2 is the driver and every value is of a type whose text Postgres reads back as the
         same value psycopg2 would send (text, numbers, booleans, NULL, dates and times, decimals,
         UUIDs); otherwise, or
-        with one row, as :meth:`executemany`. Measured on the ingestion benchmark's rows: 2.5-3.4 µs
-        of the worker's CPU and 1.3 µs of the server's per row, against 5.3 and 5 with
-        ``execute_values``. A refused row fails the ``COPY`` as it fails the ``INSERT``: the batch is
+        with one row, as :meth:`executemany`. It costs the worker and the server about half of what
+        ``execute_values`` costs per row (``bench/README.md``, "Design figures"). A refused row fails the
+        ``COPY`` as it fails the ``INSERT``: the batch is
         then applied event by event, as for every database. The ``COPY`` goes with ``before`` in one
         query, and its data in one message: every call that waits on the server hands the interpreter
         lock to the receiving thread and waits to win it back.
@@ -375,8 +375,7 @@ class MysqlDialect(Dialect):
         With PyMySQL: ``INSERT ... VALUES (...), (...)`` statements of at most the cursor's
         ``max_stmt_length`` bytes, each value written as PyMySQL writes it (:func:`pymysql_values`).
         PyMySQL's ``executemany`` builds the same statements, but through its general parameter
-        formatting per row (10 µs of the interpreter per row of three columns, a third of a batch's
-        work, against 2 µs here).
+        formatting per row, about five times the interpreter's work of this (``bench/README.md``, "Design figures").
         """
         if self.driver != "pymysql" or not columns or not rows:
             return None
