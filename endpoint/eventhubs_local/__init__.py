@@ -12,7 +12,8 @@ Architecture: two layers, imports running from the AMQP layer down to the broker
   ``$management`` READ), ``idempotence`` (producer groups), ``faults``, ``auth`` (SAS tokens),
   ``store`` (hubs), ``log`` (segmented partition logs), ``registry`` (the Schema Registry's groups and
   schemas) and ``avro_schema`` (Avro definitions and their compatibility). Beneath both layers:
-  ``events`` (stored, delivery-ready events) and ``codec`` (AMQP values and descriptors).
+  ``events`` (stored, delivery-ready events), ``codec`` (AMQP values and descriptors) and ``sdk_amqp``
+  (what the endpoint takes of the SDK's private AMQP codec, named once).
 * AMQP layer, translating frames into broker calls: ``server`` (listeners, retention timer),
   ``websocket`` (AMQP over WebSockets: the upgrade and the framing around a connection),
   ``connection`` (headers, SASL, framing, open), ``dispatch`` (a table from performative to handler),

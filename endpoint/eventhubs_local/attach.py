@@ -11,9 +11,6 @@ import logging
 import re
 from typing import Any
 
-from azure.eventhub._pyamqp import performatives as perf
-from azure.eventhub._pyamqp.endpoints import Source, Target
-
 from . import events, frames, idempotence
 from .auth import LISTEN, SEND
 from .broker import MAX_MESSAGE_SIZE
@@ -23,6 +20,7 @@ from .entities import Refused, consumer_source, entity_url, hub_for, producer_ta
 from .frames import ProtocolError, field
 from .links import Conn, DeliveryLink, IngressLink, Link, ReplyLink, RequestLink, Session, address_host
 from .log import PartitionLog
+from .sdk_amqp import Source, Target, perf
 
 _LOG = logging.getLogger("eventhubs_local")
 _FILTER_KEY = b"apache.org:selector-filter:string"

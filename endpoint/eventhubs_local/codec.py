@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from azure.eventhub._pyamqp import _decode, _encode
+from .sdk_amqp import DECODE_BY_CONSTRUCTOR, TYPE, VALUE, AMQPTypes
 
 # Performative descriptor codes.
 OPEN, BEGIN, ATTACH, FLOW, TRANSFER, DISPOSITION, DETACH, END, CLOSE = range(0x10, 0x19)
@@ -89,7 +89,7 @@ def decode_value(buf: bytes | memoryview) -> Any:
     """Decode one AMQP value with the SDK decoder."""
     mv = memoryview(buf)
     try:
-        return _decode._DECODE_BY_CONSTRUCTOR[mv[0]](mv[1:])[1]  # noqa: SLF001
+        return DECODE_BY_CONSTRUCTOR[mv[0]](mv[1:])[1]
     except Exception as exc:  # the SDK decoder raises anything from IndexError to TypeError
         raise CodecError(f"undecodable AMQP value: {exc!r}") from exc
 
@@ -189,7 +189,7 @@ def names_symbol(values: Any, symbol: bytes) -> bool:
 
 def long(value: int) -> dict[str, Any]:
     """An AMQP long for the SDK encoder (it would pick a 32-bit int for a bare Python int)."""
-    return {_encode.TYPE: _encode.AMQPTypes.long, _encode.VALUE: value}
+    return {TYPE: AMQPTypes.long, VALUE: value}
 
 
 def text(value: Any) -> str | None:

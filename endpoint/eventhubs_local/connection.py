@@ -13,8 +13,6 @@ import struct
 import uuid
 from typing import Any
 
-from azure.eventhub._pyamqp import performatives as perf
-
 from . import frames
 from .broker import Broker
 from .codec import OPEN, SASL_INIT, CodecError, text
@@ -22,6 +20,7 @@ from .dispatch import dispatch
 from .entities import entity_gone
 from .frames import ProtocolError, field
 from .links import DeliveryLink, Session
+from .sdk_amqp import perf
 from .store import Hub
 
 _LOG = logging.getLogger("eventhubs_local")

@@ -12,13 +12,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from azure.eventhub._pyamqp import performatives as perf
-
 from . import frames
 from .attach import on_attach
 from .codec import ATTACH, BEGIN, CLOSE, DETACH, DISPOSITION, END, FLOW, OPEN, TRANSFER
 from .frames import ProtocolError, field
 from .links import BIG_WINDOW, Conn, DeliveryLink, ReplyLink, Session
+from .sdk_amqp import perf
 
 _LOG = logging.getLogger("eventhubs_local")
 

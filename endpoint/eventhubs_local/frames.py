@@ -12,10 +12,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from azure.eventhub._pyamqp import _decode, _encode
-from azure.eventhub._pyamqp import performatives as perf
-from azure.eventhub._pyamqp.error import AMQPError
-
 from .codec import (
     ATTACH,
     BEGIN,
@@ -36,6 +32,7 @@ from .codec import (
     described_at,
     skip_value,
 )
+from .sdk_amqp import AMQPError, AMQPTypes, decode_frame, describe_performative, encode_value, perf
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -61,7 +58,7 @@ def frame_bytes(body: bytes | bytearray, channel: int = 0, frame_type: int = FRA
 def encode_performative(frame: Any, channel: int = 0, frame_type: int = FRAME_AMQP) -> bytes:
     """A complete frame for an SDK performative namedtuple (all fields written)."""
     body = bytearray()
-    _encode.encode_value(body, _encode.describe_performative(frame))
+    encode_value(body, describe_performative(frame))
     return frame_bytes(body, channel, frame_type)
 
 
@@ -86,7 +83,7 @@ def decode_performative(body: memoryview) -> tuple[int, list[Any]]:
         fields: list[Any] = []
     elif value_start == 3:  # the usual smallulong descriptor: the SDK's frame decoder, the fast path
         try:
-            fields = _decode.decode_frame(body[:end])[1]
+            fields = decode_frame(body[:end])[1]
         except Exception as exc:  # the SDK decoder raises anything from IndexError to TypeError
             raise CodecError(f"undecodable performative: {exc!r}") from exc
         if code == TRANSFER:
@@ -181,10 +178,10 @@ def accepted_disposition(channel: int, first: int, last: int) -> bytes:
 def rejected_disposition(channel: int, first: int, last: int, err: AMQPError) -> bytes:
     """A settled receiver-side disposition rejecting deliveries with ``err``."""
     state = bytearray()
-    _encode.encode_value(state, {
-        "TYPE": _encode.AMQPTypes.described,
-        "VALUE": ({"TYPE": _encode.AMQPTypes.ulong, "VALUE": 0x25},
-                  {"TYPE": _encode.AMQPTypes.list, "VALUE": [_encode.describe_performative(err)]}),
+    encode_value(state, {
+        "TYPE": AMQPTypes.described,
+        "VALUE": ({"TYPE": AMQPTypes.ulong, "VALUE": 0x25},
+                  {"TYPE": AMQPTypes.list, "VALUE": [describe_performative(err)]}),
     })
     fields = b"\x41" + b"\x70" + _U32.pack(first) + b"\x70" + _U32.pack(last) + b"\x41" + bytes(state) + b"\x40"
     body = b"\x00\x53\x15\xd0" + _U32.pack(len(fields) + 4) + _U32.pack(6) + fields

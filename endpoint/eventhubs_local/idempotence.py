@@ -29,6 +29,7 @@ from typing import Any
 
 from . import codec, events
 from .codec import CodecError
+from .sdk_amqp import TYPE, VALUE, AMQPTypes
 
 CAPABILITY = b"com.microsoft:idempotent-producer"
 PRODUCER_ID = b"com.microsoft:producer-id"
@@ -183,10 +184,8 @@ class OutOfOrder(Exception):
 
 def attach_properties(attached: Attached) -> dict[bytes, Any]:
     """The link properties the endpoint answers an idempotent sender's attach with."""
-    from azure.eventhub._pyamqp import _encode
-
     return {
-        PRODUCER_EPOCH: {_encode.TYPE: _encode.AMQPTypes.short, _encode.VALUE: attached.group.epoch},
+        PRODUCER_EPOCH: {TYPE: AMQPTypes.short, VALUE: attached.group.epoch},
         PRODUCER_ID: codec.long(attached.group.producer_id),
-        PRODUCER_SEQUENCE: {_encode.TYPE: _encode.AMQPTypes.int, _encode.VALUE: attached.sequence},
+        PRODUCER_SEQUENCE: {TYPE: AMQPTypes.int, VALUE: attached.sequence},
     }

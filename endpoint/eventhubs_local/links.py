@@ -13,14 +13,13 @@ import re
 import time
 from typing import Any, Protocol
 
-from azure.eventhub._pyamqp import performatives as perf
-
 from . import events, frames, messages
 from .broker import MAX_MESSAGE_SIZE, Broker, Client
 from .codec import CodecError, long, text
 from .idempotence import Attached, ProducerGroup
 from .log import PartitionLog
 from .management import LONG_FIELDS
+from .sdk_amqp import perf
 from .store import Hub
 
 _LOG = logging.getLogger(__name__)

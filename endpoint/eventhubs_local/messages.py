@@ -9,8 +9,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from azure.eventhub._pyamqp import _encode
-
 from .codec import (
     PROPERTIES_ARITY,
     SEC_APP_PROPS,
@@ -23,6 +21,7 @@ from .codec import (
     skip_value,
     split_sections,
 )
+from .sdk_amqp import encode_value
 
 # AMQP types a message-id or correlation-id may have (part 3.2.4): ulong, uuid, binary, string.
 _MESSAGE_ID_CONSTRUCTORS = frozenset({0x44, 0x53, 0x80, 0x98, 0xA0, 0xB0, 0xA1, 0xB1})
@@ -88,7 +87,7 @@ def _encode_any(value: Any) -> bytes:
     if isinstance(value, bool):
         return b"\x41" if value else b"\x42"
     out = bytearray()
-    _encode.encode_value(out, value)
+    encode_value(out, value)
     return bytes(out)
 
 

@@ -16,11 +16,10 @@ import asyncio
 import logging
 import ssl
 
-from azure.eventhub._pyamqp import performatives as perf
-
 from . import frames
 from .broker import Broker
 from .connection import Connection
+from .sdk_amqp import perf
 from .websocket import WebSocketConnection
 
 _LOG = logging.getLogger("eventhubs_local")

@@ -263,3 +263,18 @@ def test_the_adapters_modules_are_reached_through_the_adapter() -> None:
                         "from airflow_provider_eh.client.sdk_internals.amqp_values import typed\n"
                         "from .sdk_internals.receiving import message_of\n")
     assert len(found) == 3, found
+
+
+def test_no_module_of_the_local_endpoint_but_its_adapter_touches_private_names_of_the_sdk() -> None:
+    """The endpoint speaks AMQP with the SDK's private codec: ``eventhubs_local/sdk_amqp.py`` names what it takes
+    of it, once; every other module of the endpoint is held to the same rule as the provider's."""
+    import eventhubs_local
+
+    root = Path(eventhubs_local.__file__).parent
+    adapter = root / "sdk_amqp.py"
+    modules = sorted(p for p in root.rglob("*.py") if p != adapter)
+    assert len(modules) > 20
+    findings = [f for path in modules for f in findings_of(path.read_text(), f"eventhubs_local/{path.relative_to(root)}")]
+    assert findings == [], ("private names of the SDK in the local endpoint outside eventhubs_local/sdk_amqp.py; "
+                            "take them there under a public name:\n" + "\n".join(findings))
+    assert findings_of(adapter.read_text(), "eventhubs_local/sdk_amqp.py")  # the rule is not blind to them there
