@@ -556,7 +556,7 @@ _SITES: ContextVar[list[FailureSite] | None] = ContextVar("airflow_provider_eh_f
 def failure_scope(*sites: FailureSite) -> Iterator[list[FailureSite]]:
     """A scope whose failures happen at ``sites`` and at the sites :func:`note_site` adds while it is open.
 
-    An Airflow task opens one around its work (``operators/common.py``); the layers below it that know
+    An Airflow task opens one around its work (``operators/task_errors.py``); the layers below it that know
     an endpoint but not the connection it came from (Spark's driver) find the connection with
     :func:`site_of`. Nested scopes see the sites of the scopes around them.
     """

@@ -3,7 +3,7 @@
 :class:`BasePublishOperator` is the base of :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`
 and :class:`~airflow_provider_eh.operators.spark_publish.SparkToEventHubOperator`; each subclass only
 says where its events come from. The error mapping and the OpenLineage method are the ones every
-operator shares (:mod:`airflow_provider_eh.operators.common`).
+operator shares (:mod:`airflow_provider_eh.operators.task_errors`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from airflow_provider_eh.extras import require_extra
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
-from airflow_provider_eh.operators.common import HubLineage, airflow_errors
+from airflow_provider_eh.operators.hub_lineage import HubLineage
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
 from airflow_provider_eh.publishing.driver import progress_of
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
@@ -364,7 +365,7 @@ class BasePublishOperator(HubLineage, BaseOperator):
 
     def provider_errors(self) -> AbstractContextManager[None]:
         """Non-retryable provider errors and configuration errors fail the task without burning retries
-        (:func:`~airflow_provider_eh.operators.common.airflow_error`)."""
+        (:func:`~airflow_provider_eh.operators.task_errors.airflow_error`)."""
         return airflow_errors(self.task_id)
 
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_eh.hooks.blob import BlobStorageHook, delta_storage_options
 from airflow_provider_eh.ingest.sinks.delta import maintain
-from airflow_provider_eh.operators.common import airflow_errors
+from airflow_provider_eh.operators.task_errors import airflow_errors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

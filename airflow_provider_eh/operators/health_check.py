@@ -28,7 +28,7 @@ from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
-from airflow_provider_eh.operators.common import airflow_errors
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.open_batches import OpenBatch, is_stale, open_batches
 from airflow_provider_eh.stamps import batch_stamp

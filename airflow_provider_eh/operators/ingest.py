@@ -45,7 +45,8 @@ from airflow_provider_eh.ingest.sinks.delta import (
 )
 from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, check_conn_type
 from airflow_provider_eh.lineage import table_dataset
-from airflow_provider_eh.operators.common import HubLineage, airflow_errors
+from airflow_provider_eh.operators.hub_lineage import HubLineage
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.operators.common import airflow_errors
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.payload import ranges_of
 
 if TYPE_CHECKING:

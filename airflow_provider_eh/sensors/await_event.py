@@ -15,7 +15,7 @@ from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.operators.common import airflow_errors
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger
 from airflow_provider_eh.triggers.filters import load_filter
@@ -208,7 +208,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
             return event["result"]
         if status == "timeout":
             raise AirflowSensorTimeout(f"Task {self.task_id!r} timed out: {event.get('message')}")
-        # the rule of operators.common: no retries for what cannot change; the error's class is kept
+        # the rule of operators.task_errors: no retries for what cannot change; the error's class is kept
         raise task_error(
             self.task_id, f"waiting for an event in Event Hub {self.eventhub_name!r} (consumer group {self.consumer_group!r})",
             event,

@@ -27,7 +27,7 @@ from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failu
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-from airflow_provider_eh.operators.common import airflow_errors
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 from airflow_provider_eh.triggers.reported import task_error
 

@@ -5,7 +5,7 @@ as ``{"status": "error", "message", "retryable", "error_type", "conn_id"}``: its
 can help, the name of its class in :mod:`airflow_provider_eh.errors` and the connection at fault.
 :func:`reported_error` makes the same error again on the task's side (of that class, only ever one of
 the package's own: nothing else named in an event is instantiated), and :func:`task_error` is what the
-task raises for it, by the rule of :mod:`airflow_provider_eh.operators.common`: ``AirflowFailException``
+task raises for it, by the rule of :mod:`airflow_provider_eh.operators.task_errors`: ``AirflowFailException``
 when a retry cannot help, else the error itself, class kept, so Airflow retries it.
 """
 

@@ -1,6 +1,6 @@
 """The package's errors are one hierarchy: every public exception class derives from ``EventHubsProviderError``.
 
-An error outside it escapes the operators' map (``operators/common.py``: retryable or not), and a user's
+An error outside it escapes the operators' map (``operators/task_errors.py``: retryable or not), and a user's
 ``except EventHubsProviderError`` does not see it. Private classes (a leading underscore) are control flow
 inside one module and never leave it.
 """

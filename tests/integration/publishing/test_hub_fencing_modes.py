@@ -20,7 +20,7 @@ from publish_kit import PublishSetup, assert_exactly_once, batch, events_for
 from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.fencing import PRODUCER_SEQUENCE
 from airflow_provider_eh.errors import HubFencingUnavailableError
-from airflow_provider_eh.operators.common import airflow_error
+from airflow_provider_eh.operators.task_errors import airflow_error
 from airflow_provider_eh.publishing.document import StateKey
 from eventhubs_local import EmulatorProcess
 from tests.conftest import unique_name

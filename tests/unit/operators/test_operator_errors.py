@@ -16,7 +16,7 @@ from airflow_provider_eh.errors import (
     ProducerDisconnectedError,
     SinkConfigError,
 )
-from airflow_provider_eh.operators.common import airflow_error, airflow_errors, trigger_error
+from airflow_provider_eh.operators.task_errors import airflow_error, airflow_errors, trigger_error
 
 FAILS = AirflowFailException  # no retries
 SAME = "same"  # raised as it is: Airflow retries it (or it already says what it means)

@@ -1,4 +1,4 @@
-"""What the operators and the sensor share: how the package's errors become Airflow's, and OpenLineage.
+"""How the package's errors become Airflow's, for the operators and the sensors: one rule.
 
 One rule maps an error raised while a task runs (:func:`airflow_error`, applied by :func:`airflow_errors`):
 
@@ -26,22 +26,19 @@ errors keep their type, so a caller (or a test) can tell a fenced producer from 
 
 The SDK's errors do not say which connection they were made for: :func:`airflow_errors` opens a
 :func:`~airflow_provider_eh.client.failures.failure_scope` with the sites it is given, and
-:meth:`HubLineage.remember_hub` adds the task's hub (its connection, address, proxy) to it, so an SDK
-error raised anywhere in the task is mapped naming them.
-
-:class:`HubLineage` is the operators' one OpenLineage method: the hub (known once the task resolved
-its connection) is an output of the publishing operators and an input of the ingest operator.
+:meth:`~airflow_provider_eh.operators.hub_lineage.HubLineage.remember_hub` adds the task's hub (its connection,
+address, proxy) to it, so an SDK error raised anywhere in the task is mapped naming them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_provider_eh.client.failures import FailureSite, failure_scope, note_site, provider_error
+from airflow_provider_eh.client.failures import FailureSite, failure_scope, provider_error
 from airflow_provider_eh.errors import (
     CheckpointStoreError,
     EventHubsProviderError,
@@ -51,11 +48,10 @@ from airflow_provider_eh.errors import (
     UnknownEventHubError,
     UnknownPartitionError,
 )
-from airflow_provider_eh.lineage import eventhub_dataset
 from airflow_provider_eh.publishing.driver import Progress, progress_of
 
 if TYPE_CHECKING:
-    from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+    pass
 
 
 def airflow_error(exc: BaseException, task_id: str) -> BaseException:
@@ -167,58 +163,3 @@ def _tell_progress(exc: BaseException, progress: Progress) -> None:
     committed_or_not = (progress.sentence(True), progress.sentence(False))
     if not any(sentence in str(exc) for sentence in committed_or_not):
         exc.args = (f"{exc.args[0]} {progress.sentence(exc.retryable)}", *exc.args[1:])
-
-
-def operator_lineage(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[str, str]]) -> Any:
-    """An OpenLineage ``OperatorLineage`` of ``(namespace, name)`` datasets (needs the OpenLineage provider)."""
-    from airflow.providers.common.compat.openlineage.facet import Dataset
-    from airflow.providers.openlineage.extractors import OperatorLineage
-
-    return OperatorLineage(
-        inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
-        outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
-    )
-
-
-class HubLineage:
-    """
-    Mixin of the operators that publish to or read from one hub: their OpenLineage facets.
-
-    The operator sets ``_lineage_hub = None`` in its ``__init__`` and calls :meth:`remember_hub` once
-    it has the endpoint; :meth:`lineage_inputs` and :meth:`lineage_outputs` add what else it reads
-    or writes.
-    """
-
-    hub_role: ClassVar[Literal["input", "output"]]
-    _lineage_hub: tuple[str, str] | None
-    event_hubs_conn_id: str
-
-    #: what already happened when a task of the role fails on the hub, for the error's message
-    FAILED_SO_FAR: ClassVar[dict[str, str]] = {
-        "output": "What this try committed stays recorded in the producer state: a later try (a retry, or the task "
-                  "cleared once the setting is fixed) resumes and sends each event once.",
-        "input": "Batches this try committed stay committed with their SQL checkpoints: a later try resumes after "
-                 "them.",
-    }
-
-    def remember_hub(self, endpoint: EventHubsEndpoint) -> None:
-        """Report ``endpoint``'s hub in this task's lineage, and as where its SDK errors happen
-        (:func:`airflow_errors`)."""
-        self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
-        note_site(FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, done=self.FAILED_SO_FAR[self.hub_role]))
-
-    def lineage_inputs(self) -> list[tuple[str, str]]:
-        """``(namespace, name)`` of what the task reads besides the hub; none by default."""
-        return []
-
-    def lineage_outputs(self) -> list[tuple[str, str]]:
-        """``(namespace, name)`` of what the task writes besides the hub; none by default."""
-        return []
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage datasets (called only with the OpenLineage provider installed)."""
-        hub = [eventhub_dataset(*self._lineage_hub)] if self._lineage_hub else []
-        return operator_lineage(
-            inputs=(hub if self.hub_role == "input" else []) + self.lineage_inputs(),
-            outputs=(hub if self.hub_role == "output" else []) + self.lineage_outputs(),
-        )
