@@ -16,8 +16,10 @@ from __future__ import annotations
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.limits import RunLimits
-from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult, FieldRef, SessionConfig, json_rows
+from airflow_provider_eh.ingest.processor import BatchProcessor, BatchResult
+from airflow_provider_eh.ingest.rows import json_rows
 from airflow_provider_eh.ingest.runner import STAGES, IngestRun
+from airflow_provider_eh.ingest.sessions import FieldRef, SessionConfig
 from airflow_provider_eh.ingest.sinks.contract import PartitionCheckpoint, Sink, Stream
 from airflow_provider_eh.ingest.sinks.sql import DeadLetter, SqlCheckpoint, SqlIngestStore
 

@@ -28,9 +28,10 @@ from typing import Any
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
-from airflow_provider_eh.ingest.processor import BatchProcessor, load_row_function
-from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX
+from airflow_provider_eh.ingest.processor import BatchProcessor
+from airflow_provider_eh.ingest.rows import load_row_function
 from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
+from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
 
 
 def _connection(args: argparse.Namespace) -> Any:

@@ -27,16 +27,15 @@ replayed; a sink without them is refused, naming the setting, before an event is
 
 from __future__ import annotations
 
-import importlib
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_eh.client.typed_events import TypedDecoder, json_default, typed_content
+from airflow_provider_eh.client.typed_events import TypedDecoder, typed_content
 from airflow_provider_eh.errors import MissingExtraError, SinkConfigError, UndecodableEventError
 from airflow_provider_eh.ingest.events import STAMP_GROUP, STAMP_SEQ, IngestEvent
+from airflow_provider_eh.ingest.rows import Row, RowFunction, json_rows, rows_of
+from airflow_provider_eh.ingest.sessions import FieldRef, SessionConfig
 from airflow_provider_eh.ingest.sinks.contract import (
     BatchTransaction,
     ReplayTransaction,
@@ -46,143 +45,8 @@ from airflow_provider_eh.ingest.sinks.contract import (
     utc_text,
 )
 
-Row = Mapping[str, Any]
-RowFunction = Callable[[IngestEvent], "Row | Iterable[Row] | None"]
-
 #: the dead-letter reason of a typed event that does not decode
 UNDECODABLE = "undecodable"
-
-
-def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
-    """
-    A row function that inserts the body, a JSON object, as one row; a typed event's decoded record likewise.
-
-    :param columns: the keys to keep, as columns (absent keys become NULL); default: every key. A typed
-        Avro event whose record has no field of a column is refused (its schema does not fit the table).
-    """
-
-    def to_row(event: IngestEvent) -> Row:
-        try:
-            obj = event.json()
-        except ValueError as exc:
-            raise ValueError(f"body is not JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"body is JSON {type(obj).__name__}, expected an object")
-        if columns is None:
-            return {k: v if type(v) not in _NESTED else _scalar(v) for k, v in obj.items()}
-        if event.decoded is not None:
-            _check_fields(event, obj, columns)
-        return {c: _scalar(obj.get(c)) for c in columns}
-
-    return to_row
-
-
-def load_row_function(spec: str | None, columns: Sequence[str] | None = None) -> RowFunction:
-    """``json`` (or nothing): :func:`json_rows`; ``package.module:function``: that callable."""
-    if not spec or spec == "json":
-        return json_rows(list(columns) if columns else None)
-    module, sep, name = spec.partition(":")
-    if not sep:
-        raise SinkConfigError(f"row function {spec!r} must be 'json' or 'package.module:function'")
-    try:
-        function = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise SinkConfigError(f"row function {spec!r} cannot be imported: {exc}") from exc
-    if not callable(function):
-        raise SinkConfigError(f"row function {spec!r} is not callable")
-    return function
-
-
-_NESTED = (dict, list)
-
-
-def _scalar(value: Any) -> Any:
-    """A nested value as JSON text (a decoded record's bytes, times and decimals as :func:`json_default` writes them)."""
-    return json.dumps(value, sort_keys=True, default=json_default) if isinstance(value, (dict, list)) else value
-
-
-def _check_fields(event: IngestEvent, record: Mapping[str, Any], columns: Sequence[str]) -> None:
-    """An Avro record holds every field of its schema: a column it lacks means the schema does not fit the table."""
-    typed = typed_content(event.content_type)
-    if typed is None or typed.format != "Avro":
-        return
-    missing = [c for c in columns if c not in record]
-    if missing:
-        raise ValueError(
-            f"the record of schema id {typed.schema_id} has no field {missing[0]!r} for column {missing[0]!r} "
-            f"(its fields: {', '.join(sorted(record)) or 'none'}); map the columns to its fields or use a row function")
-
-
-@dataclass(frozen=True)
-class FieldRef:
-    """
-    Where a value sits in an event: an application property or a (dotted) field of a JSON body.
-
-    Spelled ``property:NAME`` or ``body:a.b``; a bare name is a property.
-    """
-
-    source: str
-    name: str
-
-    @classmethod
-    def parse(cls, spec: str) -> FieldRef:
-        source, sep, name = spec.partition(":")
-        if not sep:
-            return cls("property", spec)
-        if source not in ("property", "body") or not name:
-            raise SinkConfigError(f"field {spec!r} must be 'property:NAME' or 'body:FIELD[.FIELD]'")
-        return cls(source, name)
-
-    def get(self, event: IngestEvent) -> Any:
-        if self.source == "property":
-            if self.name not in event.properties:
-                raise KeyError(f"property {self.name!r} is missing")
-            return event.properties[self.name]
-        value: Any = event.json()
-        for part in self.name.split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise KeyError(f"body field {self.name!r} is missing")
-            value = value[part]
-        return value
-
-    def __str__(self) -> str:
-        return f"{self.source}:{self.name}"
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """
-    In-order processing per session.
-
-    :param key: where the session key is (``property:NAME`` or ``body:FIELD``).
-    :param sequence: where the per-session sequence is; default the ``eh.seq`` stamp.
-    :param first_sequence: the sequence a new session starts at.
-    :param end: where a truthy "last event of the session" flag is, if anywhere; the session is
-        completed after that event, and later events of it become dead letters.
-    :param defer_limit: a deferred event whose enqueued time is more than this behind the newest
-        event of a batch becomes a dead letter (``session_expired``), naming the sequence it waited for.
-    """
-
-    key: FieldRef
-    sequence: FieldRef = field(default_factory=lambda: FieldRef("property", STAMP_SEQ))
-    first_sequence: int = 0
-    end: FieldRef | None = None
-    defer_limit: timedelta = timedelta(hours=1)
-
-    @classmethod
-    def of(
-        cls,
-        key: str,
-        sequence: str = f"property:{STAMP_SEQ}",
-        *,
-        first_sequence: int = 0,
-        end: str | None = None,
-        defer_limit_seconds: float = 3600.0,
-    ) -> SessionConfig:
-        return cls(
-            FieldRef.parse(key), FieldRef.parse(sequence), int(first_sequence),
-            FieldRef.parse(end) if end else None, timedelta(seconds=float(defer_limit_seconds)),
-        )
 
 
 @dataclass
@@ -262,9 +126,9 @@ class BatchProcessor:
 
         def apply(event: IngestEvent) -> None:
             try:
-                # the checks of _decoded and _rows_of written out for the common case: an untyped event, one row
+                # the checks of _decoded and rows_of written out for the common case: an untyped event, one row
                 value = row_function(event if event.content_type is None else self._decoded(event))
-                rows: list[Row] = [value] if type(value) is dict else _rows_of(value)
+                rows: list[Row] = [value] if type(value) is dict else rows_of(value)
             except UndecodableEventError as exc:
                 self._undecodable(tx, event, exc, result)
                 return
@@ -315,7 +179,7 @@ class BatchProcessor:
             raise SinkConfigError(f"{type(tx).__name__} cannot mark a dead letter replayed; replay through its sink's own "
                                   "replay (a Delta sink: airflow_provider_eh.ingest.delta_replay)")
         try:
-            rows = _rows_of(self.row_function(self._decoded(event)))
+            rows = rows_of(self.row_function(self._decoded(event)))
             tx.insert_rows(self.table, rows, alone=True)
         except UndecodableEventError as exc:
             error = _undecodable_text(event, exc)
@@ -475,18 +339,6 @@ def _stamps(events: Sequence[IngestEvent]) -> list[tuple[str | None, int | None]
         append((group if type(group) is str else str(group),
                 seq if type(seq) is int else event.producer_sequence_number))
     return stamps
-
-
-def _rows_of(value: Any) -> list[Row]:
-    if value is None:
-        return []
-    if type(value) is dict or isinstance(value, Mapping):  # a dict first: the ABC check is slow per event
-        return [value]
-    rows = list(value)
-    for row in rows:
-        if not isinstance(row, Mapping):
-            raise TypeError(f"the row function returned {type(row).__name__}; expected a mapping of column to value")
-    return rows
 
 
 def _truthy(ref: FieldRef, event: IngestEvent) -> bool:

@@ -35,7 +35,7 @@ from airflow_provider_eh.ingest import (
     replay_dead_letters,
 )
 from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
-from airflow_provider_eh.ingest.processor import load_row_function
+from airflow_provider_eh.ingest.rows import load_row_function
 from airflow_provider_eh.ingest.sinks.delta import (
     APPEND,
     DELTA_BATCH_BYTES,
@@ -43,7 +43,8 @@ from airflow_provider_eh.ingest.sinks.delta import (
     DeltaTarget,
     check_delta_options,
 )
-from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, check_conn_type
+from airflow_provider_eh.ingest.sinks.sql.dialects import check_conn_type
+from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
 from airflow_provider_eh.lineage import table_dataset
 from airflow_provider_eh.operators.hub_lineage import HubLineage
 from airflow_provider_eh.operators.task_errors import airflow_errors
@@ -52,7 +53,7 @@ from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_eh.ingest.processor import RowFunction
+    from airflow_provider_eh.ingest.rows import RowFunction
     from airflow_provider_eh.ingest.runner import IngestedBatch
 
 

@@ -13,8 +13,8 @@ from airflow_provider_eh.plugins.redaction import failure
 
 def dead_letters(reading: Reading) -> dict[str, Any] | None:
     """Dead letters of the configured SQL sink by reason, and the command that replays them."""
-    from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX
     from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
+    from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
 
     source = reading.source
     if not source.sql_conn_id:

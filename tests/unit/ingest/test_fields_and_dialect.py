@@ -10,8 +10,9 @@ import pytest
 from airflow_provider_eh.client.received import ReceivedFields
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest import FieldRef, IngestEvent, json_rows
-from airflow_provider_eh.ingest.processor import load_row_function
-from airflow_provider_eh.ingest.sinks.sql.dialects import PostgresDialect, SqliteDialect, identifier
+from airflow_provider_eh.ingest.rows import load_row_function
+from airflow_provider_eh.ingest.sinks.sql.dialects import PostgresDialect, SqliteDialect
+from airflow_provider_eh.ingest.sinks.sql.tables import identifier
 
 
 def ev(body, **props) -> IngestEvent:

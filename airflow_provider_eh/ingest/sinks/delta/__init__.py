@@ -7,21 +7,24 @@ imported only when a table is opened.
 
 from __future__ import annotations
 
-from airflow_provider_eh.ingest.sinks.delta.store import (
-    APPEND,
+from airflow_provider_eh.ingest.sinks.delta.dead_letters import (
     DEAD,
-    DELTA_BATCH_BYTES,
-    MERGE,
     REPLAYED,
     REPLAYING,
+    dead_letter_row,
+    dead_letter_schema,
+    dead_letter_uri,
+)
+from airflow_provider_eh.ingest.sinks.delta.maintenance import maintain
+from airflow_provider_eh.ingest.sinks.delta.store import (
+    APPEND,
+    DELTA_BATCH_BYTES,
+    MERGE,
     DataError,
     DeltaIngestStore,
     DeltaTarget,
     DeltaTransaction,
     check_delta_options,
-    dead_letter_schema,
-    dead_letter_uri,
-    maintain,
     open_table,
 )
 
@@ -37,6 +40,7 @@ __all__ = [
     "DeltaTarget",
     "DeltaTransaction",
     "check_delta_options",
+    "dead_letter_row",
     "dead_letter_schema",
     "dead_letter_uri",
     "maintain",

@@ -31,12 +31,12 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from airflow_provider_eh.errors import EventHubsProviderError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, sessions_refused, utc_text
+from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, sessions_refused
+from airflow_provider_eh.ingest.sinks.delta.dead_letters import dead_letter_row, dead_letter_schema, dead_letter_uri
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ APPEND = "append"
 MERGE = "merge"
 # a Delta sink's default batch_bytes: few, large commits and files (a SQL sink's is 4 MiB)
 DELTA_BATCH_BYTES = 64 * 1024 * 1024
-DEAD_LETTER_SUFFIX = "_dead_letters"
-DEAD, REPLAYING, REPLAYED = "dead", "replaying", "replayed"  # a dead letter's status
 # commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
 META_PARTITION = "eh.ingest.partition_id"
 META_OFFSET = "eh.ingest.offset"
@@ -72,11 +70,6 @@ def check_delta_options(*, sessions: Any, mode: str, merge_keys: Sequence[str] |
         raise SinkConfigError("delta_mode 'merge' needs merge_keys: the columns that identify a row of the table")
     if mode == APPEND and merge_keys:
         raise SinkConfigError("merge_keys are used by delta_mode 'merge' only; set delta_mode='merge' or drop them")
-
-
-def dead_letter_uri(uri: str) -> str:
-    """The default dead-letter table of ``uri``: beside it, named ``<table>_dead_letters``."""
-    return uri.rstrip("/") + DEAD_LETTER_SUFFIX
 
 
 @dataclass
@@ -202,34 +195,6 @@ class DeltaTransaction:
 
     def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
         self.dead_letters.append(dead_letter_row(self._store.stream, event, reason, error))
-
-
-def dead_letter_row(stream: Stream, event: IngestEvent, reason: str, error: str) -> dict[str, Any]:
-    """A row of the dead-letter table: the stream, the event as received, why and when, and where its replay is
-    (``status`` ``dead``, ``replaying`` with the ``replay_version`` of a replay under way, or ``replayed``:
-    :mod:`airflow_provider_eh.ingest.delta_replay`)."""
-    namespace, eventhub, consumer_group = stream.key
-    return {
-        "namespace": namespace, "eventhub": eventhub, "consumer_group": consumer_group,
-        "partition_id": event.partition_id, "sequence_number": int(event.sequence_number),
-        "event_offset": event.offset, "enqueued_time": utc_text(event.enqueued_time),
-        "body_base64": event.body_base64(), "properties_json": event.properties_json(),
-        "reason": reason, "error": error[:4000], "failed_at": utc_text(datetime.now(UTC)),
-        "status": DEAD, "attempts": 1, "replay_version": None, "replayed_at": None,
-    }
-
-
-def dead_letter_schema() -> Any:
-    """The Arrow schema of the dead-letter table (:func:`dead_letter_row`)."""
-    import pyarrow as pa
-
-    text = pa.string()
-    return pa.schema([
-        ("namespace", text), ("eventhub", text), ("consumer_group", text), ("partition_id", text),
-        ("sequence_number", pa.int64()), ("event_offset", text), ("enqueued_time", text), ("body_base64", text),
-        ("properties_json", text), ("reason", text), ("error", text), ("failed_at", text),
-        ("status", text), ("attempts", pa.int64()), ("replay_version", pa.int64()), ("replayed_at", text),
-    ])
 
 
 @dataclass
@@ -480,26 +445,3 @@ def _last_per_key(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> lis
             raise SinkConfigError(f"merge key {exc.args[0]!r} is missing from a row the row function returned") from None
         by_key[key] = row
     return list(by_key.values())
-
-
-def maintain(
-    uri: str, storage_options: dict[str, str] | None = None, *, optimize: bool = True, vacuum_hours: float | None = None,
-    target_size: int | None = None,
-) -> dict[str, Any]:
-    """
-    Compact small files (``optimize``: one commit that rewrites them, rows and checkpoints unchanged) and remove
-    files no version younger than ``vacuum_hours`` reads (``vacuum``; ``None``: none removed). Returns the metrics.
-    """
-    table = open_table(uri, storage_options)
-    if table is None:
-        raise SinkConfigError(f"table {uri!r}: there is no Delta table there to maintain")
-    result: dict[str, Any] = {"version_before": table.version()}
-    if optimize:
-        result["optimize"] = table.optimize.compact(target_size=target_size)
-    if vacuum_hours is not None:
-        if vacuum_hours < 0:
-            raise SinkConfigError(f"vacuum_retention_hours must be 0 or more, not {vacuum_hours}")
-        removed = table.vacuum(retention_hours=int(vacuum_hours), dry_run=False, enforce_retention_duration=False)
-        result["vacuumed_files"] = len(removed)
-    result["version_after"] = table.version()
-    return result

@@ -6,8 +6,14 @@
 
 from __future__ import annotations
 
-from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, Dialect, check_conn_type, identifier
-from airflow_provider_eh.ingest.sinks.sql.store import DeadLetter, SqlCheckpoint, SqlIngestStore, Transaction
+from airflow_provider_eh.ingest.sinks.contract import PartitionCheckpoint
+from airflow_provider_eh.ingest.sinks.sql.dialects import Dialect, check_conn_type
+from airflow_provider_eh.ingest.sinks.sql.events import DeadLetter
+from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Transaction
+from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX, identifier
+
+#: the checkpoint record under the name it had before the Delta sink shared it
+SqlCheckpoint = PartitionCheckpoint
 
 __all__ = [
     "DEFAULT_PREFIX",

@@ -1,7 +1,7 @@
 """The SQL sink: one connection, the state tables, and what one batch transaction does.
 
 :class:`SqlIngestStore` takes any DB-API connection (Airflow's ``DbApiHook.get_conn()`` gives one)
-and is the only code that writes the state tables of :mod:`airflow_provider_eh.ingest.sinks.sql.dialects`.
+and is the only code that writes the state tables of :mod:`airflow_provider_eh.ingest.sinks.sql.tables`.
 A :class:`Transaction` is opened per batch; everything it writes (user rows, dead letters,
 deferred events, sessions, dedupe marks and the checkpoint) commits or rolls back together. Both
 satisfy :mod:`~airflow_provider_eh.ingest.sinks.contract` in full, sessions and replays included.
@@ -12,45 +12,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.sinks.contract import (
-    NO_CHECKPOINT,
-    PartitionCheckpoint,
-    Stream,
-    utc_now,
-    utc_text,
+from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, utc_now
+from airflow_provider_eh.ingest.sinks.sql.dialects import Dialect
+from airflow_provider_eh.ingest.sinks.sql.events import (
+    EVENT_COLUMNS,
+    EVENT_SELECT,
+    STREAM_COLUMNS,
+    DeadLetter,
+    event_columns,
+    event_from_row,
 )
-from airflow_provider_eh.ingest.sinks.sql.dialects import DEFAULT_PREFIX, Dialect, ddl, identifier
-
-#: the checkpoint record under the name it had before the Delta sink shared it
-SqlCheckpoint = PartitionCheckpoint
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """
-    A dead-letter row.
-
-    :param event: the event, as received.
-    :param reason: ``rejected`` (the row function raised), ``row_rejected`` (the database refused its
-        rows), ``session_expired``, ``session_completed``, ``bad_session`` (no session key or sequence) or
-        ``undecodable`` (a typed event that does not decode: unknown schema id, corrupt content, no registry).
-    :param error: the error text.
-    :param failed_at: when, ISO 8601.
-    :param status: ``dead`` or ``replayed``.
-    :param attempts: how many times it failed.
-    """
-
-    event: IngestEvent
-    reason: str
-    error: str
-    failed_at: str
-    status: str
-    attempts: int
+from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX, ddl, identifier
 
 
 class Transaction:
@@ -133,8 +109,8 @@ class Transaction:
             self._exec(
                 self._store.dialect.insert_ignore(
                     f"{self._p}checkpoint",
-                    (*_STREAM_COLUMNS, "partition_id", "sequence_number", "event_offset", "owner_id", "updated_at"),
-                    (*_STREAM_COLUMNS, "partition_id"),
+                    (*STREAM_COLUMNS, "partition_id", "sequence_number", "event_offset", "owner_id", "updated_at"),
+                    (*STREAM_COLUMNS, "partition_id"),
                 ),
                 (*self._k, partition_id, sequence_number, offset, owner_id, now),
             )
@@ -171,8 +147,8 @@ class Transaction:
         now = utc_now()
         statement = self._store.dialect.upsert(
             f"{self._p}dedupe",
-            (*_STREAM_COLUMNS, "producer_group", "partition_id", "high_water_mark", "updated_at"),
-            (*_STREAM_COLUMNS, "producer_group", "partition_id"),
+            (*STREAM_COLUMNS, "producer_group", "partition_id", "high_water_mark", "updated_at"),
+            (*STREAM_COLUMNS, "producer_group", "partition_id"),
             {"high_water_mark": "{new}", "updated_at": "{new}"},
         )
         rows = [(*self._k, group, partition_id, mark, now) for group, mark in sorted(marks.items())]
@@ -195,8 +171,8 @@ class Transaction:
         self._exec(
             self._store.dialect.upsert(
                 f"{self._p}session",
-                (*_STREAM_COLUMNS, "session_key", "next_sequence", "completed", "updated_at"),
-                (*_STREAM_COLUMNS, "session_key"),
+                (*STREAM_COLUMNS, "session_key", "next_sequence", "completed", "updated_at"),
+                (*STREAM_COLUMNS, "session_key"),
                 {"next_sequence": "{new}", "completed": "{new}", "updated_at": "{new}"},
             ),
             (*self._k, session_key, next_sequence, int(completed), utc_now()),
@@ -207,10 +183,10 @@ class Transaction:
         self._exec(
             self._store.dialect.insert_ignore(
                 f"{self._p}deferred",
-                (*_STREAM_COLUMNS, "session_key", "session_sequence", *_EVENT_COLUMNS, "deferred_at"),
-                (*_STREAM_COLUMNS, "session_key", "session_sequence"),
+                (*STREAM_COLUMNS, "session_key", "session_sequence", *EVENT_COLUMNS, "deferred_at"),
+                (*STREAM_COLUMNS, "session_key", "session_sequence"),
             ),
-            (*self._k, session_key, session_sequence, *_event_columns(event), utc_now()),
+            (*self._k, session_key, session_sequence, *event_columns(event), utc_now()),
         )
         return self._cur.rowcount == 1
 
@@ -218,16 +194,16 @@ class Transaction:
         """Remove and return the deferred event at ``session_sequence`` of the session, if any."""
         where = f"WHERE {self._STREAM} AND session_key = ? AND session_sequence = ?"
         params = (*self._k, session_key, session_sequence)
-        row = self._exec(f"SELECT {_EVENT_SELECT} FROM {self._p}deferred {where}", params).fetchone()
+        row = self._exec(f"SELECT {EVENT_SELECT} FROM {self._p}deferred {where}", params).fetchone()
         if row is None:
             return None
         self._exec(f"DELETE FROM {self._p}deferred {where}", params)
-        return _event_from_row(row)
+        return event_from_row(row)
 
     def take_expired_deferred(self, enqueued_before: str) -> list[tuple[str, int, IngestEvent]]:
         """Remove and return deferred events enqueued before ``enqueued_before`` (ISO 8601 UTC)."""
         rows = self._exec(
-            f"SELECT session_key, session_sequence, {_EVENT_SELECT} FROM {self._p}deferred WHERE {self._STREAM} "
+            f"SELECT session_key, session_sequence, {EVENT_SELECT} FROM {self._p}deferred WHERE {self._STREAM} "
             "AND enqueued_time < ? ORDER BY session_key, session_sequence",
             (*self._k, enqueued_before),
         ).fetchall()
@@ -235,7 +211,7 @@ class Transaction:
             f"DELETE FROM {self._p}deferred WHERE {self._STREAM} AND session_key = ? AND session_sequence = ?",
             [(*self._k, r[0], r[1]) for r in rows],
         )
-        return [(str(r[0]), int(r[1]), _event_from_row(r[2:])) for r in rows]
+        return [(str(r[0]), int(r[1]), event_from_row(r[2:])) for r in rows]
 
     def pending_in_session(self, session_key: str) -> list[int]:
         rows = self._exec(
@@ -311,11 +287,11 @@ class Transaction:
         self._exec(
             self._store.dialect.upsert(
                 f"{self._p}dead_letter",
-                (*_STREAM_COLUMNS, *_EVENT_COLUMNS, "reason", "error", "failed_at", "status", "attempts"),
-                (*_STREAM_COLUMNS, "partition_id", "sequence_number"),
+                (*STREAM_COLUMNS, *EVENT_COLUMNS, "reason", "error", "failed_at", "status", "attempts"),
+                (*STREAM_COLUMNS, "partition_id", "sequence_number"),
                 {"reason": "{new}", "error": "{new}", "failed_at": "{new}", "status": "'dead'", "attempts": "{old} + 1"},
             ),
-            (*self._k, *_event_columns(event), reason, error[:4000], utc_now(), "dead", 1),
+            (*self._k, *event_columns(event), reason, error[:4000], utc_now(), "dead", 1),
         )
 
     def mark_replayed(self, event: IngestEvent) -> None:
@@ -324,29 +300,6 @@ class Transaction:
             f"WHERE {self._STREAM} AND partition_id = ? AND sequence_number = ?",
             (utc_now(), *self._k, event.partition_id, event.sequence_number),
         )
-
-
-_STREAM_COLUMNS = ("namespace", "eventhub", "consumer_group")
-_EVENT_COLUMNS = ("partition_id", "sequence_number", "event_offset", "enqueued_time", "body_base64", "properties_json")
-_EVENT_SELECT = ", ".join(_EVENT_COLUMNS)
-
-
-def _event_columns(event: IngestEvent) -> tuple[Any, ...]:
-    return (
-        event.partition_id,
-        event.sequence_number,
-        event.offset,
-        utc_text(event.enqueued_time),
-        event.body_base64(),
-        event.properties_json(),
-    )
-
-
-def _event_from_row(row: Sequence[Any]) -> IngestEvent:
-    return IngestEvent.from_stored(
-        partition_id=row[0], sequence_number=row[1], offset=row[2], enqueued_time=row[3],
-        body_base64=row[4], properties_json=row[5],
-    )
 
 
 def _data_errors(conn: Any) -> tuple[type[BaseException], ...]:
@@ -446,11 +399,11 @@ class SqlIngestStore:
             params.append(str(partition_id))
         wanted = None if sequence_numbers is None else {int(s) for s in sequence_numbers}
         rows = self._select(
-            f"SELECT {_EVENT_SELECT}, reason, error, failed_at, status, attempts FROM {self.prefix}dead_letter "
+            f"SELECT {EVENT_SELECT}, reason, error, failed_at, status, attempts FROM {self.prefix}dead_letter "
             f"WHERE {' AND '.join(where)} ORDER BY partition_id, sequence_number",
             params,
         )
-        letters = [DeadLetter(_event_from_row(r[:6]), r[6], r[7], r[8], r[9], int(r[10])) for r in rows]
+        letters = [DeadLetter(event_from_row(r[:6]), r[6], r[7], r[8], r[9], int(r[10])) for r in rows]
         if wanted is not None:
             missing = wanted - {d.event.sequence_number for d in letters}
             if missing:
