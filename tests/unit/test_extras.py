@@ -43,7 +43,7 @@ def test_a_typed_event_without_the_extra_fails_the_run_naming_it(monkeypatch: py
 
 
 def test_a_delta_sink_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_eh.operators.ingest import delta_store
+    from airflow_provider_eh.operators.ingest_base import delta_store
 
     _uninstalled(monkeypatch, "deltalake")
     endpoint = type("Endpoint", (), {"namespace": "ns", "eventhub_name": "orders"})()

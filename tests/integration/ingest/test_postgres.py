@@ -10,7 +10,7 @@ from worker import rows
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream
-from airflow_provider_eh.operators.ingest import _sql_connection
+from airflow_provider_eh.operators.ingest_base import _sql_connection
 from tests.conftest import connection_env
 
 

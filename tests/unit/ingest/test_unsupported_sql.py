@@ -36,7 +36,7 @@ def test_a_connection_of_an_unsupported_driver_is_refused_before_any_statement()
 
 
 def test_an_airflow_connection_of_an_unsupported_type_is_refused_before_it_is_opened(monkeypatch):
-    from airflow_provider_eh.operators.ingest import _sql_connection
+    from airflow_provider_eh.operators.ingest_base import _sql_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", json.dumps({"conn_type": "mssql", "host": "db.invalid"}))
     with pytest.raises(SinkConfigError) as refused:
