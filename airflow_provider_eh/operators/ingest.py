@@ -42,8 +42,8 @@ from airflow_provider_eh.operators.ingest_base import (
     DELTA,
     SQL,
     SQL_BATCH_BYTES,
+    SqlSinkOperator,
     _is_storage_error,
-    _SqlSinkOperator,
     delta_store,
     sdk_failures,
 )
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from airflow_provider_eh.ingest.runner import IngestedBatch
 
 
-class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
+class EventHubIngestOperator(HubLineage, SqlSinkOperator):
     """
     Ingest a bounded range of an Event Hub into a SQL table, exactly once.
 
@@ -134,7 +134,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_SqlSinkOperator._sink_fields,
+        *SqlSinkOperator.sink_fields,
         "wasb_conn_id",
         "checkpoint_container",
         "instance",
@@ -333,7 +333,7 @@ class EventHubIngestOperator(HubLineage, _SqlSinkOperator):
         return [table_dataset(conn.conn_type or "", conn.host, self.table, port=conn.port, schema=conn.schema)]
 
 
-class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
+class EventHubDeadLetterReplayOperator(SqlSinkOperator):
     """
     Apply dead letters again once their cause is fixed (a fixed row function, a fixed table), on a SQL or Delta sink.
 
@@ -367,7 +367,7 @@ class EventHubDeadLetterReplayOperator(_SqlSinkOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_SqlSinkOperator._sink_fields,
+        *SqlSinkOperator.sink_fields,
         "partition_id",
         "sequence_numbers",
         "reasons",

@@ -81,10 +81,10 @@ def sdk_failures(site_of: Callable[[BaseException], FailureSite]) -> Iterator[No
         raise mapped from exc
 
 
-class _SqlSinkOperator(BaseOperator):
+class SqlSinkOperator(BaseOperator):
     """What the ingest and replay operators share: the SQL target, the row function and the decoding of typed events."""
 
-    _sink_fields: tuple[str, ...] = (
+    sink_fields: tuple[str, ...] = (
         "table", "sql_conn_id", "columns", "event_hubs_conn_id", "eventhub_name", "consumer_group",
         "schema_registry_conn_id",
     )

@@ -2,7 +2,7 @@
 
 :class:`InheritedKeywordArguments`: the operators take their shared arguments through ``**kwargs``
 and hand them to their base class's ``__init__`` (``EventHubIngestOperator(table=..., sql_conn_id=...)``,
-``sql_conn_id`` being ``_SqlSinkOperator``'s), and their docstrings document those arguments where a
+``sql_conn_id`` being ``SqlSinkOperator``'s), and their docstrings document those arguments where a
 user looks for them. Griffe reads only the class's own signature, so it would call each such
 ``:param:`` unknown. This extension adds to a signature that ends in ``**kwargs`` the keyword
 arguments of its bases' ``__init__`` within this package (not Airflow's ``BaseOperator``, which

@@ -3,7 +3,7 @@
 
 Both hooks build their clients from the same connection (no request is made); the Azure provider is
 installed by requirements/dev.lock, so a missing provider fails here rather than skipping. Where this
-package parts from ``WasbHook`` on purpose (the module docstring of ``hooks/blob.py`` says why), the
+package parts from ``WasbHook`` on purpose (the module docstring of ``hooks/blob_connection.py`` says why), the
 last tests pin what it does instead.
 """
 
