@@ -1,0 +1,72 @@
+"""The one map from the SDKs' raw errors to the package's: which connection, which address, which field, what happened.
+
+The Azure SDKs report a refused proxy, a certificate nobody trusts, a name that does not resolve
+and a hub that does not exist as ``EventHubError``, ``ConnectError``, ``ServiceRequestError`` or
+``HttpResponseError`` with a text of their own, sometimes twice over, and without the connection
+they were made for. :func:`provider_error` reads such an error, its whole chain (``__cause__``,
+``__context__``, the AMQP error inside an ``EventHubError``, the socket error inside an aiohttp or
+urllib3 one), and returns the package's error for it, built from a :class:`FailureSite` that says
+where the failure happened:
+
+| what the chain holds | error | retried |
+| --- | --- | --- |
+| the proxy answered CONNECT with 401 or 407 | ``ProxyRefusedError`` | no |
+| the proxy answered CONNECT with 403 | ``ProxyRefusedError`` | no |
+| the proxy answered CONNECT with another status (502, ...) | ``ConnectionUnreachableError`` | yes |
+| a name that does not resolve (``socket.gaierror``; ``EAI_AGAIN``: retried) | ``ConnectionConfigError`` | no |
+| a certificate that does not verify, another TLS failure | ``ConnectionConfigError`` | no |
+| a missing hub, consumer group or container | ``UnknownEventHubError``, ``UnknownConsumerGroupError``, the store's | no |
+| the service refused the credential (401, 403, an expired token) | ``CredentialRefusedError`` | no |
+| the service is busy (ServerBusy, 429, 503) | ``ServiceBusyError`` | yes |
+| refused, reset or lost connections, time-outs, 5xx, any other SDK or Azure Core error | ``ConnectionUnreachableError`` | yes |
+
+Every message names the connection id, the service and its address (and the proxy's), the
+connection field to check, and what already happened (``FailureSite.done``). No text of the
+SDK's error is repeated, only its class, status and condition and the resolver's or TLS's reason,
+so no secret it echoes (a SAS signature, a proxy password inside a URL) can reach a message; the
+site holds no credential.
+
+Layers that know an endpoint but not the connection it came from (read-back, Spark's driver) find
+the connection in the task's :func:`failure_scope` (:func:`site_of`); an Airflow task opens one
+around its work and notes its sites in it (:func:`note_site`).
+
+The package's modules: :mod:`.sites` (where a failure happened), :mod:`.reading` (an error's chain read),
+:mod:`.classify` (the map) and :mod:`.scope` (the sites of the work in progress).
+
+No Airflow import: the engines, Spark's driver and the triggers map with it too.
+"""
+
+
+from __future__ import annotations
+
+from airflow_provider_eh.client.failures.classify import provider_error, provider_error_of_report, provider_errors, retry_can_help
+from airflow_provider_eh.client.failures.scope import failure_scope, note_site, site_of, storage_failure
+from airflow_provider_eh.client.failures.sites import (
+    BLOB_STORAGE,
+    EVENT_HUBS,
+    NOTHING_SENT,
+    SENSOR_ONLY_READS,
+    UNKNOWN_CONNECTION,
+    FailureSite,
+    Service,
+    StoreRole,
+)
+
+__all__ = [
+    "BLOB_STORAGE",
+    "EVENT_HUBS",
+    "FailureSite",
+    "NOTHING_SENT",
+    "SENSOR_ONLY_READS",
+    "Service",
+    "StoreRole",
+    "UNKNOWN_CONNECTION",
+    "failure_scope",
+    "note_site",
+    "provider_error",
+    "provider_error_of_report",
+    "provider_errors",
+    "retry_can_help",
+    "site_of",
+    "storage_failure",
+]

@@ -1,0 +1,239 @@
+"""The map itself: the package's error for an SDK's raw error at a site.
+
+The table of what maps to what is :mod:`~airflow_provider_eh.client.failures`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from airflow_provider_eh.client.failures.reading import _is_service_failure, _Reading
+from airflow_provider_eh.client.failures.sites import BLOB_STORAGE, UNKNOWN_CONNECTION, FailureSite
+from airflow_provider_eh.errors import (
+    CheckpointStoreError,
+    ConnectionConfigError,
+    ConnectionUnreachableError,
+    CredentialRefusedError,
+    EventHubsProviderError,
+    ProducerStateStoreError,
+    ProxyRefusedError,
+    ServiceBusyError,
+    UnknownConsumerGroupError,
+    UnknownEventHubError,
+)
+
+if TYPE_CHECKING:
+    pass
+
+def provider_error(exc: BaseException, site: FailureSite) -> EventHubsProviderError | None:
+    """The package's error for ``exc`` raised at ``site`` (see the module's table); ``None`` when ``exc`` is no
+    service or network failure (bad input, a bug) or already the package's own. Raise it ``from exc``."""
+    if isinstance(exc, EventHubsProviderError) or not _is_service_failure(exc):
+        return None
+    if exc.__class__.__name__ in ("ClientClosedError", "EventDataError"):
+        return None  # the client's own state or the event at fault, not the connection
+    reading = _Reading.of(exc)
+    if reading.condition("message-size-exceeded"):
+        return None  # an event too large: the input, not the connection
+    return _classify(reading, site, type(exc).__name__)
+
+
+def retry_can_help(exc: BaseException) -> bool | None:
+    """Whether the map classes ``exc`` as a failure that may pass (a lost connection, a busy service) rather than a
+    setting to fix (a refused key, a missing hub); ``None`` when the map does not read ``exc``."""
+    mapped = provider_error(exc, FailureSite(conn_id=UNKNOWN_CONNECTION))
+    return None if mapped is None else mapped.retryable
+
+
+#: the names of the errors an executor may report (:class:`~airflow_provider_eh.publishing.driver.SendOutcome`)
+#: that the map reads: the SDKs' and the network's
+_REPORTED = frozenset({
+    "EventHubError", "EventDataSendError", "EventDataError", "ConnectError", "AuthenticationError", "ConnectionLostError",
+    "OperationTimeoutError",
+    "AzureError", "ServiceRequestError", "ServiceResponseError", "HttpResponseError", "ClientAuthenticationError",
+    "ResourceNotFoundError", "OSError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+    "BrokenPipeError", "TimeoutError", "gaierror", "SSLError", "SSLCertVerificationError", "WebSocketProxyException",
+    "WebSocketAddressException", "WebSocketTimeoutException", "WebSocketConnectionClosedException",
+    "WebSocketBadStatusException",
+})
+
+
+def provider_error_of_report(error_type: str | None, message: str, site: FailureSite) -> EventHubsProviderError | None:
+    """:func:`provider_error` for an error known only by its type's name and text, as an executor reports it
+    across processes; ``None`` for a type the map does not read."""
+    if error_type not in _REPORTED:
+        return None
+    return _classify(_Reading.of_text(message, {error_type}), site, error_type)
+
+
+def _classify(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:  # noqa: C901 - one table
+    proxy_fields = "proxy_host and proxy_port"
+    if r.proxy_status in (401, 407):
+        return ProxyRefusedError(site.conn_id, _message(
+            site, f"the HTTP proxy refused the connection's proxy credentials (CONNECT answered {r.proxy_status})",
+            "proxy_username and proxy_password"))
+    if r.proxy_status == 403:
+        port = site.address.rpartition(":")[2] or "443"
+        return ProxyRefusedError(site.conn_id, _message(
+            site, f"the HTTP proxy does not allow CONNECT to {site.address or 'the service'} (CONNECT answered 403)",
+            f"{proxy_fields} (a proxy that tunnels to port {port}), and the proxy's rules for that host"))
+    if r.proxy_status is not None:
+        return ConnectionUnreachableError(site.conn_id, _message(
+            site, f"the HTTP proxy could not open a tunnel to {site.address or 'the service'} "
+                  f"(CONNECT answered {r.proxy_status})", f"{proxy_fields}, and {site.address_field}"))
+    if r.dns is not None:
+        field = proxy_fields if site.proxy else site.address_field
+        text = _message(site, f"the address does not resolve ({r.dns})", field)
+        if r.dns_temporary:  # the resolver did not answer: the name may well be right
+            return ConnectionUnreachableError(site.conn_id, text)
+        return ConnectionConfigError(site.conn_id, text)
+    if r.tls is not None:
+        if r.tls_verify:
+            trust = (f"ca_bundle ({site.ca_bundle}: does it hold the CA that signed the server's certificate?)"
+                     if site.ca_bundle else "ca_bundle (the server's certificate is signed by a CA this machine does "
+                                             "not trust: name a PEM file of it)")
+            if "hostname" in r.tls.lower():
+                trust = f"{site.address_field} (the certificate is for another name), and ca_bundle"
+            return ConnectionConfigError(site.conn_id, _message(
+                site, f"the server's TLS certificate is not trusted (CERTIFICATE_VERIFY_FAILED: {r.tls})", trust))
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the TLS handshake failed ({r.tls}): is TLS spoken at this address and port?",
+            f"{site.address_field} and transport"))
+    if r.refused or r.any_of("ClientConnectorError"):  # no connection was made: never the credential's fault,
+        return _transient(r, site, raised)               # although the async client words it AuthenticationError
+    if site.service == BLOB_STORAGE:
+        return _classify_storage(r, site, raised)
+    if r.any_of("WebSocketBadStatusException", "WSServerHandshakeError") or "Handshake status" in r.text:
+        status = f" {r.status}" if r.status else ""
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the address answered the WebSocket upgrade with HTTP{status}: it is not an Event Hubs endpoint, "
+                  "or not at this path", f"{site.address_field} and transport"))
+    if r.condition("ConsumerGroups/", "consumer group") and r.condition("not-found", "NotFound", "could not be found"):
+        return _with_conn(UnknownConsumerGroupError, site, _message(
+            site, f"consumer group {site.consumer_group!r} does not exist on the hub" if site.consumer_group
+            else "the consumer group does not exist on the hub", "the consumer_group argument (or create the group)"))
+    if r.condition("amqp:not-found", "NotFound", "could not be found") or r.status == 404:
+        return _with_conn(UnknownEventHubError, site, _message(
+            site, "the Event Hub does not exist on this namespace (the service answered not-found)", site.hub_field))
+    if r.any_of("TokenExpired") or r.condition("ExpiredToken", "token is expired", "token has expired"):
+        if r.any_of("AuthenticationError", "AuthenticationException", "ClientAuthenticationError", "TokenExpired"):
+            return CredentialRefusedError(site.conn_id, _message(
+                site, "the service refused an expired token", site.credential_fields))
+    claim = _MISSING_CLAIM.search(r.text)
+    if claim is not None:  # a valid credential without the right: a SAS policy without it, an identity without the role
+        right = claim.group(1)
+        role = "Azure Event Hubs Data Sender" if right == "Send" else "Azure Event Hubs Data Receiver"
+        doing = "send to" if right == "Send" else "read from" if right == "Listen" else "manage"
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the connection's credential may not {doing} the hub: the service requires the {right!r} claim "
+                  f"({raised}, unauthorized-access)",
+            f"the rights of the SAS policy the key belongs to ({right}), or the identity's role on the hub ({role})"))
+    if (r.any_of("AuthenticationError", "AuthenticationException", "TokenAuthFailure", "ClientAuthenticationError")
+            or r.condition("unauthorized-access", "UnauthorizedAccess", "Unauthorized")
+            or r.status in (401, 403)):
+        status = f", status {r.status}" if r.status in (401, 403) else ""
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the service refused the connection's credential ({raised}{status})", site.credential_fields))
+    return _transient(r, site, raised)
+
+
+#: the service's words for a valid credential without the right: "Unauthorized access. 'Send' claim(s) are required"
+_MISSING_CLAIM = re.compile(r"'(Send|Listen|Manage)' claim\(s\) are required")
+
+
+def _classify_storage(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
+    if r.any_of("ResourceNotFoundError") or r.status == 404:
+        if site.container:
+            what = f"the container {site.container!r} does not exist in the account (404)"
+            fix = f"{site.container_field} (or create the container)"
+        else:
+            what, fix = "the storage account answered 404", site.address_field
+        error_class = {"producer state": ProducerStateStoreError, "checkpoints": CheckpointStoreError}.get(site.role)
+        if error_class is None:
+            return ConnectionConfigError(site.conn_id, _message(site, what, fix))
+        return _with_conn(error_class, site, _message(site, what, fix))
+    if r.any_of("ClientAuthenticationError") or r.status in (401, 403):
+        status = f", status {r.status}" if r.status in (401, 403) else ""
+        return CredentialRefusedError(site.conn_id, _message(
+            site, f"the storage account refused the connection's credential ({raised}{status})",
+            site.credential_fields))
+    return _transient(r, site, raised)
+
+
+def _transient(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError:
+    busy = ("server-busy", "ServerBusy", "quota-exceeded", "being throttled")  # the last: the service's description
+    if r.condition(*busy) or r.status in (429, 503):
+        return _with_conn(ServiceBusyError, site, _message(
+            site, f"the service is busy (ServerBusy: it kept throttling after the client's own retries, {raised})",
+            "the namespace's throughput units or processing units", retry=True))
+    if r.refused:
+        if site.proxy:
+            return ConnectionUnreachableError(site.conn_id, _message(
+                site, f"the HTTP proxy {site.proxy} refused the connection (is it running?)",
+                "proxy_host and proxy_port", retry=True))
+        return ConnectionUnreachableError(site.conn_id, _message(
+            site, "the address refused the connection (nothing listens there, or it is down)",
+            site.address_field, retry=True))
+    if r.status is not None and r.status >= 500:
+        what = f"the service answered {r.status}"
+    elif r.status is not None and 400 <= r.status < 500:
+        return ConnectionConfigError(site.conn_id, _message(
+            site, f"the service refused the request ({raised}, status {r.status})",
+            f"{site.address_field} and {site.credential_fields}"))
+    elif r.any_of("OperationTimeoutError", "TimeoutError", "timeout", "ServiceResponseTimeoutError",
+                  "ServerTimeoutError", "WebSocketTimeoutException"):
+        what = f"the service did not answer in time ({raised})"
+    elif r.any_of("ConnectionLostError", "ConnectionResetError", "BrokenPipeError", "ServiceResponseError",
+                  "WebSocketConnectionClosedException", "ServerDisconnectedError"):
+        what = f"the connection was lost ({raised})"
+    else:
+        what = f"the service could not be reached ({raised})"
+    path = f"{site.address_field}, proxy_host and proxy_port" if site.proxy else site.address_field
+    fields = f"{path}, and that {site.address or 'the address'} is reachable from here if it persists"
+    return ConnectionUnreachableError(site.conn_id, _message(site, what, fields, retry=True))
+
+
+def _with_conn(error_class: type[EventHubsProviderError], site: FailureSite, message: str) -> EventHubsProviderError:
+    """An error of a class without a connection id, its message led by the connection's as ``ConnectionConfigError``'s."""
+    error = error_class(f"Connection {site.conn_id!r}: {message}")
+    error.conn_id = site.conn_id
+    return error
+
+
+def _message(site: FailureSite, what: str, fields: str, *, retry: bool = False) -> str:
+    done = f" {site.done}" if site.done else ""
+    then = " A retry may succeed." if retry else ""
+    lead = f"{site.doing} failed: " if site.doing else ""
+    text = f"{lead}{site.describe()}: {what}.{done}{then} Check {fields}."
+    return _scrub(text)
+
+
+_SECRET_SHAPES = (
+    re.compile(r"(SharedAccessKey|SharedAccessSignature|AccountKey|sig|password|token)=[^;&\s]+", re.I),
+    re.compile(r"(://[^:/@\s]+):[^@\s]+@"),
+)
+
+
+def _scrub(text: str) -> str:
+    """``text`` without anything shaped like a secret (a key in a connection string, a password in a URL)."""
+    for shape in _SECRET_SHAPES:
+        text = shape.sub(lambda m: m.group(0).split("=", 1)[0] + "=***" if "=" in m.group(0) else m.group(1) + ":***@",
+                         text)
+    return text
+
+
+@contextmanager
+def provider_errors(site: FailureSite) -> Iterator[None]:
+    """Raise :func:`provider_error`'s error in place of a service failure, ``from`` it; anything else unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = provider_error(exc, site)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
