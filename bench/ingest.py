@@ -10,7 +10,7 @@ sink of ``--sinks`` (all by default):
   before each sink's ingestion, so that a ratio's two sides share the machine's moment;
 - ``ingest`` into the sink: one :class:`~airflow_provider_eh.ingest.IngestRun` with what
   ``EventHubIngestOperator`` passes when not told otherwise (``batch_bytes`` 4 MiB and ``batch_seconds`` 0.25
-  on a SQL sink, ``--sql-batch-seconds``; 64 MiB and ``delta_batch_seconds`` 10 on a Delta sink): ownership claims, per batch one
+  on a SQL sink, ``--sql-batch-seconds``; 64 MiB and ``batch_seconds`` 10 on a Delta sink): ownership claims, per batch one
   transaction (rows, dedupe marks, checkpoint compare-and-set) or one Delta commit, the standard blob
   checkpoint on Azurite. Each sink and round reads the same events through a consumer group of its own,
   into a table of its own: ``delta-local`` a Delta table on local disk, ``delta-azurite`` one in an
@@ -252,7 +252,7 @@ def machine_busy() -> float:
         fields = [int(v) for v in stat.readline().split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-DELTA_BATCH_SECONDS = 10.0  # EventHubIngestOperator's delta_batch_seconds
+DELTA_BATCH_SECONDS = 10.0  # EventHubIngestOperator's batch_seconds on a Delta sink
 
 
 def azurite_options(conn_str: str) -> dict[str, str]:

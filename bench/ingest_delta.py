@@ -1,7 +1,7 @@
 """Ingestion into a Delta table, on local disk and in Azurite, vs. the SDK's plain receive loop: the batching study.
 
 ``bench/ingest.py`` measures the Delta sinks beside the SQL ones with the defaults; this script varies
-``--batch-seconds`` (``delta_batch_seconds``) to show what gathering does to commits and files.
+``--batch-seconds`` (``batch_seconds`` on a Delta sink) to show what gathering does to commits and files.
 
 Starts its own local Event Hubs endpoint and Azurite, publishes ``--events`` (100,000) stamped JSON events
 over the hub's partitions, then ``--rounds`` (3) times in turn:
@@ -9,7 +9,7 @@ over the hub's partitions, then ``--rounds`` (3) times in turn:
 - ``plain``: ``EventHubConsumerClient.receive_batch`` over every partition (batches of 500), counting events;
 - ``delta-local`` / ``delta-azurite``: one :class:`~airflow_provider_eh.ingest.IngestRun` into a Delta table of
   its own with what ``EventHubIngestOperator(sink="delta")`` passes when not told otherwise (``batch_bytes``
-  64 MiB, ``delta_batch_seconds`` 10, dedupe on, ownership and blob checkpoints on Azurite), through a consumer
+  64 MiB, ``batch_seconds`` 10, dedupe on, ownership and blob checkpoints on Azurite), through a consumer
   group of its own.
 
 Each round's ratio is the plain loop's time over the ingestion's. After each run the table's log is read back:
@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-seconds", type=float, default=DELTA_BATCH_SECONDS,
-                        help="delta_batch_seconds (0: a commit per receive, as a SQL sink)")
+                        help="batch_seconds (0: a commit per receive, as a SQL sink)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     total = args.events // args.partitions * args.partitions

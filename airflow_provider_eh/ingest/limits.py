@@ -13,6 +13,8 @@ from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY
 # receiving thread and waits to win it back; gathering makes about a fifth of the commits of a busy run (a
 # bounded run's last batch of a partition is committed at once, at its target).
 SQL_BATCH_SECONDS = 0.25
+# ... and to a Delta sink: every commit is a log entry and at least one data file, so fewer, larger ones
+DELTA_BATCH_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class RunLimits:
         if self.batch_bytes < 1:
             raise SinkConfigError(f"batch_bytes must be at least 1, not {self.batch_bytes}")
         if self.batch_seconds < 0:
-            raise SinkConfigError(f"delta_batch_seconds / batch_seconds must be 0 or more seconds, not {self.batch_seconds}")
+            raise SinkConfigError(f"batch_seconds must be 0 or more seconds, not {self.batch_seconds}")
         if self.checkpoint_interval < 0:
             raise SinkConfigError(f"checkpoint_interval must be 0 (every batch) or more seconds, not {self.checkpoint_interval}")
         if not self.lag_interval > 0:

@@ -29,7 +29,7 @@ from airflow_provider_eh.ingest import (
     SqlIngestStore,
     replay_dead_letters,
 )
-from airflow_provider_eh.ingest.limits import SQL_BATCH_SECONDS
+from airflow_provider_eh.ingest.limits import DELTA_BATCH_SECONDS, SQL_BATCH_SECONDS
 from airflow_provider_eh.ingest.sinks.delta import (
     APPEND,
     DELTA_BATCH_BYTES,
@@ -43,6 +43,7 @@ from airflow_provider_eh.operators.ingest_base import (
     SQL,
     SQL_BATCH_BYTES,
     SqlSinkOperator,
+    _batch_seconds,
     _is_storage_error,
     delta_store,
     sdk_failures,
@@ -128,9 +129,8 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
     :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
     :param batch_seconds: how long a partition's events wait for more before their commit (unless ``batch_size`` /
         ``batch_bytes`` is reached first, or the run's target); default 0.25 on a SQL sink (fewer, larger
-        transactions), ``delta_batch_seconds`` on a Delta sink. 0: commit what has arrived at once.
-    :param delta_batch_seconds: how long a partition's events wait for more before their Delta commit (unless
-        ``batch_size`` / ``batch_bytes`` is reached first, or the run's target): fewer, larger commits and files.
+        transactions), 10 on a Delta sink (fewer, larger commits and files). 0: commit what has arrived at once.
+    :param delta_batch_seconds: deprecated spelling of ``batch_seconds`` for a Delta sink (removed in 2.0.0).
     """
 
     template_fields: Sequence[str] = (
@@ -179,7 +179,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         merge_keys: Sequence[str] | None = None,
         partition_by: Sequence[str] | None = None,
         dead_letter_table: str | None = None,
-        delta_batch_seconds: float = 10.0,
+        delta_batch_seconds: float | None = None,
         batch_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -189,8 +189,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         self.merge_keys = merge_keys
         self.partition_by = partition_by
         self.dead_letter_table = dead_letter_table
-        self.delta_batch_seconds = delta_batch_seconds
-        self.batch_seconds = batch_seconds
+        self.batch_seconds = _batch_seconds(self.task_id, sink, batch_seconds, delta_batch_seconds)
         self.wasb_conn_id = wasb_conn_id
         self.checkpoint_container = checkpoint_container
         self.instance = instance
@@ -249,7 +248,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
                 batch_size=None if self.batch_size in (None, "", "None") else int(self.batch_size),
                 batch_bytes=int(batch_bytes),
                 batch_seconds=float(self.batch_seconds) if self.batch_seconds is not None else (
-                    float(self.delta_batch_seconds) if delta else SQL_BATCH_SECONDS),
+                    DELTA_BATCH_SECONDS if delta else SQL_BATCH_SECONDS),
                 max_wait_time=float(self.max_wait_time),
                 max_events=None if self.max_events in (None, "", "None") else int(self.max_events),
                 max_duration=None if self.max_duration in (None, "", "None") else float(self.max_duration),

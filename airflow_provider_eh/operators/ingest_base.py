@@ -3,10 +3,12 @@ SDK errors at a site, and the base operator with the target table, the row funct
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseHook, BaseOperator
 
 from airflow_provider_eh.client.failures import FailureSite, provider_error
@@ -133,3 +135,16 @@ class SqlSinkOperator(BaseOperator):
         )
         store.verify_table(self.table)
         return store
+
+
+def _batch_seconds(task_id: str, sink: str, batch_seconds: float | None, delta_batch_seconds: float | None) -> float | None:
+    """``batch_seconds``, or the deprecated ``delta_batch_seconds`` of a Delta sink (with its warning)."""
+    if delta_batch_seconds is None:
+        return batch_seconds
+    warnings.warn(f"Task {task_id!r}: delta_batch_seconds is deprecated and will be removed in 2.0.0; pass batch_seconds, "
+                  "which every sink reads (by default 0.25 s on a SQL sink, 10 s on a Delta sink).",
+                  AirflowProviderDeprecationWarning, stacklevel=4)
+    if batch_seconds is not None and batch_seconds != delta_batch_seconds:
+        raise ValueError(f"Task {task_id!r}: batch_seconds={batch_seconds!r} and its deprecated spelling "
+                         f"delta_batch_seconds={delta_batch_seconds!r} disagree; pass batch_seconds only")
+    return delta_batch_seconds if sink == DELTA else batch_seconds

@@ -29,7 +29,7 @@ FUNCTIONS_OVER: dict[str, int] = {
     "airflow_provider_eh/client/fencing.py:open_fenced": 64,
     "airflow_provider_eh/hooks/blob_connection.py:_service_kwargs": 78,
     "airflow_provider_eh/ingest/delta_replay.py:_replay_chunk": 64,
-    "airflow_provider_eh/operators/ingest.py:__init__": 65,
+    "airflow_provider_eh/operators/ingest.py:__init__": 64,
     "airflow_provider_eh/operators/ingest.py:execute": 62,
     "airflow_provider_eh/plugins/app.py:create_app": 135,
     "airflow_provider_eh/plugins/links.py:task_instance_links": 65,

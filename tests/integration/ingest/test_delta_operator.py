@@ -44,7 +44,7 @@ def test_delta_sink_through_the_operator_on_azure_storage(connections, azurite, 
     def ingest(run_id: str) -> dict:
         operator = EventHubIngestOperator(
             task_id="ingest", table=uri, sink="delta", wasb_conn_id="lake",
-            row_function="json", max_wait_time=0.3, max_duration=60, delta_batch_seconds=0.5,
+            row_function="json", max_wait_time=0.3, max_duration=60, batch_seconds=0.5,
         )
         return operator.execute(context(run_id))  # type: ignore[arg-type]
 

@@ -117,7 +117,7 @@ def ingest(table: str, **options: Any) -> dict[str, Any]:
     from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 
     operator = EventHubIngestOperator(task_id="ingest", table=table, columns=COLUMNS, max_wait_time=0.3,
-                                      max_duration=60, delta_batch_seconds=0.3,
+                                      max_duration=60, batch_seconds=0.3,
                                       **{"event_hubs_conn_id": CONN_ID, **options})
     return operator.execute(context("r1"))  # type: ignore[arg-type]
 
