@@ -38,20 +38,20 @@ from airflow_provider_eh.plugins.readers.ledgers import is_stale, ledger_history
 from airflow_provider_eh.plugins.readers.partitions import partition_properties
 from airflow_provider_eh.plugins.readers.reading import Reading, Source
 from airflow_provider_eh.plugins.readers.variables import variable_reader
-from airflow_provider_eh.plugins.redaction import log_failure, scrub
 from airflow_provider_eh.plugins.trends import trends_router
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
+from airflow_provider_eh.plugins.web import (
+    answer,
+    auth_manager,
+    check_connections,
+    readable_connections,
+    user_dependency,
+)
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
 DEFAULT_THRESHOLD = 3600.0
-
-
-def _get_user_dep() -> Any:
-    from airflow.api_fastapi.core_api.security import get_user
-
-    return get_user
 
 
 def render_page(base: str) -> str:
@@ -86,39 +86,18 @@ def source_from(
     )
 
 
-def connection_teams(conn_ids: Iterable[str]) -> dict[str, str | None]:
-    """``conn_id -> team`` (all ``None`` unless ``[core] multi_team`` is on), as Airflow's connection routes check."""
-    from airflow.configuration import conf
-
-    if not conf.getboolean("core", "multi_team", fallback=False):
-        return dict.fromkeys(conn_ids)
-    from airflow.models.connection import Connection
-
-    return {conn_id: Connection.get_team_name(conn_id) for conn_id in conn_ids}
-
-
 def create_app() -> FastAPI:
     """The view's FastAPI app: the page, its static files and the JSON API, each route checking that the
     user may read the connections it uses."""
-    get_user = _get_user_dep()
+    get_user = user_dependency()
     app = FastAPI(title="Event Hubs view", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def check_connections(manager: Any, user: Any, conn_ids: Iterable[str]) -> None:
-        from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
-
-        for conn_id, team in connection_teams(conn_ids).items():
-            details = ConnectionDetails(conn_id=conn_id, team_name=team)
-            if not manager.is_authorized_connection(method="GET", details=details, user=user):
-                raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read connection {conn_id!r}")
 
     def settled_source(
         source: Annotated[Source, Depends(source_from)], user: Any = Depends(get_user)
     ) -> tuple[Source, dict[str, str]]:
         """The request's source once the user may read its Event Hubs connection, with what it leaves unset
         taken from that connection or the configuration, and the user may read every connection it then uses."""
-        from airflow.api_fastapi.app import get_auth_manager
-
-        manager = get_auth_manager()
+        manager = auth_manager()
         check_connections(manager, user, [source.event_hubs_conn_id])
         reading = Reading(source)
         try:
@@ -144,7 +123,7 @@ def create_app() -> FastAPI:
 
     from airflow_provider_eh.plugins.tabs import tab_router  # the Event Hubs tab of task-instance pages
 
-    app.include_router(tab_router(get_user, _answer, connection_teams))
+    app.include_router(tab_router())
 
     @app.get("/api/overview")
     def overview(
@@ -152,16 +131,15 @@ def create_app() -> FastAPI:
         user: Any = Depends(get_user),
         pending_threshold_seconds: Annotated[float, Query(ge=0)] = DEFAULT_THRESHOLD,
     ) -> dict[str, Any]:
-        from airflow.api_fastapi.app import get_auth_manager
 
-        manager = get_auth_manager()
+        manager = auth_manager()
 
         def may_read(dag_ids: Iterable[str]) -> set[str]:
             return links.readable_dags(manager, user, links.dag_teams(dag_ids))
 
         reading = Reading(source)
         may_read_variable = variable_reader(manager, user)
-        return _answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read, may_read_variable))
+        return answer(reading, lambda: _overview(reading, pending_threshold_seconds, may_read, may_read_variable))
 
     @app.get("/api/history")
     def history(
@@ -173,9 +151,8 @@ def create_app() -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         backend: Annotated[str, Query(pattern="^(blob|variable)$", description="where the ledger is kept")] = "blob",
     ) -> dict[str, Any]:
-        from airflow.api_fastapi.app import get_auth_manager
 
-        manager = get_auth_manager()
+        manager = auth_manager()
         if backend == "variable":
             from airflow_provider_eh.plugins.readers.variables import state_key
 
@@ -190,7 +167,7 @@ def create_app() -> FastAPI:
             return page
 
         reading = Reading(source)
-        return _answer(reading, build)
+        return answer(reading, build)
 
     @app.get("/api/consumers")
     def consumers(source: Annotated[Source, Depends(authorized_source)]) -> dict[str, Any]:
@@ -203,51 +180,27 @@ def create_app() -> FastAPI:
                 "consumer_groups": consumer_groups(reading, partition_properties(reading), now),
             }
 
-        return _answer(reading, build)
+        return answer(reading, build)
 
     @app.get("/api/connections")
     def connections(user: Any = Depends(get_user)) -> dict[str, Any]:
         """The ``azure_event_hubs`` connections the user may read, each with its namespace and own hub."""
-        from airflow.api_fastapi.app import get_auth_manager
-        from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
-
-        manager = get_auth_manager()
-        readable = [conn_id for conn_id, team in connection_teams(event_hubs_connection_ids()).items()
-                    if manager.is_authorized_connection(method="GET", user=user,
-                                                        details=ConnectionDetails(conn_id=conn_id, team_name=team))]
+        readable = readable_connections(auth_manager(), user, event_hubs_connection_ids())
         reading = Reading(Source(event_hubs_conn_id=""))
-        return _answer(reading, lambda: {"connections": [connection_summary(reading, c) for c in readable]})
+        return answer(reading, lambda: {"connections": [connection_summary(reading, c) for c in readable]})
 
     @app.get("/api/hubs")
     def hubs(
         settled: Annotated[tuple[Source, dict[str, str]], Depends(settled_source)], user: Any = Depends(get_user)
     ) -> dict[str, Any]:
         """The hubs found for a connection (its own, those of the state and checkpoint stores) and where its state lives."""
-        from airflow.api_fastapi.app import get_auth_manager
-
         source, origins = settled
         reading = Reading(source)
-        may_read_variable = variable_reader(get_auth_manager(), user)
-        return _answer(reading, lambda: discovered_hubs(reading, origins, may_read_variable))
+        may_read_variable = variable_reader(auth_manager(), user)
+        return answer(reading, lambda: discovered_hubs(reading, origins, may_read_variable))
 
-    app.include_router(trends_router(authorized_source, _answer))
+    app.include_router(trends_router(authorized_source))
     return app
-
-
-def _answer(reading: Reading, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The built answer, or the failure in words fit to show; either way scrubbed of secrets."""
-    try:
-        body = build()
-    except ViewReadError as exc:
-        raise HTTPException(exc.status_code, scrub(exc.message, reading.secrets)) from None
-    except Exception as exc:
-        log_failure(f"reading the state behind connection {reading.source.event_hubs_conn_id!r}", exc)
-        raise HTTPException(
-            status.HTTP_502_BAD_GATEWAY,
-            scrub(f"reading the state behind connection {reading.source.event_hubs_conn_id!r} failed "
-                  f"({type(exc).__name__}); the API server's log has the details", reading.secrets),
-        ) from None
-    return scrub(body, reading.secrets)
 
 
 def _link_batches(batches: list[tuple[str, dict[str, Any]]], may_read: Callable[[Iterable[str]], set[str]]) -> None:

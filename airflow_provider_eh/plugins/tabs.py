@@ -24,7 +24,7 @@ scrubbed of those connections' secrets and of what Airflow's masker holds.
 
 import ast
 import html
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -40,6 +40,7 @@ from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso, pa
 from airflow_provider_eh.plugins.readers.variables import variable_reader
 from airflow_provider_eh.plugins.redaction import scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
+from airflow_provider_eh.plugins.web import answer, auth_manager, check_connections, user_dependency
 
 STATIC = Path(__file__).with_name("static")
 #: the template fields that tell each kind of task, whatever its class is called
@@ -351,16 +352,9 @@ def ingest_tab(facts: TaskInstanceFacts) -> dict[str, Any]:
                                    sql_conn_id=facts.text("sql_conn_id"), sink_consumer_group=facts.text("consumer_group"))}
 
 
-def tab_router(
-    get_user: Any,
-    answer_of: Callable[[Reading, Callable[[], dict[str, Any]]], dict[str, Any]],
-    connection_teams: Callable[[Iterable[str]], dict[str, str | None]],
-) -> APIRouter:
-    """The tab's page, its script and its API, behind ``get_user`` and the auth manager.
-
-    :param answer_of: the view's answer maker (``app._answer``: failures in words fit to show, scrubbed).
-    :param connection_teams: the view's ``conn_id -> team`` lookup for the connection check.
-    """
+def tab_router() -> APIRouter:
+    """The tab's page, its script and its API, behind the view's web layer (:mod:`~airflow_provider_eh.plugins.web`)."""
+    get_user = user_dependency()
     router = APIRouter()
 
     @router.get("/tab", response_class=HTMLResponse)
@@ -379,23 +373,17 @@ def tab_router(
         map_index: Annotated[int, Query(ge=-1)] = -1,
         user: Any = Depends(get_user),
     ) -> dict[str, Any]:
-        from airflow.api_fastapi.app import get_auth_manager
-        from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
-
-        manager = get_auth_manager()
+        manager = auth_manager()
         if dag_id not in links.readable_dags(manager, user, links.dag_teams([dag_id])):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read the task instances of DAG {dag_id!r}")
         try:
             facts = TaskInstanceFacts(dag_id, run_id, task_id, map_index).load()
         except ViewReadError as exc:
             raise HTTPException(exc.status_code, scrub(exc.message)) from None
-        answer: dict[str, Any] = {**facts.about(), "message": None if facts.kind else NOT_OURS}
+        about: dict[str, Any] = {**facts.about(), "message": None if facts.kind else NOT_OURS}
         if facts.kind is None:
-            return scrub(answer)
-        for conn_id, team in connection_teams(facts.connection_ids()).items():
-            if not manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id, team_name=team),
-                                                    user=user):
-                raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read connection {conn_id!r}")
+            return scrub(about)
+        check_connections(manager, user, facts.connection_ids())
         source = Source(event_hubs_conn_id=facts.text("event_hubs_conn_id") or "", eventhub_name=facts.text("eventhub_name"),
                         wasb_conn_id=facts.text("wasb_conn_id") or "wasb_default",
                         state_container=facts.text("state_container") if facts.kind == "publish" else None)
@@ -405,11 +393,11 @@ def tab_router(
             for conn_id in facts.connection_ids():  # their secrets, for the scrub
                 reading.connection(conn_id)
             if facts.kind == "publish":
-                return {**answer, "publish": publish_tab(facts, reading, variable_reader(manager, user))}
+                return {**about, "publish": publish_tab(facts, reading, variable_reader(manager, user))}
             if facts.kind == "checkpoint_sensor":
-                return {**answer, "checkpoint_sensor": sensor_tab(facts)}
-            return {**answer, "ingest": ingest_tab(facts)}
+                return {**about, "checkpoint_sensor": sensor_tab(facts)}
+            return {**about, "ingest": ingest_tab(facts)}
 
-        return answer_of(reading, build)
+        return answer(reading, build)
 
     return router

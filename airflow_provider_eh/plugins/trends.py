@@ -30,6 +30,7 @@ from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading,
 from airflow_provider_eh.plugins.sampler import SamplingSettings, sample_store, watch
 from airflow_provider_eh.plugins.samples import lag_series, step_for
 from airflow_provider_eh.plugins.volume import BUCKET_SECONDS, published_volume
+from airflow_provider_eh.plugins.web import answer
 
 MAX_HOURS = 25.0
 #: the publish trend's bars: whole multiples of the volume's buckets, at most this many in a window
@@ -107,8 +108,8 @@ def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: f
     }
 
 
-def trends_router(authorized_source: Callable[..., Source], answer: Callable[..., dict[str, Any]]) -> APIRouter:
-    """The trends route, behind the app's ``authorized_source`` dependency and scrubbed by its ``answer``."""
+def trends_router(authorized_source: Callable[..., Source]) -> APIRouter:
+    """The trends route, behind the app's ``authorized_source`` dependency, answered through the web layer."""
     router = APIRouter()
 
     @router.get("/api/trends")
