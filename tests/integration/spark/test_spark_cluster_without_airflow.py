@@ -212,7 +212,11 @@ def test_data_source_driver_killed_mid_send_then_an_executor_killed_in_the_retry
     spark_cluster: StandaloneCluster, airflow_free: Path, provider_zip: Path, setup: SparkSetup, tmp_path: Path,
 ) -> None:
     config = publish_config(setup, tmp_path, "publish")
-    first = publish(spark_cluster, config, airflow_free, provider_zip, env=paused_env(provider_zip, tmp_path / "paused"))
+    # the first try sends one partition at a time: each partition's rows fit in one SDK batch, so with all of them
+    # at once the others could all land before the paused driver stops; so the driver stops with some landed
+    one_at_a_time = publish_config(setup, tmp_path, "publish-one-at-a-time", maxWorkers="1")
+    first = publish(spark_cluster, one_at_a_time, airflow_free, provider_zip,
+                    env=paused_env(provider_zip, tmp_path / "paused"))
     try:
         wait_for_claim(tmp_path / "paused", first)
         in_doubt = sum(n + 1 for n in setup.ends().values())
