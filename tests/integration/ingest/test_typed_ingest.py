@@ -112,11 +112,11 @@ def context(run_id: str) -> dict[str, Any]:
     return {"ti": SimpleNamespace(try_number=1, map_index=-1), "run_id": run_id}
 
 
-def ingest(table: str, **options: Any) -> dict[str, Any]:
-    """``EventHubIngestOperator.execute`` of the hub to its end, the default row function mapping ``COLUMNS``."""
+def ingest(table: str, columns: list[str] = COLUMNS, **options: Any) -> dict[str, Any]:
+    """``EventHubIngestOperator.execute`` of the hub to its end, the default row function mapping ``columns``."""
     from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 
-    operator = EventHubIngestOperator(task_id="ingest", table=table, columns=COLUMNS, max_wait_time=0.3,
+    operator = EventHubIngestOperator(task_id="ingest", table=table, columns=columns, max_wait_time=0.3,
                                       max_duration=60, batch_seconds=0.3,
                                       **{"event_hubs_conn_id": CONN_ID, **options})
     return operator.execute(context("r1"))  # type: ignore[arg-type]
@@ -212,6 +212,38 @@ def test_typed_events_load_into_columns_on_sqlite_and_delta_and_what_does_not_de
         schema_registry_conn_id=CONN_ID, fail_on_error=False).execute(context("r2"))  # type: ignore[arg-type]
     assert len(replayed["replayed"]) == 4 and len(replayed["failed"]) == 3
     assert sorted(sql(bare, "SELECT order_id, amount, customer FROM orders")) == loaded
+
+
+READING = {"type": "record", "name": "Reading", "namespace": "com.example", "fields": [
+    {"name": "reading_id", "type": "long"},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+    {"name": "taken_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+]}
+
+
+def test_top_level_decimals_and_instants_load_into_sqlite_in_the_forms_nested_ones_take(
+        endpoint: EmulatorProcess, hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top-level Avro decimal once failed every batch on SQLite (``sqlite3`` binds no ``Decimal``), so the
+    consumer group never moved again; a top-level instant went through ``sqlite3``'s deprecated adapter. Now each
+    is text, as a nested field's JSON writes it (``json_default``)."""
+    readings = [{"reading_id": n, "price": {"$decimal": f"{n}.{n:02d}"},
+                 "taken_at": {"$datetime": f"2026-03-01T00:00:{n:02d}.217+00:00"}, "day": {"$date": f"2026-03-{n:02d}"},
+                 "ref": f"12345678-1234-5678-1234-5678123456{n:02d}"} for n in range(1, 7)]
+    send_elsewhere(endpoint, hub, [{"partition": str(n % 2), "kind": "avro", "row": row, "schema": READING, "group": AVRO_GROUP}
+                                   for n, row in enumerate(readings)], tmp_path)
+    db = tmp_path / "readings.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE readings (reading_id INTEGER, price TEXT, taken_at TEXT, day TEXT, ref TEXT)")
+    monkeypatch.setenv(*connection_env("typed_readings", "sqlite", host=str(db)))
+    summary = ingest("readings", sql_conn_id="typed_readings",
+                     columns=["reading_id", "price", "taken_at", "day", "ref"])
+    assert summary["events"] == 6
+    assert sql(db, "SELECT COUNT(*) FROM eh_ingest_dead_letter") == [(0,)]
+    rows = sql(db, "SELECT reading_id, price, taken_at, day, ref FROM readings ORDER BY reading_id")
+    assert rows == [(n, f"{n}.{n:02d}", f"2026-03-01T00:00:{n:02d}.217000+00:00", f"2026-03-{n:02d}",
+                     f"12345678-1234-5678-1234-5678123456{n:02d}") for n in range(1, 7)]
 
 
 def test_the_trigger_filter_and_the_sensor_match_on_decoded_fields(

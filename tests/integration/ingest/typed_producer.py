@@ -9,11 +9,16 @@ the schema id in the content type) and sends the events in order, one batch per 
 - ``unknown``: an ``avro/binary`` content type naming a schema id the registry does not have;
 - ``plain``: the row as JSON text, no content type (an event as before typed events).
 
+A row's value ``{"$decimal": "12.34"}``, ``{"$datetime": ISO 8601}`` or ``{"$date": ISO 8601}`` is given to the
+encoder as the ``Decimal``, ``datetime`` or ``date`` that Avro's logical types take.
+
 Prints ``{"ids": [schema id or null per event]}``.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import pickle
 import sys
@@ -26,6 +31,16 @@ from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
 UNKNOWN_ID = "0" * 32
 
 
+REVIVE = {"$decimal": decimal.Decimal, "$datetime": datetime.datetime.fromisoformat, "$date": datetime.date.fromisoformat}
+
+
+def revived(row: dict) -> dict:
+    """``row`` with each tagged value as the Python value it stands for (``REVIVE``)."""
+    return {name: REVIVE[next(iter(value))](next(iter(value.values())))
+            if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in REVIVE else value
+            for name, value in row.items()}
+
+
 def main(endpoint_file: str, conn_str: str, events_file: str) -> None:
     registry = pickle.loads(Path(endpoint_file).read_bytes())
     events = json.loads(Path(events_file).read_text())
@@ -33,7 +48,7 @@ def main(endpoint_file: str, conn_str: str, events_file: str) -> None:
     ids: list[str | None] = []
     with registry.client() as client:
         for item in events:
-            kind, row = item["kind"], item["row"]
+            kind, row = item["kind"], revived(item["row"])
             if kind in ("avro", "corrupt"):
                 encoder = AvroEncoder(client=client, group_name=item["group"], auto_register=True)
                 event = encoder.encode(row, schema=json.dumps(item["schema"]), message_type=EventData)

@@ -68,3 +68,22 @@ def test_table_and_column_names_must_be_plain_identifiers():
     assert identifier("analytics.orders", "table") == "analytics.orders"
     with pytest.raises(SinkConfigError, match="orders; DROP"):
         identifier("orders; DROP TABLE x", "table")
+
+
+def test_values_sqlite_has_no_type_for_are_text_in_the_forms_nested_ones_take() -> None:
+    import datetime
+    import decimal
+    import uuid
+
+    from airflow_provider_eh.client.typed_events import json_default
+    from airflow_provider_eh.ingest.sinks.sql.values import sqlite_values
+
+    plain = [(1, "a", 2.5, b"\x00", None, True)]
+    assert sqlite_values(plain) is plain  # nothing to write otherwise: the rows as they are
+    instant = datetime.datetime(2026, 3, 1, 0, 0, 30, 217000, tzinfo=datetime.UTC)
+    typed = [(1, decimal.Decimal("12.34"), instant, datetime.date(2026, 3, 1), datetime.time(8, 30),
+              uuid.UUID("12345678-1234-5678-1234-567812345678"), b"\x01")]
+    (row,) = sqlite_values(typed)
+    assert row == (1, "12.34", "2026-03-01T00:00:30.217000+00:00", "2026-03-01", "08:30:00",
+                   "12345678-1234-5678-1234-567812345678", b"\x01")
+    assert row[1:6] == tuple(json_default(v) for v in typed[0][1:6])  # as a nested field's JSON writes them

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.ingest.sinks.sql.values import sqlite_values
 
 # Why dialect classes of our own rather than SQLAlchemy Core: the state writes are a dozen fixed
 # statements whose only differences are the upsert spelling, the parameter marker, the key column
@@ -215,6 +216,11 @@ class SqliteDialect(Dialect):
         for start in range(0, len(rows), per):
             chunk = rows[start : start + per]
             cursor.execute(head + ", ".join([template] * len(chunk)) + rest, [v for row in chunk for v in row])
+
+    def insert_rows(self, cursor: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                    before: bytes = b"") -> None:
+        """The rows with the values ``sqlite3`` has no type for in SQLite's text forms (:func:`sqlite_values`)."""
+        super().insert_rows(cursor, table, columns, sqlite_values(rows), before)
 
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
