@@ -17,7 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh import metrics
-from airflow_provider_eh.client.failures import FailureSite
+from airflow_provider_eh.client.failures import FailureSite, is_storage_error
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
@@ -43,8 +43,7 @@ from airflow_provider_eh.operators.ingest_base import (
     SQL,
     SQL_BATCH_BYTES,
     SqlSinkOperator,
-    _batch_seconds,
-    _is_storage_error,
+    batch_seconds_of,
     delta_store,
     sdk_failures,
 )
@@ -189,7 +188,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         self.merge_keys = merge_keys
         self.partition_by = partition_by
         self.dead_letter_table = dead_letter_table
-        self.batch_seconds = _batch_seconds(self.task_id, sink, batch_seconds, delta_batch_seconds)
+        self.batch_seconds = batch_seconds_of(self.task_id, sink, batch_seconds, delta_batch_seconds)
         self.wasb_conn_id = wasb_conn_id
         self.checkpoint_container = checkpoint_container
         self.instance = instance
@@ -314,7 +313,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
             done = (f"{run.committed_events} events were committed with their SQL checkpoints before the failure: "
                     "the next try resumes after them." if run is not None and run.committed_events else
                     "Nothing was loaded: the SQL checkpoints are unchanged.")
-            if container is not None and _is_storage_error(exc):
+            if container is not None and is_storage_error(exc):
                 return FailureSite.of_blob(self.wasb_conn_id, container.url, container=self.checkpoint_container,
                                            container_field="checkpoint_container", role="checkpoints", done=done)
             return FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, consumer_group=self.consumer_group,

@@ -3,12 +3,10 @@ SDK errors at a site, and the base operator with the target table, the row funct
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseHook, BaseOperator
 
 from airflow_provider_eh.client.failures import FailureSite, provider_error
@@ -23,6 +21,7 @@ from airflow_provider_eh.ingest.rows import load_row_function
 from airflow_provider_eh.ingest.sinks.delta import APPEND, DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.ingest.sinks.sql.dialects import check_conn_type
 from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
+from airflow_provider_eh.operators.deprecation import renamed_argument
 
 if TYPE_CHECKING:
     from airflow_provider_eh.ingest.rows import RowFunction
@@ -61,13 +60,6 @@ def delta_store(
         dead_letter_uri=dead_letter_table or None,
     )
     return DeltaIngestStore(target, Stream(endpoint.namespace, endpoint.eventhub_name, consumer_group))
-
-
-def _is_storage_error(exc: BaseException) -> bool:
-    """Whether ``exc`` came from blob storage (an Azure Core error) rather than from the hub (the Event Hubs SDK's)."""
-    from azure.core.exceptions import AzureError
-
-    return isinstance(exc, AzureError)
 
 
 @contextmanager
@@ -137,14 +129,8 @@ class SqlSinkOperator(BaseOperator):
         return store
 
 
-def _batch_seconds(task_id: str, sink: str, batch_seconds: float | None, delta_batch_seconds: float | None) -> float | None:
-    """``batch_seconds``, or the deprecated ``delta_batch_seconds`` of a Delta sink (with its warning)."""
-    if delta_batch_seconds is None:
-        return batch_seconds
-    warnings.warn(f"Task {task_id!r}: delta_batch_seconds is deprecated and will be removed in 2.0.0; pass batch_seconds, "
-                  "which every sink reads (by default 0.25 s on a SQL sink, 10 s on a Delta sink).",
-                  AirflowProviderDeprecationWarning, stacklevel=4)
-    if batch_seconds is not None and batch_seconds != delta_batch_seconds:
-        raise ValueError(f"Task {task_id!r}: batch_seconds={batch_seconds!r} and its deprecated spelling "
-                         f"delta_batch_seconds={delta_batch_seconds!r} disagree; pass batch_seconds only")
-    return delta_batch_seconds if sink == DELTA else batch_seconds
+def batch_seconds_of(task_id: str, sink: str, batch_seconds: float | None, delta_batch_seconds: float | None) -> float | None:
+    """``batch_seconds``, or on a Delta sink its deprecated spelling ``delta_batch_seconds`` (which a SQL sink never read)."""
+    seconds = renamed_argument(task_id, "batch_seconds", batch_seconds, "delta_batch_seconds", delta_batch_seconds,
+                               why=", which every sink reads (by default 0.25 s on a SQL sink, 10 s on a Delta sink)")
+    return seconds if sink == DELTA else batch_seconds

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_provider_eh.client.failures import FailureSite, failure_scope, provider_error
+from airflow_provider_eh.client.failures import FailureSite, failure_scope, is_storage_error, provider_error
 from airflow_provider_eh.errors import (
     CheckpointStoreError,
     EventHubsProviderError,
@@ -90,16 +90,11 @@ def sdk_failure(exc: BaseException, sites: Iterable[FailureSite]) -> BaseExcepti
     Storage errors (azure-core's, not raised through the Event Hubs SDK) go to the blob site, every other
     one to the Event Hubs site; the last site added of the service wins.
     """
-    storage = _is_storage_error(exc)
+    storage = is_storage_error(exc)
     for site in reversed(list(sites)):
         if (site.service == "blob storage") == storage:
             return provider_error(exc, site) or exc
     return exc
-
-
-def _is_storage_error(exc: BaseException) -> bool:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return "AzureError" in names and "EventHubError" not in names
 
 
 #: the package's errors raised below the task without its connection id (the engine knows an endpoint or a

@@ -11,13 +11,11 @@ from __future__ import annotations
 import ast
 import json
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, AirflowSensorTimeout, conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
@@ -27,6 +25,7 @@ from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failu
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.operators.deprecation import renamed_argument
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 from airflow_provider_eh.triggers.reported import task_error
@@ -149,15 +148,9 @@ class EventHubCheckpointSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if container is not None:
-            warnings.warn(
-                f"Task {self.task_id!r}: EventHubCheckpointSensor(container=...) is deprecated and will be removed in "
-                "2.0.0; pass checkpoint_container=..., as every other class of the provider names it.",
-                AirflowProviderDeprecationWarning, stacklevel=2)
-            if checkpoint_container is not None and checkpoint_container != container:
-                raise ValueError(f"Task {self.task_id!r}: checkpoint_container={checkpoint_container!r} and its deprecated "
-                                 f"spelling container={container!r} disagree; pass checkpoint_container only")
-            checkpoint_container = container
+        checkpoint_container = renamed_argument(
+            self.task_id, "checkpoint_container", checkpoint_container, "container", container,
+            old_as="EventHubCheckpointSensor(container=...)", why="=..., as every other class of the provider names it")
         if not checkpoint_container:
             raise ValueError(f"Task {self.task_id!r}: pass checkpoint_container, the container the consumers' "
                              "BlobCheckpointStore writes to")

@@ -40,6 +40,7 @@ No Airflow import: the engines, Spark's driver and the triggers map with it too.
 from __future__ import annotations
 
 from airflow_provider_eh.client.failures.classify import provider_error, provider_error_of_report, provider_errors, retry_can_help
+from airflow_provider_eh.client.failures.reading import is_storage_error
 from airflow_provider_eh.client.failures.scope import failure_scope, note_site, site_of, storage_failure
 from airflow_provider_eh.client.failures.sites import (
     BLOB_STORAGE,
@@ -62,6 +63,7 @@ __all__ = [
     "StoreRole",
     "UNKNOWN_CONNECTION",
     "failure_scope",
+    "is_storage_error",
     "note_site",
     "provider_error",
     "provider_error_of_report",

@@ -141,6 +141,12 @@ _FAMILIES = ("EventHubError", "AMQPException", "AzureError", "WebSocketException
              "RequestException", "ProxyError", "OperationTimeoutError")
 
 
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came from blob storage (an Azure Core error) rather than from the hub (the Event Hubs SDK's)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "AzureError" in names and "EventHubError" not in names
+
+
 def _is_service_failure(exc: BaseException) -> bool:
     """True for what the map reads: the SDKs' errors and the network's, not a bug or bad input of ours."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):

@@ -306,13 +306,8 @@ def _data_errors(conn: Any) -> tuple[type[BaseException], ...]:
     """The driver's exception classes for a row the database refused: DB-API 2.0's ``IntegrityError`` and
     ``DataError``, which the driver's top module names (``sqlite3``, ``psycopg2``, ``pymysql``, ...)."""
     module = sys.modules.get(type(conn).__module__.split(".")[0])
-    found = tuple(c for c in (getattr(module, "IntegrityError", None), getattr(module, "DataError", None))
-                  if isinstance(c, type) and issubclass(c, BaseException))
-    return found or (_NoDataError,)
-
-
-class _NoDataError(Exception):
-    """Stands for the data errors of a driver that names none: nothing is then a data error."""
+    return tuple(c for c in (getattr(module, "IntegrityError", None), getattr(module, "DataError", None))
+                 if isinstance(c, type) and issubclass(c, BaseException))  # none: nothing is a data error
 
 
 class SqlIngestStore:

@@ -8,25 +8,26 @@ the same form a nested field of the record gets in its JSON text.
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-#: the types ``sqlite3`` binds as they are
-_SQLITE_NATIVE = frozenset({str, int, float, bool, bytes, type(None)})
+from airflow_provider_eh.client.typed_events import json_default
+
+#: the types ``sqlite3`` binds as they are (bytes-like ones as BLOBs)
+_SQLITE_NATIVE = frozenset({str, int, float, bool, bytes, bytearray, memoryview, type(None)})
 
 
 def sqlite_value(value: Any) -> Any:
-    """A value ``sqlite3`` has no type for in the text form the package gives it everywhere (a decoded record's
-    nested fields and JSON payloads alike): decimals and UUIDs as text, dates, times and instants as ISO 8601
-    (``2026-03-01T00:00:30.217000+00:00``); anything else as it is (``sqlite3`` then names what it cannot bind)."""
-    if isinstance(value, (decimal.Decimal, uuid.UUID)):
-        return str(value)
-    if isinstance(value, (datetime.date, datetime.time)):  # datetime.datetime is a date
-        return value.isoformat()
-    return value
+    """A value ``sqlite3`` has no type for in the text form the package gives it everywhere, a decoded record's
+    nested fields and JSON payloads alike (:func:`~airflow_provider_eh.client.typed_events.json_default`: decimals
+    and UUIDs as text, dates, times and instants as ISO 8601); anything else as it is (``sqlite3`` then names what
+    it cannot bind)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):  # a subclass of one: still a BLOB, not base64 text
+        return value
+    try:
+        return json_default(value)
+    except TypeError:
+        return value
 
 
 def sqlite_values(rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
