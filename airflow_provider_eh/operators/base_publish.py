@@ -13,19 +13,23 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from airflow_provider_eh import metrics
-from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
+from airflow_provider_eh.client.fencing import fencing_mode
 from airflow_provider_eh.extras import require_extra
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
+from airflow_provider_eh.operators.deprecated_arguments import (
+    DeprecatedPublishArguments,
+    deprecated_values,
+    record_of,
+)
 from airflow_provider_eh.operators.hub_lineage import HubLineage
+from airflow_provider_eh.operators.settings import WASB_DEFAULT, Delivery, EventSchema, ProducerState
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.publishing import IdempotentPublisher, PartitionOptions, PartitionResult, derive_batch_id
 from airflow_provider_eh.publishing.driver import progress_of
-from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
+from airflow_provider_eh.publishing.in_flight import check_lease_only_batch_bytes
 from airflow_provider_eh.publishing.plan import producer_group_of
 from airflow_provider_eh.publishing.typed import (
     RowEncoder,
@@ -47,57 +51,40 @@ _BATCHES = {
 }
 
 
-class BasePublishOperator(HubLineage, BaseOperator):
+#: deprecated flat argument -> its field of the record that replaced it
+STATE_ARGUMENTS = {"state_backend": "backend", "state_container": "container", "wasb_conn_id": "wasb_conn_id",
+                   "lease_seconds": "lease_seconds", "claim_timeout": "claim_timeout",
+                   "keep_committed": "keep_committed", "keep_committed_days": "keep_committed_days"}
+DELIVERY_ARGUMENTS = {"send_attempts": "send_attempts", "hub_fencing": "hub_fencing",
+                      "lease_only_batch_bytes": "lease_only_batch_bytes"}
+SCHEMA_ARGUMENTS = {"schema_group": "group", "schema": "definition", "schema_file": "file", "schema_name": "name",
+                    "schema_format": "format",
+                    "auto_register_schema": "auto_register", "schema_compatibility": "compatibility"}
+
+
+class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
     """
     Base of the operators that publish a batch exactly once.
 
     :param eventhub_name: the hub (templated); default: the connection's.
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection (templated).
-    :param state_backend: ``"blob"`` or ``"variable"`` (templated); default ``"blob"`` when
-        ``state_container`` is given, else ``"variable"`` (single-writer: serialise runs of the group; a task that
-        defaults to it says so in its log).
-    :param wasb_conn_id: the ``wasb`` connection of the blob backend (templated).
-    :param state_container: the container holding producer states (templated).
+    :param state: :class:`ProducerState`: where producer states are kept, ``"blob"`` (a container, fenced by blob
+        leases: runs may overlap) or ``"variable"`` (Airflow Variables: one writer per producer group); without
+        it, Variables, which the task's log then names with their guarantee.
     :param producer_group: the producer group (templated); default ``"{dag_id}.{task_id}"``.
     :param generation: bump to republish the same interval on purpose (templated).
     :param partition_options: per partition ``{"producer_group", "owner_level", "starting_sequence_number"}``.
-    :param keep_committed: prune the ledger to this many recent batches per partition (default: keep all;
-        a pruned batch re-run would publish again).
-    :param keep_committed_days: also prune batches committed more than this many days ago (default: keep
-        all; the newest batch of a partition is always kept; a pruned batch re-run would publish again).
-    :param send_attempts: in-process attempts per partition on transient send errors.
-    :param lease_seconds: blob lease duration (15 to 60).
-    :param claim_timeout: seconds to wait for another publisher's blob lease before failing (retryably);
-        default ``None``: a little longer than ``lease_seconds``, so a run cleared right after a crashed
-        one publishes (the crashed holder's lease expires), while a live holder still fences it off.
-    :param hub_fencing: ``"auto"`` (default): attach the sender links as idempotent producers where the
-        hub and the installed SDK offer it, so the hub itself refuses a stalled publisher once another one
-        took over, else fence by the claim's lease (a warning in the log when it is the SDK);
-        ``"required"``: fail before anything is sent where the hub or the SDK cannot; ``False``: the lease
-        alone. Each partition's result says which fence held its send: ``"hub"`` or ``"lease"``.
-    :param lease_only_batch_bytes: where a send is fenced by the lease alone (``hub_fencing=False``, or
-        ``"auto"`` on a hub or SDK without idempotent producers), each SDK batch holds at most this many
-        bytes: what a publisher that stalls mid-send can land twice per partition after a retry took over
-        (consumers drop it by ``eh.seq``). A whole number from 1024 to 1048576 (Event Hubs' 1 MiB batch
-        limit), default 262144 (256 KiB); smaller means fewer duplicates after a stall and more round
-        trips; an event larger than the bound is sent alone. Checked when the operator is built. Under the
-        hub's fencing it does not apply. Each partition's result gives the bound in force (``null`` under
-        the hub's fencing).
-    :param schema_group: publish typed events: each body (a row) is encoded against a schema of this
-        group of the namespace's Schema Registry by Microsoft's encoder, the schema id in each event's
-        content type (``avro/binary+<id>``). Every row is encoded before anything is sent: a row that does
-        not fit fails the task naming it, and nothing of the batch is sent. (templated)
-    :param schema: the schema's definition: an Avro record schema, or a JSON Schema, as a dict or JSON text.
-    :param schema_file: a file holding the definition instead. (templated)
-    :param schema_name: a schema registered already: its latest version is used (with ``schema`` and a JSON
-        Schema: the name to register it under, else its ``title``). (templated)
-    :param schema_format: ``"Avro"`` (default) or ``"Json"`` (JSON Schema).
-    :param auto_register_schema: register the definition when the group does not hold it (default
-        ``False``: the task fails, naming the group and schema).
-    :param schema_compatibility: before anything is registered or sent, check the schema against the
-        latest registered version of its name: ``"Backward"`` (the schema reads what the latest version
-        wrote), ``"Forward"`` (the latest version reads what this schema writes), ``"Full"`` (both), or
-        ``"None"`` (default: no check). A schema that is not compatible fails the task naming the fields.
+    :param delivery: :class:`Delivery`: how each partition's send is fenced (the hub's idempotent producers or the
+        claim's lease) and retried. Each partition's result says which fence held its send (``"hub"`` or
+        ``"lease"``) and the lease-only batch bound in force (``null`` under the hub's fencing).
+    :param schema: :class:`EventSchema`: publish typed events, each body (a row) encoded against a schema of the
+        namespace's Schema Registry by Microsoft's encoder, the schema id in each event's content type
+        (``avro/binary+<id>``). Every row is encoded before anything is sent: a row that does not fit fails the
+        task naming it, and nothing of the batch is sent.
+
+    The flat arguments these records replaced (``state_backend``, ``state_container``, ``wasb_conn_id``,
+    ``keep_committed``, ``hub_fencing``, ``schema_group``, a definition as ``schema``, ...) still work, with a
+    deprecation warning naming the record to pass (removed in 2.0.0).
 
     With a schema, each partition's result also gives ``schema``: ``{group, name, id, version, format}``,
     recorded in the ledger too; the fingerprint covers the encoded bytes and the schema id, so a re-run of
@@ -125,54 +112,59 @@ class BasePublishOperator(HubLineage, BaseOperator):
         *,
         eventhub_name: str | None = None,
         event_hubs_conn_id: str = "azure_event_hubs_default",
-        state_backend: str | None = None,
-        wasb_conn_id: str = "wasb_default",
-        state_container: str | None = None,
+        state: ProducerState | None = None,
         producer_group: str | None = None,
         generation: int | str = 0,
         partition_options: Mapping[str, Mapping[str, Any]] | None = None,
-        keep_committed: int | None = None,
-        keep_committed_days: float | None = None,
-        send_attempts: int = 3,
-        lease_seconds: int = 15,
-        claim_timeout: float | None = None,
-        hub_fencing: HubFencing = "auto",
-        lease_only_batch_bytes: int = DEFAULT_LEASE_ONLY_BATCH_BYTES,
-        schema_group: str | None = None,
-        schema: Mapping[str, Any] | str | None = None,
-        schema_file: str | None = None,
-        schema_name: str | None = None,
-        schema_format: str = "Avro",
-        auto_register_schema: bool = False,
-        schema_compatibility: str = "None",
+        delivery: Delivery | None = None,
+        schema: EventSchema | Mapping[str, Any] | str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        check_lease_only_batch_bytes(lease_only_batch_bytes)  # not templated: refused when the DAG is parsed
-        self.schema_group = schema_group
-        self.schema = schema
-        self.schema_file = schema_file
-        self.schema_name = schema_name
-        self.schema_format = schema_format
-        self.auto_register_schema = auto_register_schema
-        self.schema_compatibility = schema_compatibility
-        self.check_schema_settings()  # refused when the DAG is parsed
         self.eventhub_name = eventhub_name
         self.event_hubs_conn_id = event_hubs_conn_id
-        self.state_backend = state_backend
-        self.wasb_conn_id = wasb_conn_id
-        self.state_container = state_container
         self.producer_group = producer_group
         self.generation = generation
         self.partition_options = partition_options
-        self.keep_committed = keep_committed
-        self.keep_committed_days = keep_committed_days
-        self.send_attempts = send_attempts
-        self.lease_seconds = lease_seconds
-        self.claim_timeout = claim_timeout
-        self.hub_fencing = hub_fencing
-        self.lease_only_batch_bytes = lease_only_batch_bytes
+        self._keep_state(state)
+        sending = record_of(self, "delivery", Delivery, delivery, DELIVERY_ARGUMENTS) or Delivery()
+        self.send_attempts, self.hub_fencing = sending.send_attempts, sending.hub_fencing
+        self.lease_only_batch_bytes = sending.lease_only_batch_bytes
+        self._keep_schema(schema)
+        self.check_schema_settings()  # refused when the DAG is parsed
         self._lineage_hub: tuple[str, str] | None = None
+
+    def _keep_state(self, state: ProducerState | None) -> None:
+        """``state`` (or its deprecated flat arguments) as the flat attributes the task templates and the tab reads."""
+        if state is not None and not isinstance(state, ProducerState):
+            raise ValueError(f"Task {self.task_id!r}: state={state!r}: pass ProducerState('blob', container=...) or "
+                             "ProducerState('variable')")
+        old = deprecated_values(self, "state", "ProducerState", state, STATE_ARGUMENTS,
+                                requires=tuple(n for n in STATE_ARGUMENTS if n != "wasb_conn_id"))
+        kept = state or ProducerState("variable")
+        self.state_backend = old.get("state_backend") if old else (state.backend if state else None)
+        self.state_container = old.get("state_container", kept.container)
+        self.wasb_conn_id = old.get("wasb_conn_id", kept.wasb_conn_id if state else
+                                    self._deprecated_arguments.get("wasb_conn_id", WASB_DEFAULT))
+        self.lease_seconds = old.get("lease_seconds", kept.lease_seconds)
+        self.claim_timeout = old.get("claim_timeout", kept.claim_timeout)
+        self.keep_committed = old.get("keep_committed", kept.keep_committed)
+        self.keep_committed_days = old.get("keep_committed_days", kept.keep_committed_days)
+
+    def _keep_schema(self, schema: EventSchema | Mapping[str, Any] | str | None) -> None:
+        """``schema`` (or its deprecated flat arguments, a bare definition among them) as flat attributes."""
+        record = schema if isinstance(schema, EventSchema) else None
+        if schema is not None and record is None:  # a bare definition: the deprecated spelling
+            self._deprecated_arguments["schema"] = schema
+        old = deprecated_values(self, "schema", "EventSchema", record, SCHEMA_ARGUMENTS)
+        given = record or EventSchema("")
+        self.schema_group = old.get("schema_group", given.group or None)
+        self.schema = old.get("schema", given.definition)
+        self.schema_file = old.get("schema_file", given.file)
+        self.schema_name = old.get("schema_name", given.name)
+        self.schema_format = old.get("schema_format", given.format)
+        self.auto_register_schema = old.get("auto_register_schema", given.auto_register)
+        self.schema_compatibility = old.get("schema_compatibility", given.compatibility)
 
     def check_schema_settings(self) -> None:
         """Refuse an incomplete or contradictory schema setting, naming the parameter."""

@@ -10,15 +10,16 @@ how many events the run committed before it, and says whether a retry can help.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, is_storage_error
-from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.ingest import (
@@ -31,32 +32,62 @@ from airflow_provider_eh.ingest import (
 )
 from airflow_provider_eh.ingest.limits import DELTA_BATCH_SECONDS, SQL_BATCH_SECONDS
 from airflow_provider_eh.ingest.sinks.delta import (
-    APPEND,
     DELTA_BATCH_BYTES,
     DeltaIngestStore,
     check_delta_options,
 )
 from airflow_provider_eh.lineage import table_dataset
+from airflow_provider_eh.operators.deprecated_arguments import DeprecatedIngestArguments, record_of
+from airflow_provider_eh.operators.deprecation import REMOVED_IN
 from airflow_provider_eh.operators.hub_lineage import HubLineage
 from airflow_provider_eh.operators.ingest_base import (
     DELTA,
-    SQL,
     SQL_BATCH_BYTES,
     SqlSinkOperator,
-    batch_seconds_of,
     delta_store,
     sdk_failures,
 )
+from airflow_provider_eh.operators.settings import (
+    Batching,
+    BlobCheckpoints,
+    DeltaSink,
+    IngestLimits,
+    Ownership,
+    Sessions,
+    SqlSink,
+)
 from airflow_provider_eh.operators.task_errors import airflow_errors
-from airflow_provider_eh.stamps import SEQ as STAMP_SEQ
+
+__all__ = [
+    "Batching",
+    "BlobCheckpoints",
+    "DeltaSink",
+    "EventHubDeadLetterReplayOperator",
+    "EventHubIngestOperator",
+    "IngestLimits",
+    "Ownership",
+    "Sessions",
+    "SqlSink",
+]
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_provider_eh.ingest.runner import IngestedBatch
 
+#: deprecated flat argument -> its field of the record that replaced it
+CHECKPOINT_ARGUMENTS = {"checkpoint_container": "container", "wasb_conn_id": "wasb_conn_id",
+                        "checkpoint_interval": "interval"}
+OWNERSHIP_ARGUMENTS = {"instances": "instances", "strategy": "strategy", "ownership_expiry": "expiry"}
+BATCHING_ARGUMENTS = {"batch_size": "size", "batch_bytes": "byte_size", "batch_seconds": "seconds",
+                      "delta_batch_seconds": "seconds", "max_wait_time": "max_wait_time"}
+LIMIT_ARGUMENTS = {"max_events": "max_events", "max_duration": "max_duration", "partition_ids": "partition_ids",
+                   "stall_timeout": "stall_timeout", "lag_interval": "lag_interval"}
+SESSION_ARGUMENTS = {"session_key": "key", "session_sequence": "sequence", "session_first_sequence": "first_sequence",
+                     "session_end": "end", "session_defer_limit": "defer_limit"}
 
-class EventHubIngestOperator(HubLineage, SqlSinkOperator):
+
+class EventHubIngestOperator(HubLineage, SqlSinkOperator, DeprecatedIngestArguments):
     """
     Ingest a bounded range of an Event Hub into a SQL table, exactly once.
 
@@ -78,9 +109,9 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
     Returns (XCom) ``{owner_id, events, partitions: {id: {target, start, checkpoint, batches, events,
     rows, duplicates, dead_letters, deferred, ...}}}``.
 
-    :param table: the target table; it must exist. (templated)
-    :param sql_conn_id: an Airflow SQL connection of type ``sqlite``, ``postgres`` or ``mysql`` (MySQL or
-        MariaDB); another type is refused before anything is read. (templated)
+    :param sink: where rows land: :class:`SqlSink` (a table of a ``sqlite``, ``postgres`` or ``mysql`` connection;
+        another type is refused before anything is read) or :class:`DeltaSink` (a Delta table's path or URI, created
+        by the first batch when missing; ``sessions`` is refused there).
     :param row_function: event -> row (dict), rows, or ``None``; a callable or ``"package.module:function"``.
         Default: the body is a JSON object inserted as one row. An exception dead-letters the event.
     :param columns: with the default row function, the JSON keys to insert (default: all). (templated)
@@ -92,44 +123,19 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         decode is dead-lettered ``undecodable`` with the reason. Read only when a typed event arrives. (templated)
     :param eventhub_name: the hub; default: the connection's. (templated)
     :param consumer_group: the consumer group to read as and to checkpoint for. (templated)
-    :param wasb_conn_id: the ``wasb`` connection of ``checkpoint_container``. (templated)
-    :param checkpoint_container: the container of the standard checkpoint and ownership blobs; created
-        when missing. ``None``: SQL checkpoints only, one instance. (templated)
+    :param checkpoints: :class:`BlobCheckpoints`: the standard checkpoint and ownership blobs. ``None``: the sink's
+        checkpoints only, one instance.
     :param instance: this instance's number (map over it). (templated)
-    :param instances: how many instances share the hub. (templated)
-    :param strategy: ``balanced`` or ``greedy`` claiming.
-    :param ownership_expiry: seconds after which a claim that was not renewed is taken over.
-    :param batch_size: events per transaction at most; default: as many as have arrived, within
-        ``batch_bytes`` (a busy partition gets large transactions, a quiet one prompt small ones).
-    :param max_wait_time: seconds to wait for a batch to fill.
-    :param batch_bytes: event bodies per transaction at most; default 4 MiB on a SQL sink, 64 MiB on a Delta sink.
-    :param max_events: stop after this many events. (templated)
-    :param max_duration: stop after this many seconds. (templated)
-    :param partition_ids: only these partitions. (templated)
-    :param stall_timeout: seconds a pending partition may deliver nothing before the task fails (and retries).
-    :param checkpoint_interval: seconds between two writes of a partition's blob checkpoint while the
-        task runs (the SQL checkpoint moves with every batch; the last one is always written at the end).
-    :param lag_interval: seconds between two reads of the partitions' last enqueued sequence numbers, which
-        each batch's lag (the result's and the ``eventhubs.checkpoint.lag`` metric's) is counted from.
+    :param ownership: :class:`Ownership`: how many instances share the hub and how they claim partitions.
+    :param batching: :class:`Batching`: events, bytes and seconds per transaction.
+    :param limits: :class:`IngestLimits`: when the run stops (default: at each partition's last event when it
+        started), which partitions, and when a silent partition fails it.
+    :param sessions: :class:`Sessions`: in-order processing per session (a SQL sink).
     :param dedupe: skip stamped events at or below their producer group's high-water mark.
-    :param session_key: ``property:NAME`` or ``body:FIELD``: enables in-order processing per session.
-    :param session_sequence: where the per-session sequence is (default ``property:eh.seq``).
-    :param session_first_sequence: the sequence a session starts at.
-    :param session_end: where a truthy "last event of the session" flag is, if any.
-    :param session_defer_limit: seconds (of enqueued time) a deferred event may wait before it is dead-lettered.
-    :param state_table_prefix: prefix of the state tables (checkpoint, dedupe, dead_letter, session, deferred).
-    :param sink: ``sql`` (``table`` in ``sql_conn_id``) or ``delta``: ``table`` is then a Delta table's local path
-        or ``abfss://`` / ``az://`` URI (the credentials of ``wasb_conn_id``), created by the first batch when
-        missing. Each batch is one Delta commit holding its rows and the partition's checkpoint (an application
-        transaction); ``session_key`` is refused; dedupe marks are application transactions too.
-    :param delta_mode: ``append`` or ``merge`` (upsert on ``merge_keys``).
-    :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
-    :param partition_by: partition columns of the Delta table the first batch creates. (templated)
-    :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
-    :param batch_seconds: how long a partition's events wait for more before their commit (unless ``batch_size`` /
-        ``batch_bytes`` is reached first, or the run's target); default 0.25 on a SQL sink (fewer, larger
-        transactions), 10 on a Delta sink (fewer, larger commits and files). 0: commit what has arrived at once.
-    :param delta_batch_seconds: deprecated spelling of ``batch_seconds`` for a Delta sink (removed in 2.0.0).
+
+    The flat arguments these records replaced (``table``, ``sql_conn_id``, ``checkpoint_container``, ``max_events``,
+    ``batch_seconds``, ``session_key``, ...) still work, with a deprecation warning naming the record to pass
+    (removed in 2.0.0).
     """
 
     template_fields: Sequence[str] = (
@@ -141,9 +147,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         "max_events",
         "max_duration",
         "partition_ids",
-        "merge_keys",
         "partition_by",
-        "dead_letter_table",
     )
     ui_color = "#e3f1e0"
     hub_role = "input"
@@ -151,67 +155,55 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
     def __init__(
         self,
         *,
-        table: str,
-        wasb_conn_id: str = BlobStorageHook.default_conn_name,
-        checkpoint_container: str | None = None,
+        checkpoints: BlobCheckpoints | None = None,
         instance: int = 0,
-        instances: int | None = None,
-        strategy: str = "balanced",
-        ownership_expiry: float = 60.0,
-        batch_size: int | None = None,
-        max_wait_time: float = 1.0,
-        batch_bytes: int | None = None,
-        max_events: int | None = None,
-        max_duration: float | None = None,
-        partition_ids: Sequence[str] | None = None,
-        stall_timeout: float = 120.0,
-        checkpoint_interval: float = 1.0,
-        lag_interval: float = 5.0,
+        ownership: Ownership | None = None,
+        batching: Batching | None = None,
+        limits: IngestLimits | None = None,
+        sessions: Sessions | None = None,
         dedupe: bool = True,
-        session_key: str | None = None,
-        session_sequence: str = f"property:{STAMP_SEQ}",
-        session_first_sequence: int = 0,
-        session_end: str | None = None,
-        session_defer_limit: float = 3600.0,
-        sink: str = SQL,
-        delta_mode: str = APPEND,
-        merge_keys: Sequence[str] | None = None,
-        partition_by: Sequence[str] | None = None,
-        dead_letter_table: str | None = None,
-        delta_batch_seconds: float | None = None,
-        batch_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(table=table, **kwargs)
-        self.sink = sink
-        self.delta_mode = delta_mode
-        self.merge_keys = merge_keys
-        self.partition_by = partition_by
-        self.dead_letter_table = dead_letter_table
-        self.batch_seconds = batch_seconds_of(self.task_id, sink, batch_seconds, delta_batch_seconds)
-        self.wasb_conn_id = wasb_conn_id
-        self.checkpoint_container = checkpoint_container
+        super().__init__(**kwargs)
         self.instance = instance
-        self.instances = instances
-        self.strategy = strategy
-        self.ownership_expiry = ownership_expiry
-        self.batch_size = batch_size
-        self.batch_bytes = batch_bytes
-        self.max_wait_time = max_wait_time
-        self.max_events = max_events
-        self.max_duration = max_duration
-        self.partition_ids = partition_ids
-        self.stall_timeout = stall_timeout
-        self.checkpoint_interval = checkpoint_interval
-        self.lag_interval = lag_interval
         self.dedupe = dedupe
-        self.session_key = session_key
-        self.session_sequence = session_sequence
-        self.session_first_sequence = session_first_sequence
-        self.session_end = session_end
-        self.session_defer_limit = session_defer_limit
+        self._keep_checkpoints(record_of(self, "checkpoints", BlobCheckpoints, checkpoints, CHECKPOINT_ARGUMENTS,
+                                         requires=("checkpoint_container",)))
+        owned = record_of(self, "ownership", Ownership, ownership, OWNERSHIP_ARGUMENTS) or Ownership()
+        self.instances, self.strategy, self.ownership_expiry = owned.instances, owned.strategy, owned.expiry
+        self._keep_batching(record_of(self, "batching", Batching, batching, self._batching_arguments()) or Batching())
+        bounds = record_of(self, "limits", IngestLimits, limits, LIMIT_ARGUMENTS) or IngestLimits()
+        self.max_events, self.max_duration, self.partition_ids = bounds.max_events, bounds.max_duration, bounds.partition_ids
+        self.stall_timeout, self.lag_interval = bounds.stall_timeout, bounds.lag_interval
+        self.sessions = record_of(self, "sessions", Sessions, sessions, SESSION_ARGUMENTS, requires=("session_key",))
+        self.session_key = self.sessions.key if self.sessions else None
         self._run: IngestRun | None = None
         self._lineage_hub: tuple[str, str] | None = None
+
+    def _keep_checkpoints(self, checkpoints: BlobCheckpoints | None) -> None:
+        """The checkpoints' record as the flat attributes the task templates and the tab reads (none: ``None``s)."""
+        kept = checkpoints or BlobCheckpoints("")
+        self.checkpoint_container = kept.container or None
+        self.wasb_conn_id = kept.wasb_conn_id if checkpoints else None
+        self.checkpoint_interval = kept.interval
+
+    def _batching_arguments(self) -> dict[str, str]:
+        """The deprecated batching arguments: ``delta_batch_seconds`` was a Delta sink's ``batch_seconds`` (a SQL
+        sink never read it)."""
+        old = self._deprecated_arguments
+        if "delta_batch_seconds" in old and self.sink != DELTA:
+            warnings.warn(f"Task {self.task_id!r}: delta_batch_seconds= is deprecated and will be removed in {REMOVED_IN}, "
+                          "and a SQL sink never read it: drop it, or pass batching=Batching(seconds=...)",
+                          AirflowProviderDeprecationWarning, stacklevel=4)
+            old.pop("delta_batch_seconds")
+        if "delta_batch_seconds" in old and old.get("batch_seconds", old["delta_batch_seconds"]) != old["delta_batch_seconds"]:
+            raise ValueError(f"Task {self.task_id!r}: batch_seconds={old['batch_seconds']!r} and its deprecated spelling "
+                             f"delta_batch_seconds={old['delta_batch_seconds']!r} disagree; pass batching=Batching(seconds=...)")
+        return BATCHING_ARGUMENTS
+
+    def _keep_batching(self, batching: Batching) -> None:
+        self.batch_size, self.batch_bytes = batching.size, batching.byte_size
+        self.batch_seconds, self.max_wait_time = batching.seconds, batching.max_wait_time
 
     def on_kill(self) -> None:
         """Stop after the batch being committed; the next run resumes from the SQL checkpoint."""
@@ -230,14 +222,12 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             self.remember_hub(endpoint)
-            if self.sink not in (SQL, DELTA):
-                raise SinkConfigError(f"sink {self.sink!r} must be {SQL!r} or {DELTA!r}")
             delta = self.sink == DELTA
             sessions = None
-            if self.session_key:
+            if self.sessions:
                 sessions = SessionConfig.of(
-                    self.session_key, self.session_sequence, first_sequence=self.session_first_sequence,
-                    end=self.session_end, defer_limit_seconds=self.session_defer_limit,
+                    self.sessions.key, self.sessions.sequence, first_sequence=self.sessions.first_sequence,
+                    end=self.sessions.end, defer_limit_seconds=self.sessions.defer_limit,
                 )
             if delta:
                 check_delta_options(sessions=sessions, mode=self.delta_mode, merge_keys=self.merge_keys)
@@ -266,7 +256,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
             if delta:
                 processor.table = self.table  # a path or URI: named in the processor's messages
             container = (
-                BlobStorageHook(self.wasb_conn_id).ensure_container(self.checkpoint_container)
+                BlobStorageHook(str(self.wasb_conn_id)).ensure_container(self.checkpoint_container)
                 if self.checkpoint_container
                 else None
             )
@@ -290,7 +280,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
                 decoder.close()
 
     def _delta_store(self, endpoint: Any) -> DeltaIngestStore:
-        return delta_store(endpoint, self.consumer_group, self.table, self.wasb_conn_id, mode=self.delta_mode,
+        return delta_store(endpoint, self.consumer_group, self.table, self.sink_wasb_conn_id, mode=self.delta_mode,
                            merge_keys=self.merge_keys, partition_by=self.partition_by,
                            dead_letter_table=self.dead_letter_table)
 
@@ -314,7 +304,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
                     "the next try resumes after them." if run is not None and run.committed_events else
                     "Nothing was loaded: the SQL checkpoints are unchanged.")
             if container is not None and is_storage_error(exc):
-                return FailureSite.of_blob(self.wasb_conn_id, container.url, container=self.checkpoint_container,
+                return FailureSite.of_blob(str(self.wasb_conn_id), container.url, container=self.checkpoint_container,
                                            container_field="checkpoint_container", role="checkpoints", done=done)
             return FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, consumer_group=self.consumer_group,
                                            done=done)
@@ -327,7 +317,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator):
             uri = str(self.table)
             scheme, sep, rest = uri.partition("://")
             return [(f"{scheme}://{rest.split('/', 1)[0]}", rest.split("/", 1)[-1]) if sep else ("file", uri)]
-        conn = BaseHook.get_connection(self.sql_conn_id)
+        conn = BaseHook.get_connection(str(self.sql_conn_id))
         return [table_dataset(conn.conn_type or "", conn.host, self.table, port=conn.port, schema=conn.schema)]
 
 
@@ -340,8 +330,10 @@ class EventHubDeadLetterReplayOperator(SqlSinkOperator):
     Returns (XCom) ``{replayed: [[partition, seq], ...], failed: [[partition, seq, error], ...]}``;
     with ``fail_on_error`` the task fails when any replay failed.
 
-    :param table: the target table. (templated)
-    :param sql_conn_id: the Airflow SQL connection the ingest task wrote to. (templated)
+    :param sink: the ingest task's sink: :class:`SqlSink`, where each dead letter is replayed in its own
+        transaction, or :class:`DeltaSink`, whose dead letters are in its ``dead_letter_table``; there each replay
+        is three commits (the letters marked ``replaying``, their rows with the replay's application transaction,
+        the letters marked ``replayed``), so a replay killed anywhere and run again writes each letter's rows once.
     :param row_function: as for :class:`EventHubIngestOperator`.
     :param columns: as for :class:`EventHubIngestOperator`. (templated)
     :param event_hubs_conn_id: the hub's connection (names the stream the dead letters belong to). (templated)
@@ -352,16 +344,9 @@ class EventHubDeadLetterReplayOperator(SqlSinkOperator):
     :param sequence_numbers: only these sequence numbers of ``partition_id``. (templated)
     :param reasons: only dead letters with these reasons. (templated)
     :param fail_on_error: fail the task when a dead letter fails again.
-    :param state_table_prefix: prefix of the state tables.
-    :param sink: ``sql``, or ``delta``: ``table`` is then the Delta table the ingest task wrote (its path or URI,
-        reached with ``wasb_conn_id``), and its dead letters are in ``dead_letter_table`` (default
-        ``<table>_dead_letters``). Each replay is three commits (the letters marked ``replaying``, their rows with
-        the replay's application transaction, the letters marked ``replayed``), so a replay killed anywhere and
-        run again writes each letter's rows once.
-    :param wasb_conn_id: the ``wasb`` connection of a Delta table on Azure storage. (templated)
-    :param dead_letter_table: the Delta dead-letter table. (templated)
-    :param delta_mode: ``append`` or ``merge``, as the ingest task writes.
-    :param merge_keys: the key columns of ``delta_mode="merge"``. (templated)
+
+    The flat sink arguments (``table``, ``sql_conn_id``, ``delta_mode``, ...) still work, with a deprecation
+    warning (removed in 2.0.0).
     """
 
     template_fields: Sequence[str] = (
@@ -369,49 +354,33 @@ class EventHubDeadLetterReplayOperator(SqlSinkOperator):
         "partition_id",
         "sequence_numbers",
         "reasons",
-        "wasb_conn_id",
-        "dead_letter_table",
-        "merge_keys",
     )
 
     def __init__(
         self,
         *,
-        table: str,
         partition_id: str | None = None,
         sequence_numbers: Sequence[int] | None = None,
         reasons: Sequence[str] | None = None,
         fail_on_error: bool = True,
-        sink: str = SQL,
-        wasb_conn_id: str = BlobStorageHook.default_conn_name,
-        dead_letter_table: str | None = None,
-        delta_mode: str = APPEND,
-        merge_keys: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(table=table, **kwargs)
+        super().__init__(**kwargs)
         self.partition_id = partition_id
         self.sequence_numbers = sequence_numbers
         self.reasons = reasons
         self.fail_on_error = fail_on_error
-        self.sink = sink
-        self.wasb_conn_id = wasb_conn_id
-        self.dead_letter_table = dead_letter_table
-        self.delta_mode = delta_mode
-        self.merge_keys = merge_keys
 
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
-            if self.sink not in (SQL, DELTA):
-                raise SinkConfigError(f"sink {self.sink!r} must be {SQL!r} or {DELTA!r}")
             decoder = self._decoder()
             store: SqlIngestStore | DeltaIngestStore
             if self.sink == DELTA:
                 check_delta_options(sessions=None, mode=self.delta_mode, merge_keys=self.merge_keys)
                 processor = BatchProcessor("delta_table", self._row_function(), decoder=decoder)
                 processor.table = self.table  # a path or URI: named in the processor's messages
-                store = delta_store(endpoint, self.consumer_group, self.table, self.wasb_conn_id, mode=self.delta_mode,
+                store = delta_store(endpoint, self.consumer_group, self.table, self.sink_wasb_conn_id, mode=self.delta_mode,
                                     merge_keys=self.merge_keys, dead_letter_table=self.dead_letter_table)
             else:
                 processor = BatchProcessor(self.table, self._row_function(), decoder=decoder)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk import BaseHook
 
 from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.client.typed_events import TypedDecoder
@@ -21,7 +21,8 @@ from airflow_provider_eh.ingest.rows import load_row_function
 from airflow_provider_eh.ingest.sinks.delta import APPEND, DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.ingest.sinks.sql.dialects import check_conn_type
 from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
-from airflow_provider_eh.operators.deprecation import renamed_argument
+from airflow_provider_eh.operators.deprecated_arguments import DeprecatedSinkArguments, record_of
+from airflow_provider_eh.operators.settings import DeltaSink, SqlSink
 
 if TYPE_CHECKING:
     from airflow_provider_eh.ingest.rows import RowFunction
@@ -45,6 +46,10 @@ def _sql_connection(sql_conn_id: str) -> Any:
 SQL = "sql"
 DELTA = "delta"
 SQL_BATCH_BYTES = 4 * 1024 * 1024
+#: deprecated flat argument -> its field of SqlSink / DeltaSink
+SQL_SINK_ARGUMENTS = {"table": "table", "sql_conn_id": "conn_id", "state_table_prefix": "state_table_prefix"}
+DELTA_SINK_ARGUMENTS = {"table": "table", "wasb_conn_id": "wasb_conn_id", "delta_mode": "mode", "merge_keys": "merge_keys",
+                        "partition_by": "partition_by", "dead_letter_table": "dead_letter_table"}
 
 
 def delta_store(
@@ -75,38 +80,67 @@ def sdk_failures(site_of: Callable[[BaseException], FailureSite]) -> Iterator[No
         raise mapped from exc
 
 
-class SqlSinkOperator(BaseOperator):
-    """What the ingest and replay operators share: the SQL target, the row function and the decoding of typed events."""
+class SqlSinkOperator(DeprecatedSinkArguments):
+    """What the ingest and replay operators share: the sink, the row function and the decoding of typed events.
+
+    The sink's record is kept as flat attributes (``table``, ``sql_conn_id``, ...): they are the task's template
+    fields, rendered by Airflow and read by the Event Hubs tab from the serialized DAG.
+    """
 
     sink_fields: tuple[str, ...] = (
         "table", "sql_conn_id", "columns", "event_hubs_conn_id", "eventhub_name", "consumer_group",
-        "schema_registry_conn_id",
+        "schema_registry_conn_id", "sink_wasb_conn_id", "merge_keys", "dead_letter_table",
     )
 
     def __init__(
         self,
         *,
-        table: str,
-        sql_conn_id: str = "sqlite_default",
+        sink: SqlSink | DeltaSink | str | None = None,
         row_function: RowFunction | str | None = None,
         columns: Sequence[str] | None = None,
         event_hubs_conn_id: str = EventHubsHook.default_conn_name,
         eventhub_name: str | None = None,
         consumer_group: str = "$Default",
-        state_table_prefix: str = DEFAULT_PREFIX,
         schema_registry_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        record = self._sink_record(sink)
+        self.sink = DELTA if isinstance(record, DeltaSink) else SQL
+        self.table = record.table
+        self.sql_conn_id = record.conn_id if isinstance(record, SqlSink) else None
+        self.state_table_prefix = record.state_table_prefix if isinstance(record, SqlSink) else DEFAULT_PREFIX
+        delta = record if isinstance(record, DeltaSink) else DeltaSink(record.table)
+        self.sink_wasb_conn_id = delta.wasb_conn_id
+        self.delta_mode = delta.mode
+        self.merge_keys = delta.merge_keys
+        self.partition_by = delta.partition_by
+        self.dead_letter_table = delta.dead_letter_table
         self.schema_registry_conn_id = schema_registry_conn_id
-        self.table = table
-        self.sql_conn_id = sql_conn_id
         self.row_function = row_function
         self.columns = columns
         self.event_hubs_conn_id = event_hubs_conn_id
         self.eventhub_name = eventhub_name
         self.consumer_group = consumer_group
-        self.state_table_prefix = state_table_prefix
+
+    def _sink_record(self, sink: SqlSink | DeltaSink | str | None) -> SqlSink | DeltaSink:
+        """``sink``, or the record its deprecated flat arguments describe (``sink="delta"`` with ``table=...``)."""
+        if sink is not None and not isinstance(sink, (str, SqlSink, DeltaSink)):
+            raise SinkConfigError(f"Task {self.task_id!r}: sink={sink!r}: pass SqlSink(table, conn_id=...) or "
+                                  "DeltaSink(path_or_uri, ...)")
+        if isinstance(sink, str) and sink not in (SQL, DELTA):
+            raise SinkConfigError(f"sink {sink!r} must be {SQL!r} or {DELTA!r}")
+        record: SqlSink | DeltaSink | None
+        if sink == DELTA or isinstance(sink, DeltaSink):
+            given = sink if isinstance(sink, DeltaSink) else None
+            record = record_of(self, "sink", DeltaSink, given, DELTA_SINK_ARGUMENTS, requires=("table",))
+        else:
+            record = record_of(self, "sink", SqlSink, sink if isinstance(sink, SqlSink) else None, SQL_SINK_ARGUMENTS,
+                               requires=("table",))
+        if record is None:
+            raise SinkConfigError(f"Task {self.task_id!r}: pass sink=SqlSink(table, conn_id=...) or "
+                                  "sink=DeltaSink(path_or_uri, ...): where the events land")
+        return record
 
     def _decoder(self) -> TypedDecoder:
         """The decoder of typed events: the registry of ``schema_registry_conn_id`` (default: the Event Hubs
@@ -121,16 +155,9 @@ class SqlSinkOperator(BaseOperator):
 
     def _store(self, endpoint: Any) -> SqlIngestStore:
         store = SqlIngestStore(
-            _sql_connection(self.sql_conn_id),
+            _sql_connection(str(self.sql_conn_id)),
             Stream(endpoint.namespace, endpoint.eventhub_name, self.consumer_group),
             prefix=self.state_table_prefix,
         )
         store.verify_table(self.table)
         return store
-
-
-def batch_seconds_of(task_id: str, sink: str, batch_seconds: float | None, delta_batch_seconds: float | None) -> float | None:
-    """``batch_seconds``, or on a Delta sink its deprecated spelling ``delta_batch_seconds`` (which a SQL sink never read)."""
-    seconds = renamed_argument(task_id, "batch_seconds", batch_seconds, "delta_batch_seconds", delta_batch_seconds,
-                               why=", which every sink reads (by default 0.25 s on a SQL sink, 10 s on a Delta sink)")
-    return seconds if sink == DELTA else batch_seconds

@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_provider_eh.operators.base_publish import BasePublishOperator
+from airflow_provider_eh.operators.settings import Delivery, EventSchema, ProducerState
 from airflow_provider_eh.publishing.typed import TypedBatch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+__all__ = ["Delivery", "EventHubPublishOperator", "EventSchema", "ProducerState"]
 
 
 class _EventsFunction:

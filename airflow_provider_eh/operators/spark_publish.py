@@ -25,10 +25,15 @@ credential of the ``azure_event_hubs`` connection (it is pickled into the tasks,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_eh.operators.base_publish import BasePublishOperator
+from airflow_provider_eh.operators.deprecated_arguments import DeprecatedSparkArguments, record_of
+from airflow_provider_eh.operators.settings import Delivery, EventMapping, EventSchema, ProducerState, SparkOutput
+
+__all__ = ["Delivery", "EventMapping", "EventSchema", "ProducerState", "SparkOutput", "SparkToEventHubOperator",
+           "spark_settings"]
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -75,15 +80,21 @@ def spark_settings(spark_conn_id: str, spark_conf: Mapping[str, Any] | None = No
     return SparkSettings(master=master, conf={**conf, **dict(spark_conf or {})})
 
 
-class SparkToEventHubOperator(BasePublishOperator):
+#: deprecated flat argument -> its field of the record that replaced it
+OUTPUT_ARGUMENTS = {"path": "path", "format": "format", "table": "table", "read_options": "read_options"}
+MAPPING_ARGUMENTS = {"body_column": "body", "serializer": "serializer", "property_columns": "properties",
+                     "partition_column": "partition", "key_column": "key", "order_by": "order_by"}
+
+
+class SparkToEventHubOperator(BasePublishOperator, DeprecatedSparkArguments):
     """
     Publish the output of an upstream Spark job to one hub, each row exactly once, sent by Spark executors.
 
-    Each row becomes one event: its body is ``body_column``, or ``serializer(row_dict)``, or the row as
-    JSON; ``property_columns`` become application properties. Its partition is ``partition_column``, or
-    ``key_column`` hashed by the provider's documented stable hash (the same as ``partition_key`` in
-    :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`). Each partition's events
-    are ordered by ``order_by``, ties broken by a hash of the event, so every retry sends the same batch.
+    Each row becomes one event (:class:`EventMapping`): its body is the ``body`` column, or ``serializer(row_dict)``,
+    or the row as JSON; the ``properties`` columns become application properties. Its partition is the
+    ``partition`` column, or the ``key`` column hashed by the provider's documented stable hash (the same as
+    ``partition_key`` in :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`). Each partition's
+    events are ordered by ``order_by``, ties broken by a hash of the event, so every retry sends the same batch.
 
     Returns (XCom) per partition ``{events, first_seq, last_seq, service_last_sequence_number, fencing,
     lease_only_batch_bytes, status, landed, resent, readback_seconds}``: ``fencing`` is ``"hub"`` or ``"lease"``,
@@ -91,18 +102,10 @@ class SparkToEventHubOperator(BasePublishOperator):
     (``None`` under ``"hub"``), ``status`` ``"published"``, ``"recovered"`` or ``"already_committed"``, and
     ``landed``, ``resent`` and ``readback_seconds`` what settling a batch in doubt found, sent and took.
 
-    :param path: the output's path (templated), e.g. ``"/data/orders/{{ ds }}"``.
-    :param format: ``parquet`` (default), ``json``, ``csv``, ``orc``, or ``delta`` with ``delta-spark`` installed.
-    :param table: a table name instead of ``path`` (templated).
-    :param read_options: options of the Spark reader (``{"header": "true"}`` for csv).
+    :param output: :class:`SparkOutput`: the files (a path and a format) or the table to publish.
+    :param mapping: :class:`EventMapping`: how each row becomes one event.
     :param spark_conn_id: the ``spark`` or ``spark_connect`` connection (templated).
     :param spark_conf: Spark properties merged over the connection's.
-    :param body_column: the column holding each event's body (bytes, str, or a value sent as JSON).
-    :param serializer: a picklable ``row_dict -> bytes | str | JSON-serialisable`` building the body.
-    :param property_columns: columns copied into each event's application properties.
-    :param partition_column: the column holding each row's partition id.
-    :param key_column: the column hashed to each row's partition (instead of ``partition_column``).
-    :param order_by: the columns ordering each partition's events.
     :param on_empty: an output without rows: ``"succeed"`` publishes nothing and succeeds (returns ``{}``),
         ``"fail"`` fails the task.
     :param hold_relay: the executors confirm the task's claim on each partition before every SDK batch
@@ -112,8 +115,7 @@ class SparkToEventHubOperator(BasePublishOperator):
         port; ``"host"`` or ``"host:port"``: listen and be reached there (a fixed port where a network
         policy lets executors reach only known ports); ``False``: no check on the executors (the hub's
         fencing alone, where the namespace offers idempotent publishing).
-    :param schema_group: typed events, with ``schema``, ``schema_file``, ``schema_name``, ``schema_format``,
-        ``auto_register_schema`` and ``schema_compatibility`` as on
+    :param schema: :class:`EventSchema`: typed events, as on
         :class:`~airflow_provider_eh.operators.publish.EventHubPublishOperator`: each row's body (the body
         column's value, the serializer's, or the row) is encoded by Microsoft's encoder against the schema,
         which the driver resolves once; the executors encode without asking the registry. Every row is
@@ -121,9 +123,10 @@ class SparkToEventHubOperator(BasePublishOperator):
         fails the task naming its key and order columns, the field and the schema version, and nothing is
         sent. (templated)
 
-    The hub, connections, state store, producer group, generation, lease and fencing arguments
-    (``hub_fencing``, ``lease_only_batch_bytes``) are
-    :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s.
+    The hub, connection, ``state``, producer group, generation and ``delivery`` arguments are
+    :class:`~airflow_provider_eh.operators.base_publish.BasePublishOperator`'s. The flat arguments the records
+    replaced (``path``, ``format``, ``table``, ``body_column``, ``key_column``, ...) still work, with a deprecation
+    warning naming the record to pass (removed in 2.0.0).
     """
 
     template_fields: Sequence[str] = (
@@ -136,35 +139,25 @@ class SparkToEventHubOperator(BasePublishOperator):
     def __init__(
         self,
         *,
-        path: str | None = None,
-        format: str = "parquet",
-        table: str | None = None,
-        read_options: Mapping[str, Any] | None = None,
+        output: SparkOutput | None = None,
+        mapping: EventMapping | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
-        body_column: str | None = None,
-        serializer: Callable[[dict[str, Any]], Any] | None = None,
-        property_columns: Sequence[str] = (),
-        partition_column: str | None = None,
-        key_column: str | None = None,
-        order_by: Sequence[str] = (),
         on_empty: str = "succeed",
         hold_relay: bool | str = True,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.path = path
-        self.format = format
-        self.table = table
-        self.read_options = read_options
+        source = record_of(self, "output", SparkOutput, output, OUTPUT_ARGUMENTS, requires=("path", "table"))
+        if source is None:
+            raise ValueError(f"Task {self.task_id!r}: pass output=SparkOutput(path=..., format=...) or "
+                             "output=SparkOutput(table=...): the output to publish")
+        self.path, self.format, self.table, self.read_options = source.path, source.format, source.table, source.read_options
+        rows = record_of(self, "mapping", EventMapping, mapping, MAPPING_ARGUMENTS) or EventMapping()
+        self.body_column, self.serializer, self.property_columns = rows.body, rows.serializer, rows.properties
+        self.partition_column, self.key_column, self.order_by = rows.partition, rows.key, rows.order_by
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
-        self.body_column = body_column
-        self.serializer = serializer
-        self.property_columns = tuple(property_columns)
-        self.partition_column = partition_column
-        self.key_column = key_column
-        self.order_by = tuple(order_by)
         self.on_empty = on_empty
         self.hold_relay = hold_relay
         self._spark: Any = None

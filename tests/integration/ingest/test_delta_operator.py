@@ -82,8 +82,8 @@ def test_delta_sink_through_the_operator_on_azure_storage(connections, azurite, 
     ({"sink": "parquet"}, "sink 'parquet'"),
 ])
 def test_delta_sink_refuses_what_it_cannot_keep_before_reading(connections, tmp_path, options, named):
-    operator = EventHubIngestOperator(task_id="ingest", table=str(tmp_path / "t"), **{"sink": "delta", **options})
-    with pytest.raises(Exception, match=named) as raised:
+    with pytest.raises(Exception, match=named) as raised:  # an unknown sink already when the DAG is parsed
+        operator = EventHubIngestOperator(task_id="ingest", table=str(tmp_path / "t"), **{"sink": "delta", **options})
         operator.execute(context("r1"))  # type: ignore[arg-type]
     assert isinstance(raised.value, SinkConfigError) or isinstance(raised.value.__cause__, SinkConfigError)
     assert not (tmp_path / "t").exists()

@@ -106,22 +106,23 @@ def test_sensor_applies_the_rule_to_targets_that_do_not_parse() -> None:
         sensor.poke({})  # type: ignore[arg-type]
 
 
-def test_delta_batch_seconds_still_works_with_a_deprecation_warning_naming_batch_seconds() -> None:
+def test_delta_batch_seconds_still_works_with_a_deprecation_warning_naming_the_batching_record() -> None:
     import warnings
 
     from airflow.exceptions import AirflowProviderDeprecationWarning
 
-    from airflow_provider_eh.operators.ingest import EventHubIngestOperator
+    from airflow_provider_eh.operators.ingest import Batching, DeltaSink, EventHubIngestOperator
 
-    with pytest.warns(AirflowProviderDeprecationWarning, match="delta_batch_seconds is deprecated and will be removed in "
-                                                               r"2\.0\.0; pass batch_seconds"):
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"delta_batch_seconds= is deprecated and will be removed "
+                                                               r"in 2\.0\.0; pass batching=Batching\(seconds=\.\.\.\)"):
         old = EventHubIngestOperator(task_id="old", table="/t", sink="delta", delta_batch_seconds=2.5)
     assert old.batch_seconds == 2.5
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert EventHubIngestOperator(task_id="new", table="/t", sink="delta", batch_seconds=2.5).batch_seconds == 2.5
-        assert EventHubIngestOperator(task_id="default", table="/t", sink="delta").batch_seconds is None  # 10 s at run
+        new = EventHubIngestOperator(task_id="new", sink=DeltaSink("/t"), batching=Batching(seconds=2.5))
+        assert new.batch_seconds == 2.5
+        assert EventHubIngestOperator(task_id="default", sink=DeltaSink("/t")).batch_seconds is None  # 10 s at run
     with pytest.warns(AirflowProviderDeprecationWarning), pytest.raises(ValueError, match="disagree"):
         EventHubIngestOperator(task_id="both", table="/t", sink="delta", delta_batch_seconds=1, batch_seconds=2)
-    with pytest.warns(AirflowProviderDeprecationWarning):  # a SQL sink never read it, and still does not
+    with pytest.warns(AirflowProviderDeprecationWarning, match="a SQL sink never read it"):
         assert EventHubIngestOperator(task_id="sql", table="t", delta_batch_seconds=2.5).batch_seconds is None
