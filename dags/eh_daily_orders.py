@@ -34,8 +34,14 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 import _orders as orders
-from airflow_provider_eh.operators.ingest import EventHubIngestOperator
-from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+from airflow_provider_eh.operators.ingest import Batching, BlobCheckpoints, EventHubIngestOperator, IngestLimits, SqlSink
+from airflow_provider_eh.operators.spark_publish import (
+    EventMapping,
+    EventSchema,
+    ProducerState,
+    SparkOutput,
+    SparkToEventHubOperator,
+)
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 from airflow_provider_eh.version_compat import AIRFLOW_V_3_2_PLUS
 
@@ -109,37 +115,30 @@ def eh_daily_orders() -> None:
 
     publish = SparkToEventHubOperator(
         task_id="publish_orders",
-        path=generated["path"],
-        format="parquet",
+        output=SparkOutput(generated["path"], format="parquet"),
+        mapping=EventMapping(key="customer_id", properties=("order_id", "step", "event_type", "final"),
+                             order_by=("order_id", "step")),
         eventhub_name="{{ params.hub }}",
         spark_conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-        key_column="customer_id",
-        property_columns=("order_id", "step", "event_type", "final"),
-        order_by=("order_id", "step"),
         # Avro against the order event's schema; an empty group (event_format "json") publishes plain JSON
-        schema_group="{{ 'orders' if params.event_format == 'avro' else '' }}",
-        schema=orders.ORDER_EVENT_SCHEMA,
-        auto_register_schema=True,
-        schema_compatibility="Backward",
+        schema=EventSchema("{{ 'orders' if params.event_format == 'avro' else '' }}", definition=orders.ORDER_EVENT_SCHEMA,
+                           auto_register=True, compatibility="Backward"),
         producer_group="{{ params.producer_group }}",
         generation="{{ params.generation }}",
-        state_backend="{{ params.state_backend }}",
-        state_container=orders.STATE_CONTAINER,
-        claim_timeout=60,
+        state=ProducerState("{{ params.state_backend }}", container=orders.STATE_CONTAINER, claim_timeout=60),
         inlets=[orders.ORDERS_FILES],
         outlets=[orders.ORDERS_HUB],
     )
 
     load = EventHubIngestOperator(
         task_id="load_analytics",
-        table=orders.ANALYTICS_TABLE,
-        sql_conn_id=orders.SQL_CONN_ID,
+        sink=SqlSink(orders.ANALYTICS_TABLE, conn_id=orders.SQL_CONN_ID),
         columns=list(orders.EVENT_COLUMNS),
         eventhub_name="{{ params.hub }}",
         consumer_group="analytics",
-        checkpoint_container=orders.CHECKPOINT_CONTAINER,
-        max_wait_time=0.5,
-        max_duration=600,
+        checkpoints=BlobCheckpoints(orders.CHECKPOINT_CONTAINER),
+        batching=Batching(max_wait_time=0.5),
+        limits=IngestLimits(max_duration=600),
         inlets=[orders.ORDERS_HUB],
     )
 

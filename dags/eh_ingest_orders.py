@@ -25,7 +25,16 @@ from airflow.providers.common.compat.sdk import AirflowSkipException
 from airflow.sdk import Param, dag, task
 
 import _orders as orders
-from airflow_provider_eh.operators.ingest import EventHubDeadLetterReplayOperator, EventHubIngestOperator
+from airflow_provider_eh.operators.ingest import (
+    Batching,
+    BlobCheckpoints,
+    DeltaSink,
+    EventHubDeadLetterReplayOperator,
+    EventHubIngestOperator,
+    IngestLimits,
+    Sessions,
+    SqlSink,
+)
 
 
 def skip_unless_replay_requested(context: Any) -> None:
@@ -57,8 +66,7 @@ def eh_ingest_orders() -> None:
     """Load the orders hub into the warehouse table; replay dead letters when asked."""
     # the table, the row function and the stream (hub, consumer group) the dead letters belong to
     sink: dict[str, Any] = {
-        "table": orders.WAREHOUSE_TABLE,
-        "sql_conn_id": orders.SQL_CONN_ID,
+        "sink": SqlSink(orders.WAREHOUSE_TABLE, conn_id=orders.SQL_CONN_ID),
         "row_function": orders.warehouse_row,
         "eventhub_name": "{{ params.hub }}",
         "consumer_group": "$Default",
@@ -66,12 +74,10 @@ def eh_ingest_orders() -> None:
     load = EventHubIngestOperator(
         task_id="load_orders",
         **sink,
-        checkpoint_container=orders.CHECKPOINT_CONTAINER,
-        session_key="property:order_id",
-        session_sequence="property:step",
-        session_end="property:final",
-        max_wait_time=0.5,
-        max_duration=600,
+        checkpoints=BlobCheckpoints(orders.CHECKPOINT_CONTAINER),
+        sessions=Sessions("property:order_id", sequence="property:step", end="property:final"),
+        batching=Batching(max_wait_time=0.5),
+        limits=IngestLimits(max_duration=600),
         inlets=[orders.ORDERS_HUB],
     )
 
@@ -84,14 +90,15 @@ def eh_ingest_orders() -> None:
 
     # the same orders into a Delta table, as another consumer group: each loads everything once
     lakehouse: dict[str, Any] = {
-        "sink": "delta",
-        "table": orders.LAKEHOUSE_TABLE,         # a local path, or abfss://container@account.dfs.core.windows.net/...
+        # a local path, or abfss://container@account.dfs.core.windows.net/...
+        "sink": DeltaSink(orders.LAKEHOUSE_TABLE),
         "row_function": orders.warehouse_row,
         "eventhub_name": "{{ params.hub }}",
         "consumer_group": orders.LAKEHOUSE_GROUP,
     }
     load_lakehouse = EventHubIngestOperator(
-        task_id="load_lakehouse", **lakehouse, max_wait_time=0.5, max_duration=600, inlets=[orders.ORDERS_HUB],
+        task_id="load_lakehouse", **lakehouse, batching=Batching(max_wait_time=0.5), limits=IngestLimits(max_duration=600),
+        inlets=[orders.ORDERS_HUB],
     )
     replay_lakehouse = EventHubDeadLetterReplayOperator(
         task_id="replay_lakehouse_dead_letters", **lakehouse, fail_on_error=False,

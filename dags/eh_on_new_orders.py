@@ -40,6 +40,7 @@ except ImportError:  # Airflow 3.1: not in the Task SDK yet
 
 import _orders as orders
 from airflow_provider_eh.lineage import eventhub_uri
+from airflow_provider_eh.operators.ingest import Batching, BlobCheckpoints, IngestLimits, Sessions, SqlSink
 from airflow_provider_eh.operators.ingest_events import EventHubIngestEventsOperator
 from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
@@ -88,17 +89,14 @@ def eh_on_new_orders() -> None:
     """Load the events that the run's asset events name, then report what was loaded."""
     load = EventHubIngestEventsOperator(
         task_id="load_new_orders",
-        table=TABLE,
-        sql_conn_id=orders.SQL_CONN_ID,
+        sink=SqlSink(TABLE, conn_id=orders.SQL_CONN_ID),
         row_function=orders.warehouse_row,
         eventhub_name=HUB,
         consumer_group="$Default",
-        checkpoint_container=orders.CHECKPOINT_CONTAINER,
-        session_key="property:order_id",
-        session_sequence="property:step",
-        session_end="property:final",
-        max_wait_time=0.5,
-        max_duration=300,
+        checkpoints=BlobCheckpoints(orders.CHECKPOINT_CONTAINER),
+        sessions=Sessions("property:order_id", sequence="property:step", end="property:final"),
+        batching=Batching(max_wait_time=0.5),
+        limits=IngestLimits(max_duration=300),
         inlets=[NEW_ORDERS],
     )
 

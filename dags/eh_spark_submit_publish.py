@@ -29,7 +29,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Param, dag, task
 
 import _orders as orders
-from airflow_provider_eh.operators.ingest import EventHubIngestOperator
+from airflow_provider_eh.operators.ingest import Batching, BlobCheckpoints, EventHubIngestOperator, IngestLimits, SqlSink
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 from airflow_provider_eh.version_compat import AIRFLOW_V_3_2_PLUS
 
@@ -123,14 +123,13 @@ def eh_spark_submit_publish() -> None:
 
     load = EventHubIngestOperator(
         task_id="load_analytics",
-        table=orders.ANALYTICS_TABLE,
-        sql_conn_id=orders.SQL_CONN_ID,
+        sink=SqlSink(orders.ANALYTICS_TABLE, conn_id=orders.SQL_CONN_ID),
         columns=list(orders.EVENT_COLUMNS),
         eventhub_name="{{ params.hub }}",
         consumer_group="spark-analytics",
-        checkpoint_container=orders.CHECKPOINT_CONTAINER,
-        max_wait_time=0.5,
-        max_duration=600,
+        checkpoints=BlobCheckpoints(orders.CHECKPOINT_CONTAINER),
+        batching=Batching(max_wait_time=0.5),
+        limits=IngestLimits(max_duration=600),
         inlets=[orders.ORDERS_HUB],
     )
 

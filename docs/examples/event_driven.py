@@ -14,6 +14,7 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import Asset, AssetWatcher, dag
 
+from airflow_provider_eh.operators.ingest import Batching, BlobCheckpoints, SqlSink
 from airflow_provider_eh.operators.ingest_events import EventHubIngestEventsOperator
 from airflow_provider_eh.triggers.event import EventHubEventTrigger
 
@@ -56,11 +57,10 @@ def example_load_new_orders() -> None:
         task_id="load_new_orders",
         eventhub_name="orders",
         consumer_group="$Default",              # the loader's own group, not the watcher's
-        sql_conn_id="orders_db",
-        table="new_orders",
+        sink=SqlSink("new_orders", conn_id="orders_db"),
         columns=["order_id", "amount"],
-        checkpoint_container="eh-checkpoints",
-        max_wait_time=0.5,
+        checkpoints=BlobCheckpoints("eh-checkpoints"),
+        batching=Batching(max_wait_time=0.5),
     )
     # --8<-- [end:load]
 

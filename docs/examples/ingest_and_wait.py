@@ -16,8 +16,8 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import dag
 
-from airflow_provider_eh.operators.ingest import EventHubIngestOperator
-from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.operators.ingest import Batching, BlobCheckpoints, EventHubIngestOperator, SqlSink
+from airflow_provider_eh.operators.publish import EventHubPublishOperator, ProducerState
 from airflow_provider_eh.sensors.checkpoint import EventHubCheckpointSensor
 
 
@@ -40,7 +40,7 @@ def example_ingest_and_wait() -> None:
         task_id="publish_payments",
         eventhub_name="orders",
         events=payments_of_the_day,
-        state_container="eh-producer-state",
+        state=ProducerState("blob", container="eh-producer-state"),  # leases fence overlapping runs
     )
 
     create_table = SQLExecuteQueryOperator(
@@ -54,11 +54,10 @@ def example_ingest_and_wait() -> None:
         task_id="load_payments",
         eventhub_name="orders",
         consumer_group="analytics",
-        sql_conn_id="orders_db",                # a sqlite, postgres or mysql connection (MySQL or MariaDB)
-        table="payments",                       # it must exist
-        columns=["order_id", "amount"],         # the default row function: the JSON body's keys, one row per event
-        checkpoint_container="eh-checkpoints",  # also mirror checkpoints to the standard blobs (sensors see them)
-        max_wait_time=0.5,
+        sink=SqlSink("payments", conn_id="orders_db"),  # it must exist; a sqlite, postgres or mysql connection
+        columns=["order_id", "amount"],  # the default row function: the JSON body's keys, one row per event
+        checkpoints=BlobCheckpoints("eh-checkpoints"),  # also the standard checkpoint blobs (sensors see them)
+        batching=Batching(max_wait_time=0.5),
     )
     # --8<-- [end:ingest]
 

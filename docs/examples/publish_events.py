@@ -12,7 +12,7 @@ import pendulum
 
 from airflow.sdk import dag, task
 
-from airflow_provider_eh.operators.publish import EventHubPublishOperator
+from airflow_provider_eh.operators.publish import EventHubPublishOperator, ProducerState
 
 
 @dag(
@@ -41,7 +41,7 @@ def example_publish_events() -> None:
         task_id="publish_orders",
         eventhub_name="orders",
         events=build_events(),                # a list, a callable(context) or an upstream task's output
-        state_container="eh-producer-state",  # blob backend; omit it for Airflow Variables
+        state=ProducerState("blob", container="eh-producer-state"),  # or ProducerState("variable")
     )
     # --8<-- [end:operator]
 

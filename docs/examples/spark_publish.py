@@ -14,7 +14,7 @@ import pendulum
 
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_eh.operators.spark_publish import SparkToEventHubOperator
+from airflow_provider_eh.operators.spark_publish import EventMapping, ProducerState, SparkOutput, SparkToEventHubOperator
 
 
 @dag(
@@ -43,12 +43,10 @@ def example_spark_publish() -> None:
     SparkToEventHubOperator(
         task_id="publish_orders",
         eventhub_name="orders",
-        path=write_orders(),                 # or table="db.orders"; an upstream output, or a template
-        format="parquet",                    # json, csv, orc; delta with the delta extra
-        key_column="customer_id",            # or partition_column="pid"
-        property_columns=("order_id",),
-        order_by=("order_id",),
-        state_container="eh-producer-state",
+        # or SparkOutput(table="db.orders"); an upstream output, or a template; json, csv, orc, delta too
+        output=SparkOutput(write_orders(), format="parquet"),
+        mapping=EventMapping(key="customer_id", properties=("order_id",), order_by=("order_id",)),  # or partition="pid"
+        state=ProducerState("blob", container="eh-producer-state"),
         spark_conf={"spark.sql.shuffle.partitions": "4"},
     )
     # --8<-- [end:operator]
