@@ -31,7 +31,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "airflow_provider_eh/ingest/delta_replay.py:_replay_chunk": 64,
     "airflow_provider_eh/operators/ingest.py:__init__": 64,
     "airflow_provider_eh/operators/ingest.py:execute": 62,
-    "airflow_provider_eh/plugins/volume.py:published_volume": 93,
     "airflow_provider_eh/publishing/publisher.py:_plan": 76,
     "airflow_provider_eh/spark/executor.py:send_rows": 61,
     "eventhubs_local/__main__.py:serve": 74,
