@@ -55,7 +55,8 @@ from azure.storage.blob import BlobServiceClient  # noqa: E402
 from ledger_history import azurite_metadata  # noqa: E402
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint  # noqa: E402
-from airflow_provider_eh.plugins.app import DEFAULT_THRESHOLD, _overview  # noqa: E402
+from airflow_provider_eh.plugins.overview import DEFAULT_THRESHOLD  # noqa: E402
+from airflow_provider_eh.plugins.overview import overview as hub_overview  # noqa: E402
 from airflow_provider_eh.plugins.readers.ledgers import ledger_history  # noqa: E402
 from airflow_provider_eh.plugins.readers.partitions import PROPERTIES_TTL  # noqa: E402
 from airflow_provider_eh.plugins.readers.reading import Reading, Source  # noqa: E402
@@ -194,7 +195,7 @@ def main() -> None:
                 return time.perf_counter() - begin, body
 
             def overview_of(reading: Reading) -> dict:
-                return _overview(reading, DEFAULT_THRESHOLD, lambda dag_ids: set())
+                return hub_overview(reading, DEFAULT_THRESHOLD, lambda dag_ids: set())
 
             def trends_of(reading: Reading) -> dict:
                 return trends(reading, settings, datetime.now(UTC), 24.0)

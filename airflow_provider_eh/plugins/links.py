@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_eh.plugins.access import DAG_TASK_INSTANCES, readable
 from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.reading import iso
 
@@ -186,24 +187,23 @@ def origin_links(
 
 def readable_dags(manager: Any, user: Any, teams: Mapping[str, str | None]) -> set[str]:
     """The DAGs (``dag_id -> team``) whose task instances ``user`` may read, as the auth manager says."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-
-    return {
-        dag_id for dag_id, team in teams.items()
-        if manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE,
-                                     details=DagDetails(id=dag_id, team_name=team), user=user)
-    }
+    return set(readable(DAG_TASK_INSTANCES, manager, user, teams))
 
 
-def dag_teams(dag_ids: Iterable[str]) -> dict[str, str | None]:
-    """``dag_id -> team`` (all ``None`` unless ``[core] multi_team`` is on)."""
-    from airflow.configuration import conf
-
-    if not conf.getboolean("core", "multi_team", fallback=False):
-        return dict.fromkeys(dag_ids)
-    from airflow.models.dag import DagModel
-
-    return {dag_id: DagModel.get_team_name(dag_id) for dag_id in dag_ids}
+def link_batches(batches: list[tuple[str, dict[str, Any]]], may_read: Callable[[Collection[str]], set[str]]) -> None:
+    """Give each ``(group, batch)``'s batch its ``task_instance`` link (``None`` where the user may not read
+    the DAG or none is found), in place of its ``origin``."""
+    wanted: dict[str, str] = {}  # batches that do not name their task instance: found by their derived ids
+    recorded: dict[str, dict[str, Any]] = {}  # batches whose ledger entry names it
+    for group, batch in batches:
+        origin = batch.pop("origin", None)
+        if is_origin(origin):
+            recorded[batch["batch_id"]] = origin
+        else:
+            wanted[batch["batch_id"]] = group
+    found = {**task_instance_links(wanted, may_read), **origin_links(recorded, may_read)}
+    for _, batch in batches:
+        batch["task_instance"] = found.get(batch["batch_id"])
 
 
 def _version_tasks(session: Any, version_id: Any) -> dict[str, PublishFields]:
@@ -239,62 +239,90 @@ def task_instance_links(
     """``batch id -> {dag_id, task_id, run_id, map_index, interval_start, interval_end, logical_date}`` of the
     task instances that publish the ``wanted`` batches (``batch id -> producer group``), among the publishing
     task instances of the DAGs ``may_read`` keeps."""
-    from sqlalchemy import select
-
-    from airflow.models.dagrun import DagRun
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
-    from airflow.models.taskinstance import TaskInstance as TI
     from airflow.utils.session import create_session
 
     if not wanted:
         return {}
     with create_session() as session:
-        latest = {dag_id: _version_tasks(session, version) for dag_id, version in _latest_versions(session).items()}
-        publishing = {dag_id: tasks for dag_id, tasks in latest.items() if tasks}
-        readable = may_read(sorted(publishing)) if publishing else set()
-        publishing = {dag_id: tasks for dag_id, tasks in publishing.items() if dag_id in readable}
+        publishing = _readable_publishing_tasks(session, may_read)
         if not publishing:
             return {}
-        declared = {
-            fields.producer_group or f"{dag_id}.{task_id}"
-            for dag_id, tasks in publishing.items() for task_id, fields in tasks.items() if not is_template(fields.producer_group)
-        }
-        undeclared = set(wanted.values()) - declared
-        task_ids = {task_id for tasks in publishing.values() for task_id in tasks}
-        query = (
-            select(TI.dag_id, TI.task_id, TI.run_id, TI.map_index, TI.dag_version_id,
-                   DagRun.data_interval_start, DagRun.data_interval_end, DagRun.logical_date)
-            .join(DagRun, (DagRun.dag_id == TI.dag_id) & (DagRun.run_id == TI.run_id))
-            .where(TI.dag_id.in_(list(publishing)), TI.task_id.in_(list(task_ids)))
-            .order_by(TI.start_date.desc().nullslast(), TI.id)
-        )
+        undeclared = set(wanted.values()) - _declared_groups(publishing)
+        return match_batches(_publish_runs(session, publishing, scan_limit), wanted, undeclared)
 
-        def pages() -> Iterator[Sequence[Any]]:
-            for offset in range(0, scan_limit, CHUNK):
-                page = session.execute(query.offset(offset).limit(min(CHUNK, scan_limit - offset))).all()
-                if page:
-                    yield page
-                if len(page) < CHUNK:
-                    return
 
-        def runs() -> Iterator[tuple[PublishRun, PublishFields, Mapping[str, Any] | None]]:
-            for chunk in pages():
-                rows = []
-                for dag_id, task_id, run_id, map_index, version, start, end, logical in chunk:
-                    fields = (_version_tasks(session, version) if version else {}).get(task_id) or publishing[dag_id].get(task_id)
-                    if fields is not None:
-                        rows.append((PublishRun(dag_id, task_id, run_id, map_index, start, end, logical), fields))
-                templated = [run for run, fields in rows if fields.templated]
-                rendered: dict[tuple[str, str, str, int], Any] = {}
-                if templated:
-                    for dag_id, task_id, run_id, map_index, values in session.execute(
-                        select(Rendered.dag_id, Rendered.task_id, Rendered.run_id, Rendered.map_index, Rendered.rendered_fields)
-                        .where(Rendered.dag_id.in_({r.dag_id for r in templated}),
-                               Rendered.task_id.in_({r.task_id for r in templated}),
-                               Rendered.run_id.in_({r.run_id for r in templated}))
-                    ):
-                        rendered[(dag_id, task_id, run_id, map_index)] = values
-                for run, fields in rows:
-                    yield run, fields, rendered.get((run.dag_id, run.task_id, run.run_id, run.map_index))
+def _readable_publishing_tasks(
+    session: Any, may_read: Callable[[Collection[str]], set[str]],
+) -> dict[str, dict[str, PublishFields]]:
+    """``dag_id -> {task_id: PublishFields}`` of the publishing tasks in the latest versions of the DAGs ``may_read`` keeps."""
+    latest = {dag_id: _version_tasks(session, version) for dag_id, version in _latest_versions(session).items()}
+    publishing = {dag_id: tasks for dag_id, tasks in latest.items() if tasks}
+    allowed = may_read(sorted(publishing)) if publishing else set()
+    return {dag_id: tasks for dag_id, tasks in publishing.items() if dag_id in allowed}
 
-        return match_batches(runs(), wanted, undeclared)
+
+def _declared_groups(publishing: Mapping[str, Mapping[str, PublishFields]]) -> set[str]:
+    """The producer groups the publishing tasks declare (not templated), their default ``<dag>.<task>`` included."""
+    return {
+        fields.producer_group or f"{dag_id}.{task_id}"
+        for dag_id, tasks in publishing.items() for task_id, fields in tasks.items() if not is_template(fields.producer_group)
+    }
+
+
+def _publish_runs(
+    session: Any, publishing: Mapping[str, Mapping[str, PublishFields]], scan_limit: int,
+) -> Iterator[tuple[PublishRun, PublishFields, Mapping[str, Any] | None]]:
+    """The task instances of the ``publishing`` tasks, newest first and ``scan_limit`` at most, each with its task's
+    fields (as in the DAG version it ran with) and, for a templated one, what Airflow rendered for it."""
+    for chunk in _pages(session, _publishing_instances(publishing), scan_limit):
+        rows = []
+        for dag_id, task_id, run_id, map_index, version, start, end, logical in chunk:
+            fields = (_version_tasks(session, version) if version else {}).get(task_id) or publishing[dag_id].get(task_id)
+            if fields is not None:
+                rows.append((PublishRun(dag_id, task_id, run_id, map_index, start, end, logical), fields))
+        rendered = _rendered_fields(session, [run for run, fields in rows if fields.templated])
+        for run, fields in rows:
+            yield run, fields, rendered.get((run.dag_id, run.task_id, run.run_id, run.map_index))
+
+
+def _publishing_instances(publishing: Mapping[str, Mapping[str, PublishFields]]) -> Any:
+    """The query of the ``publishing`` tasks' instances with their runs' intervals, newest first."""
+    from sqlalchemy import select
+
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance as TI
+
+    task_ids = {task_id for tasks in publishing.values() for task_id in tasks}
+    return (
+        select(TI.dag_id, TI.task_id, TI.run_id, TI.map_index, TI.dag_version_id,
+               DagRun.data_interval_start, DagRun.data_interval_end, DagRun.logical_date)
+        .join(DagRun, (DagRun.dag_id == TI.dag_id) & (DagRun.run_id == TI.run_id))
+        .where(TI.dag_id.in_(list(publishing)), TI.task_id.in_(list(task_ids)))
+        .order_by(TI.start_date.desc().nullslast(), TI.id)
+    )
+
+
+def _pages(session: Any, query: Any, scan_limit: int) -> Iterator[Sequence[Any]]:
+    """The rows of ``query``, :data:`CHUNK` at a time, ``scan_limit`` at most."""
+    for offset in range(0, scan_limit, CHUNK):
+        page = session.execute(query.offset(offset).limit(min(CHUNK, scan_limit - offset))).all()
+        if page:
+            yield page
+        if len(page) < CHUNK:
+            return
+
+
+def _rendered_fields(session: Any, runs: list[PublishRun]) -> dict[tuple[str, str, str, int], Any]:
+    """``(dag, task, run, map index) -> rendered fields`` that Airflow keeps for ``runs``."""
+    from sqlalchemy import select
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+
+    if not runs:
+        return {}
+    rows = session.execute(
+        select(Rendered.dag_id, Rendered.task_id, Rendered.run_id, Rendered.map_index, Rendered.rendered_fields)
+        .where(Rendered.dag_id.in_({r.dag_id for r in runs}), Rendered.task_id.in_({r.task_id for r in runs}),
+               Rendered.run_id.in_({r.run_id for r in runs}))
+    )
+    return {(dag_id, task_id, run_id, map_index): values for dag_id, task_id, run_id, map_index, values in rows}

@@ -5,8 +5,8 @@ Registered as an external view with destination ``task_instance``
 instance page and loads ``/eventhubs/tab`` in a frame with the task instance in the query (the
 ``{DAG_ID}``, ``{RUN_ID}``, ``{TASK_ID}`` and ``{MAP_INDEX}`` placeholders of the view's ``href``).
 Airflow cannot restrict a tab to some operators, so the page says plainly when a task is none of
-the package's. ``GET /eventhubs/api/task-instance`` answers with, by kind of task (told by its
-template fields in the DAG version it ran with, so subclasses count):
+the package's. ``GET /eventhubs/api/task-instance`` (:mod:`~airflow_provider_eh.plugins.routes.tab`)
+answers with, by kind of task (told by its template fields in the DAG version it ran with, so subclasses count):
 
 - a **publish** task (``EventHubPublishOperator``, ``SparkToEventHubOperator`` and subclasses): its
   XCom (per partition: outcome, events, sequence range, fence, what recovery found) beside its
@@ -15,32 +15,27 @@ template fields in the DAG version it ran with, so subclasses count):
 - a **checkpoint sensor**: each consumer group's checkpoint against the target, per partition, read now;
 - an **ingest** task: rows, duplicates, dead letters and checkpoints per partition, from its XCom.
 
-Authorisation is the view's: Airflow's ``get_user`` (401 without), the auth manager's permission to
-read the DAG's task instances and each connection the task names (403 otherwise); every answer is
-scrubbed of those connections' secrets and of what Airflow's masker holds.
+Authorisation is the view's web layer (:mod:`~airflow_provider_eh.plugins.web`): Airflow's ``get_user``
+(401 without), the auth manager's permission to read the DAG's task instances and each connection
+the task names (403 otherwise); every answer is scrubbed of those connections' secrets and of what
+Airflow's masker holds.
 """
 
-# No ``from __future__ import annotations``: FastAPI reads the routes' annotations at run time.
+from __future__ import annotations
 
 import ast
 import html
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlencode
-
-from fastapi import APIRouter, Depends, HTTPException, Query, status
-from fastapi.responses import FileResponse, HTMLResponse
 
 from airflow_provider_eh.errors import ViewReadError
 from airflow_provider_eh.plugins import links
 from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
 from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso, partition_sort_key
-from airflow_provider_eh.plugins.readers.variables import variable_reader
-from airflow_provider_eh.plugins.redaction import scrub
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
-from airflow_provider_eh.plugins.web import answer, auth_manager, check_connections, user_dependency
 
 STATIC = Path(__file__).with_name("static")
 #: the template fields that tell each kind of task, whatever its class is called
@@ -114,7 +109,7 @@ class TaskInstanceFacts:
         self.interval: tuple[Any, Any, Any] = (None, None, None)
         self.returned: Any = None
 
-    def load(self) -> "TaskInstanceFacts":
+    def load(self) -> TaskInstanceFacts:
         from sqlalchemy import select
 
         from airflow.models.dagrun import DagRun
@@ -170,8 +165,16 @@ class TaskInstanceFacts:
         return (self.text("state_backend") or ("blob" if self.text("state_container") else "variable")) == "blob"
 
     def about(self) -> dict[str, Any]:
+        """The task instance as the tab names it, with a word for a task that is none of the package's."""
         return {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index,
-                "state": self.state, "try_number": self.try_number, "operator": self.operator, "kind": self.kind}
+                "state": self.state, "try_number": self.try_number, "operator": self.operator, "kind": self.kind,
+                "message": None if self.kind else NOT_OURS}
+
+    def source(self) -> Source:
+        """The state the task's kind reads: its hub, and for a publish task its state container."""
+        return Source(event_hubs_conn_id=self.text("event_hubs_conn_id") or "", eventhub_name=self.text("eventhub_name"),
+                      wasb_conn_id=self.text("wasb_conn_id") or "wasb_default",
+                      state_container=self.text("state_container") if self.kind == "publish" else None)
 
 
 def _task(session: Any, version: Any, task_id: str) -> tuple[str | None, str | None, dict[str, Any]]:
@@ -352,52 +355,14 @@ def ingest_tab(facts: TaskInstanceFacts) -> dict[str, Any]:
                                    sql_conn_id=facts.text("sql_conn_id"), sink_consumer_group=facts.text("consumer_group"))}
 
 
-def tab_router() -> APIRouter:
-    """The tab's page, its script and its API, behind the view's web layer (:mod:`~airflow_provider_eh.plugins.web`)."""
-    get_user = user_dependency()
-    router = APIRouter()
-
-    @router.get("/tab", response_class=HTMLResponse)
-    def tab(user: Any = Depends(get_user)) -> HTMLResponse:
-        return HTMLResponse(render_tab(base_path()))
-
-    @router.get("/tab/static/tab.js")
-    def tab_script(user: Any = Depends(get_user)) -> FileResponse:
-        return FileResponse(STATIC / "tab.js", media_type="text/javascript")
-
-    @router.get("/api/task-instance")
-    def task_instance(
-        dag_id: Annotated[str, Query(min_length=1)],
-        run_id: Annotated[str, Query(min_length=1)],
-        task_id: Annotated[str, Query(min_length=1)],
-        map_index: Annotated[int, Query(ge=-1)] = -1,
-        user: Any = Depends(get_user),
-    ) -> dict[str, Any]:
-        manager = auth_manager()
-        if dag_id not in links.readable_dags(manager, user, links.dag_teams([dag_id])):
-            raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to read the task instances of DAG {dag_id!r}")
-        try:
-            facts = TaskInstanceFacts(dag_id, run_id, task_id, map_index).load()
-        except ViewReadError as exc:
-            raise HTTPException(exc.status_code, scrub(exc.message)) from None
-        about: dict[str, Any] = {**facts.about(), "message": None if facts.kind else NOT_OURS}
-        if facts.kind is None:
-            return scrub(about)
-        check_connections(manager, user, facts.connection_ids())
-        source = Source(event_hubs_conn_id=facts.text("event_hubs_conn_id") or "", eventhub_name=facts.text("eventhub_name"),
-                        wasb_conn_id=facts.text("wasb_conn_id") or "wasb_default",
-                        state_container=facts.text("state_container") if facts.kind == "publish" else None)
-        reading = Reading(source)
-
-        def build() -> dict[str, Any]:
-            for conn_id in facts.connection_ids():  # their secrets, for the scrub
-                reading.connection(conn_id)
-            if facts.kind == "publish":
-                return {**about, "publish": publish_tab(facts, reading, variable_reader(manager, user))}
-            if facts.kind == "checkpoint_sensor":
-                return {**about, "checkpoint_sensor": sensor_tab(facts)}
-            return {**about, "ingest": ingest_tab(facts)}
-
-        return answer(reading, build)
-
-    return router
+def tab_answer(facts: TaskInstanceFacts, reading: Reading, may_read_variable: Callable[[str], bool]) -> dict[str, Any]:
+    """What the tab shows of a task instance of one of the package's kinds, read through ``reading`` (which then
+    holds the secrets of every connection the task names, for the scrub)."""
+    for conn_id in facts.connection_ids():
+        reading.connection(conn_id)
+    about = facts.about()
+    if facts.kind == "publish":
+        return {**about, "publish": publish_tab(facts, reading, may_read_variable)}
+    if facts.kind == "checkpoint_sensor":
+        return {**about, "checkpoint_sensor": sensor_tab(facts)}
+    return {**about, "ingest": ingest_tab(facts)}

@@ -1,7 +1,8 @@
 """The view's trends: lag per consumer group and partition, and events published per producer group, over time.
 
-``GET /eventhubs/api/trends`` (the same query parameters, authorisation and scrubbing as the other
-API routes, plus ``hours``, 1 to 25, default 24) answers with
+``GET /eventhubs/api/trends`` (:mod:`~airflow_provider_eh.plugins.routes.trends`: the same query
+parameters, authorisation and scrubbing as the other API routes, plus ``hours``, up to 25, default 24)
+answers with
 
 - ``lag``: per consumer group and partition, ``[time, lag in events, lag in seconds]`` points from
   the samples kept (:mod:`~airflow_provider_eh.plugins.samples`), one per ``step_seconds`` at most
@@ -15,22 +16,18 @@ When sampling is on, the request has the API server's sampler watch its hub
 (:mod:`~airflow_provider_eh.plugins.sampler`).
 """
 
-# No ``from __future__ import annotations``: FastAPI reads the route's annotations at run time.
+from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
-
-from fastapi import APIRouter, Depends, Query
+from datetime import datetime, timedelta
+from typing import Any
 
 from airflow_provider_eh.plugins.cache import Cache
-from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, Source, iso, read_failure
-from airflow_provider_eh.plugins.sampler import SamplingSettings, sample_store, watch
+from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, read_failure
+from airflow_provider_eh.plugins.sampler import SamplingSettings, sample_store
 from airflow_provider_eh.plugins.samples import lag_series, step_for
 from airflow_provider_eh.plugins.volume import BUCKET_SECONDS, published_volume
-from airflow_provider_eh.plugins.web import answer
 
 MAX_HOURS = 25.0
 #: the publish trend's bars: whole multiples of the volume's buckets, at most this many in a window
@@ -106,25 +103,3 @@ def trends(reading: Reading, settings: SamplingSettings, now: datetime, hours: f
         "elapsed_seconds": round(time.perf_counter() - started, 3),
         "timings": timings,
     }
-
-
-def trends_router(authorized_source: Callable[..., Source]) -> APIRouter:
-    """The trends route, behind the app's ``authorized_source`` dependency, answered through the web layer."""
-    router = APIRouter()
-
-    @router.get("/api/trends")
-    def trends_route(
-        source: Annotated[Source, Depends(authorized_source)],
-        hours: Annotated[float, Query(gt=0, le=MAX_HOURS, description="the window, in hours before now")] = 24.0,
-    ) -> dict[str, Any]:
-        reading = Reading(source)
-
-        def build() -> dict[str, Any]:
-            settings = SamplingSettings.from_conf()
-            body = trends(reading, settings, datetime.now(UTC), hours)
-            watch(source, settings)  # a hub read once: the sampler reads it too
-            return body
-
-        return answer(reading, build)
-
-    return router

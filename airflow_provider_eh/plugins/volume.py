@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -78,6 +78,43 @@ class LedgerVolume:
         for stamp in [s for s in self.buckets if s + BUCKET_SECONDS <= cut]:
             del self.buckets[stamp]
 
+    def update(self, store: Any, key: Any, state: Any, share: int, horizon: datetime, deadline: float) -> int | None:
+        """Read through ``store`` what :func:`plan` picks of this ledger's records (``share`` at most) and count them;
+        the number of records read, or ``None`` when reads would start after ``deadline`` (left for the next request)."""
+        ledger = state.ledger
+        with self.lock:
+            new, older, restart = plan(self.top, self.low, self.done, ledger.first, ledger.next, share)
+            if (new or older or restart) and time.monotonic() > deadline:
+                return None
+            self.read_at = time.monotonic()
+            if restart:  # start again from the newest record, as from a ledger never read
+                self.buckets.clear()
+                self.top = self.low = ledger.next
+                self.done = False
+                new, older = range(0), new
+            read = 0
+            for before, limit in _pages(new):
+                self.add(store.history(key, before=before, limit=limit, state=state).batches, horizon)
+                read += limit
+            self.top = max(self.top, new.stop)
+            for before, limit in _pages(older):
+                reached = self.add(store.history(key, before=before, limit=limit, state=state).batches, horizon)
+                read += limit
+                self.low = before - limit
+                if reached:
+                    self.done = True
+                    break
+            if self.low <= ledger.first:
+                self.done = True
+            self.forget_before(horizon)
+            return read
+
+
+def _pages(ordinals: range) -> Iterator[tuple[int, int]]:
+    """``(before, limit)`` of the ``history`` calls that read ``ordinals``, newest first, :data:`PAGE` at most each."""
+    for stop in range(ordinals.stop, ordinals.start, -PAGE):
+        yield stop, min(PAGE, stop - ordinals.start)
+
 
 def plan(top: int, low: int, done: bool, first: int, next_ordinal: int, budget: int) -> tuple[range, range, bool]:
     """Which ordinals to read for a ledger known from ``low`` to ``top - 1`` whose records are now ``first`` to
@@ -102,74 +139,56 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
         starts no other ledger's reads: the first answer after a start, which downloads every state, reads
         its records at the next.
     """
-    from airflow_provider_eh.publishing.document import StateKey
-
     deadline = time.monotonic() + read_seconds
-    source = reading.source
     found = blob_states(reading)
     if found is None:
         return {"bucket_seconds": bucket_seconds, "producer_groups": [], "complete": True, "records_read": 0}
     container, store, blobs = found
-    endpoint = reading.endpoint
     horizon = now - HORIZON
-
-    states = []
-    for blob, state, exc in read_states(reading, container, store, blobs, STATE_THREADS):
-        if exc is not None:  # one unreadable ledger must not hide the others (the overview names it)
-            log_failure(f"reading the producer state of {blob.group!r} partition {blob.partition} for the publish trend", exc)
-        elif state is not None:
-            states.append((StateKey.of(endpoint, blob.group, blob.partition), state))
+    states = _readable_states(reading, container, store, blobs)
     share = max(1, budget // max(1, len(states)))
-    where = (str(getattr(container, "url", "")), source.state_container)
-    read_counts: list[int] = []
-
-    def kept(key: Any, state: Any) -> LedgerVolume:
-        volume: LedgerVolume = _LEDGERS.get((*where, key.blob_name), lambda: LedgerVolume(state.ledger.next, state.ledger.next))
-        return volume
-
-    entries = [(key, state, kept(key, state)) for key, state in states]
+    where = (str(getattr(container, "url", "")), reading.source.state_container)
+    entries = [(key, state, _kept(where, key, state)) for key, state in states]
     entries.sort(key=lambda item: item[2].read_at)  # the ledgers read longest ago (or never) first
 
-    def update(item: tuple[Any, Any, LedgerVolume]) -> tuple[str, LedgerVolume, bool]:
+    def update(item: tuple[Any, Any, LedgerVolume]) -> tuple[str, LedgerVolume, int | None]:
         key, state, entry = item
-        ledger = state.ledger
-        with entry.lock:
-            new, older, restart = plan(entry.top, entry.low, entry.done, ledger.first, ledger.next, share)
-            if (new or older or restart) and time.monotonic() > deadline:
-                return state.group, entry, False  # left for the next request
-            entry.read_at = time.monotonic()
-            if restart:  # start again from the newest record, as from a ledger never read
-                entry.buckets.clear()
-                entry.top = entry.low = ledger.next
-                entry.done = False
-                new, older = range(0), new
-            read = 0
-            for stop in range(new.stop, new.start, -PAGE):
-                limit = min(PAGE, stop - new.start)
-                entry.add(store.history(key, before=stop, limit=limit, state=state).batches, horizon)
-                read += limit
-            entry.top = max(entry.top, new.stop)
-            for stop in range(older.stop, older.start, -PAGE):
-                limit = min(PAGE, stop - older.start)
-                reached = entry.add(store.history(key, before=stop, limit=limit, state=state).batches, horizon)
-                read += limit
-                entry.low = stop - limit
-                if reached:
-                    entry.done = True
-                    break
-            if entry.low <= ledger.first:
-                entry.done = True
-            entry.forget_before(horizon)
-            read_counts.append(read)
-            return state.group, entry, True
+        return state.group, entry, entry.update(store, key, state, share, horizon, deadline)
 
     with ThreadPoolExecutor(LEDGER_THREADS) as pool:
         updated = list(pool.map(update, entries))
+    return _per_group(updated, since, bucket_seconds)
+
+
+def _readable_states(reading: Reading, container: Any, store: Any, blobs: list[Any]) -> list[tuple[Any, Any]]:
+    """``(state key, state)`` of the producer states in ``container`` that could be read: one unreadable ledger must
+    not hide the others (the overview names it)."""
+    from airflow_provider_eh.publishing.document import StateKey
+
+    endpoint = reading.endpoint
+    states = []
+    for blob, state, exc in read_states(reading, container, store, blobs, STATE_THREADS):
+        if exc is not None:
+            log_failure(f"reading the producer state of {blob.group!r} partition {blob.partition} for the publish trend", exc)
+        elif state is not None:
+            states.append((StateKey.of(endpoint, blob.group, blob.partition), state))
+    return states
+
+
+def _kept(where: tuple[str, Any], key: Any, state: Any) -> LedgerVolume:
+    """What this API server kept of the ledger of ``key`` in the container ``where``, or a new one from its next ordinal."""
+    volume: LedgerVolume = _LEDGERS.get((*where, key.blob_name), lambda: LedgerVolume(state.ledger.next, state.ledger.next))
+    return volume
+
+
+def _per_group(updated: list[tuple[str, LedgerVolume, int | None]], since: datetime, bucket_seconds: int) -> dict[str, Any]:
+    """The answer: the ledgers' buckets from ``since`` added up per producer group and ``bucket_seconds``; complete
+    when every ledger was read this time and to its end."""
     start = int(since.timestamp()) - int(since.timestamp()) % bucket_seconds
     groups: dict[str, dict[int, list[int]]] = {}
     complete = True
-    for group, entry, current in updated:
-        complete = complete and current and entry.done
+    for group, entry, read in updated:
+        complete = complete and read is not None and entry.done
         totals = groups.setdefault(group, {})
         for stamp, (events, batches) in list(entry.buckets.items()):
             if stamp >= start:
@@ -184,5 +203,5 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
             for group, totals in sorted(groups.items())
         ],
         "complete": complete,
-        "records_read": sum(read_counts),
+        "records_read": sum(read or 0 for _, _, read in updated),
     }

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from airflow_provider_eh.client.failures import StoreRole
 from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, DEFAULT_WASB_CONN_ID, Reading, Source, read_failure
 
@@ -141,59 +142,29 @@ def _common_prefix(spelled: str) -> str:
     return spelled[:next((i for i, (a, b) in enumerate(zip(spelled, lowered, strict=False)) if a != b), len(spelled))]
 
 
+#: where hubs are found beside the connection: ``(found in, how to read their names, what to say when that fails)``
+HubPlace = tuple[str, Callable[[], set[str]], Callable[[Exception], str]]
+
+
 def hubs(reading: Reading, origins: dict[str, str], may_read_variable: Callable[[str], bool] | None) -> dict[str, Any]:
     """The hubs found for the reading's connection, each with where it was found, and the settings used."""
-    from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
-    from airflow_provider_eh.client.endpoint import canonical_namespace
     from airflow_provider_eh.hooks.event_hubs import EventHubsHook
-    from airflow_provider_eh.plugins.readers.variables import variable_states
 
     source = reading.source
     try:
         namespace, own = namespace_and_hub(reading.hook(EventHubsHook, source.event_hubs_conn_id))
     except ConnectionConfigError as exc:
         raise ViewReadError(str(exc), 400) from None
-    found: dict[str, set[str]] = {}
-
-    def add(names: set[str], where: str) -> None:
+    found: dict[str, set[str]] = {own.lower(): {"connection"}} if own else {}
+    problems = []
+    for where, read, failed in _hub_places(reading, namespace, may_read_variable):
+        try:
+            names = read()
+        except Exception as exc:  # one store that cannot be read must not hide the hubs of the others
+            problems.append(failed(exc))
+            continue
         for name in names:
             found.setdefault(name.lower(), set()).add(where)
-
-    if own:
-        add({own}, "connection")
-    problems = []
-    canonical = canonical_namespace(namespace)
-    if source.state_container:
-        try:
-            add(state_hubs(_listing(reading.container(source.state_container), [f"{canonical}/".lower()]), canonical),
-                "state container")
-        except ViewReadError as exc:
-            problems.append(exc.message)
-        except Exception as exc:
-            problems.append(read_failure(
-                f"listing producer states in container {source.state_container!r} (connection {source.wasb_conn_id!r})",
-                exc, reading.blob_site(source.state_container, "state_container", "producer state"), CONTAINER_HINT).message)
-    if may_read_variable is not None:
-        try:
-            add({s.hub for s in variable_states(may_read_variable) if s.namespace.lower() == canonical.lower()},
-                "Airflow Variables")
-        except Exception as exc:
-            from airflow_provider_eh.plugins.redaction import failure
-
-            problems.append(failure("reading producer states in Airflow Variables", exc,
-                                    "Check the API server's metadata database and Fernet key.").message)
-    if source.checkpoint_container:
-        try:
-            prefixes = [_common_prefix(f"{s}/") for s in namespace_spellings(namespace)]
-            add(checkpoint_hubs(_listing(reading.container(source.checkpoint_container), prefixes), namespace),
-                "checkpoint container")
-        except ViewReadError as exc:
-            problems.append(exc.message)
-        except Exception as exc:
-            problems.append(read_failure(
-                f"listing checkpoints in container {source.checkpoint_container!r} (connection {source.wasb_conn_id!r})",
-                exc, reading.blob_site(source.checkpoint_container, "checkpoint_container", "checkpoints"),
-                CONTAINER_HINT).message)
     return {
         "conn_id": source.event_hubs_conn_id,
         "namespace": namespace,
@@ -202,3 +173,47 @@ def hubs(reading: Reading, origins: dict[str, str], may_read_variable: Callable[
         "hubs": [{"name": name, "found_in": sorted(where)} for name, where in sorted(found.items())],
         "problems": problems,
     }
+
+
+def _hub_places(reading: Reading, namespace: str, may_read_variable: Callable[[str], bool] | None) -> list[HubPlace]:
+    """Where the hubs of ``namespace`` are looked for, beside the connection: the stores the source names, and the
+    Airflow Variables when the user may read them."""
+    from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
+    from airflow_provider_eh.client.endpoint import canonical_namespace
+    from airflow_provider_eh.plugins.readers.variables import variable_states
+    from airflow_provider_eh.plugins.redaction import failure
+
+    source = reading.source
+    canonical = canonical_namespace(namespace)
+    places: list[HubPlace] = []
+    if source.state_container:
+        state = source.state_container
+        places.append(("state container",
+                       lambda: state_hubs(_listing(reading.container(state), [f"{canonical}/".lower()]), canonical),
+                       _container_failure(reading, state, "state_container", "producer state", "listing producer states")))
+    if may_read_variable is not None:
+        places.append(("Airflow Variables",
+                       lambda: {s.hub for s in variable_states(may_read_variable) if s.namespace.lower() == canonical.lower()},
+                       lambda exc: failure("reading producer states in Airflow Variables", exc,
+                                           "Check the API server's metadata database and Fernet key.").message))
+    if source.checkpoint_container:
+        checkpoints = source.checkpoint_container
+        places.append(("checkpoint container",
+                       lambda: checkpoint_hubs(_listing(reading.container(checkpoints),
+                                                        [_common_prefix(f"{s}/") for s in namespace_spellings(namespace)]),
+                                               namespace),
+                       _container_failure(reading, checkpoints, "checkpoint_container", "checkpoints", "listing checkpoints")))
+    return places
+
+
+def _container_failure(reading: Reading, container: str, setting: str, kind: StoreRole,
+                       doing: str) -> Callable[[Exception], str]:
+    """What to say when listing ``container`` (the source's ``setting``, holding ``kind`` blobs) fails."""
+
+    def failed(exc: Exception) -> str:
+        if isinstance(exc, ViewReadError):
+            return exc.message
+        return read_failure(f"{doing} in container {container!r} (connection {reading.source.wasb_conn_id!r})",
+                            exc, reading.blob_site(container, setting, kind), CONTAINER_HINT).message
+
+    return failed

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_eh.plugins.access import VARIABLE, reader
+
 PREFIX = "eh_producer_state"
 RECORD_KINDS = ("batch", "history")
 
@@ -149,17 +151,4 @@ def state_key(group: str, partition: str) -> str:
 def variable_reader(manager: Any, user: Any) -> Callable[[str], bool]:
     """Whether the user may read an Airflow Variable (the Variables backend's producer states), as the auth
     manager says, with the Variable's team under ``[core] multi_team``."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import VariableDetails
-    from airflow.configuration import conf
-
-    teams = conf.getboolean("core", "multi_team", fallback=False)
-
-    def may_read(key: str) -> bool:
-        team = None
-        if teams:
-            from airflow.models.variable import Variable
-
-            team = Variable.get_team_name(key)
-        return bool(manager.is_authorized_variable(method="GET", details=VariableDetails(key=key, team_name=team), user=user))
-
-    return may_read
+    return reader(VARIABLE, manager, user)
