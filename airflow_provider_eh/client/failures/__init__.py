@@ -20,6 +20,10 @@ where the failure happened:
 | the service is busy (ServerBusy, 429, 503) | ``ServiceBusyError`` | yes |
 | refused, reset or lost connections, time-outs, 5xx, any other SDK or Azure Core error | ``ConnectionUnreachableError`` | yes |
 
+The Schema Registry's failures (decoding typed events) go through the same rows at its site
+(:meth:`FailureSite.of_registry`): a refused credential, or else a registry that did not answer, in
+words that repeat what the registry answered (scrubbed).
+
 Every message names the connection id, the service and its address (and the proxy's), the
 connection field to check, and what already happened (``FailureSite.done``). No text of the
 SDK's error is repeated, only its class, status and condition and the resolver's or TLS's reason,
@@ -46,6 +50,7 @@ from airflow_provider_eh.client.failures.sites import (
     BLOB_STORAGE,
     EVENT_HUBS,
     NOTHING_SENT,
+    SCHEMA_REGISTRY,
     SENSOR_ONLY_READS,
     UNKNOWN_CONNECTION,
     FailureSite,
@@ -58,6 +63,7 @@ __all__ = [
     "EVENT_HUBS",
     "FailureSite",
     "NOTHING_SENT",
+    "SCHEMA_REGISTRY",
     "SENSOR_ONLY_READS",
     "Service",
     "StoreRole",

@@ -10,7 +10,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from airflow_provider_eh.client.failures.reading import _is_service_failure, _Reading
-from airflow_provider_eh.client.failures.sites import BLOB_STORAGE, EVENT_HUBS, UNKNOWN_CONNECTION, FailureSite
+from airflow_provider_eh.client.failures.sites import (
+    BLOB_STORAGE,
+    EVENT_HUBS,
+    SCHEMA_REGISTRY,
+    UNKNOWN_CONNECTION,
+    FailureSite,
+)
 from airflow_provider_eh.client.sdk_internals import ErrorKind, error_kinds
 from airflow_provider_eh.errors import (
     CheckpointStoreError,
@@ -210,12 +216,31 @@ def _storage_credential(r: _Reading, site: FailureSite, raised: str) -> EventHub
         site, f"the storage account refused the connection's credential ({raised}{status})", site.credential_fields))
 
 
+def _registry_credential(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError | None:
+    if not (r.has(ErrorKind.HTTP_CREDENTIAL) or r.status in (401, 403)):
+        return None
+    return CredentialRefusedError(site.conn_id, _registry_message(
+        site, f"refused the credential ({r.said}); check {site.credential_fields}."))
+
+
+def _registry_unreachable(r: _Reading, site: FailureSite, raised: str) -> EventHubsProviderError | None:
+    return ConnectionUnreachableError(site.conn_id, _registry_message(
+        site, f"did not answer ({raised}: {r.said}).", retry=True))
+
+
+def _registry_message(site: FailureSite, what: str, *, retry: bool = False) -> str:
+    """The registry's words, which repeat what it answered (scrubbed): ``the Schema Registry at <ns> <what>``."""
+    done = f" {site.done}" if site.done else ""
+    return _scrub(f"the Schema Registry at {site.address} {what}{done}{' A retry may succeed.' if retry else ''}")
+
+
 #: what any service's failure is read for first: the path to it (proxy, name, TLS, a connection not made)
 _NETWORK_ROWS: tuple[_Row, ...] = (_proxy, _dns, _tls, _no_connection)
 #: then what each service says
 _SERVICE_ROWS: dict[str, tuple[_Row, ...]] = {
     EVENT_HUBS: (_handshake, _missing_entity, _expired_token, _missing_claim, _refused_credential),
     BLOB_STORAGE: (_storage_not_found, _storage_credential),
+    SCHEMA_REGISTRY: (_registry_credential, _registry_unreachable),
 }
 
 

@@ -66,6 +66,7 @@ class _Reading:
         did not answer (``EAI_AGAIN``), the name may be right.
     :param tls: why TLS failed (``None``: no TLS failure); ``tls_verify``: the certificate did not verify.
     :param kinds: what the classes of the chain say (:class:`ErrorKind`).
+    :param said: the innermost error's message, on one line (what the Schema Registry's messages repeat).
     """
 
     proxy_status: int | None
@@ -78,6 +79,7 @@ class _Reading:
     status: int | None
     text: str
     kinds: frozenset[ErrorKind]
+    said: str = ""
 
     @classmethod
     def of(cls, exc: BaseException) -> _Reading:
@@ -101,12 +103,16 @@ class _Reading:
                          or reading.tls or type(tls).__name__)
         if any(isinstance(i, ConnectionRefusedError) for i in chain):
             facts["refused"] = True
+        innermost = exc
+        while innermost.__cause__ is not None:
+            innermost = innermost.__cause__
+        facts["said"] = _one_line(str(getattr(innermost, "message", None) or innermost))
         return replace(reading, **facts)  # type: ignore[arg-type]
 
     @classmethod
     def of_report(cls, error_type: str, message: str) -> _Reading:
         """The facts an executor's report says: its error's class's name and first line, all it carries."""
-        reading = cls.of_text(message, kinds_named([error_type]))
+        reading = replace(cls.of_text(message, kinds_named([error_type])), said=_one_line(message))
         if error_type == "gaierror" and reading.dns is None:
             reading = replace(reading, dns="the name does not resolve")
         return replace(reading, refused=True) if error_type == "ConnectionRefusedError" else reading
@@ -139,6 +145,10 @@ class _Reading:
     def has(self, *kinds: ErrorKind) -> bool:
         """Whether an error of the chain is of one of ``kinds``."""
         return not self.kinds.isdisjoint(kinds)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:400]
 
 
 def is_storage_error(exc: BaseException) -> bool:
