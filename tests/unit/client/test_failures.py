@@ -398,3 +398,15 @@ def test_a_registry_behind_an_untrusted_certificate_is_named_as_such_and_not_ret
     assert str(mapped).startswith("Connection 'reg': Schema Registry at ns.servicebus.windows.net: the server's TLS "
                                   "certificate is not trusted"), str(mapped)
     assert "ca_bundle (/etc/ca/company.pem" in str(mapped)
+
+
+def test_the_scope_of_old_is_deprecated_maps_at_the_sites_it_is_given_and_finds_nothing_at_a_distance() -> None:
+    from airflow_provider_eh.client.failures import failure_scope, note_site, site_of
+
+    site = FailureSite.of_endpoint("eh_orders", endpoint())
+    with pytest.warns(DeprecationWarning, match="failure_scope is deprecated"), pytest.raises(
+            ConnectionUnreachableError, match="^Connection 'eh_orders'"), failure_scope(site):
+        raise ConnectionLostError("lost")
+    with pytest.warns(DeprecationWarning, match="note_site is deprecated"):
+        note_site(site)
+    assert site_of(endpoint()).conn_id == "?"
