@@ -86,6 +86,9 @@ class EventHubsEndpoint:
     :param tenant_id: with ``client_id`` and ``client_secret``: a service principal.
     :param managed_identity_client_id: for ``DefaultAzureCredential`` with a user-assigned identity.
     :param network: how clients reach the namespace (WebSockets, proxy, custom endpoint address, CA bundle).
+    :param conn_id: the Airflow connection it was read from (the hook sets it), so a failure on it names that
+        connection wherever it happens (:func:`~airflow_provider_eh.client.failures.site_of`); ``None`` when
+        built without one. Not part of the endpoint's identity: two connections to one hub share its clients.
     """
 
     fully_qualified_namespace: str
@@ -96,6 +99,7 @@ class EventHubsEndpoint:
     client_secret: str | None = field(default=None, repr=False)
     managed_identity_client_id: str | None = None
     network: NetworkOptions = field(default_factory=NetworkOptions)
+    conn_id: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_connection_string(cls, conn_str: str, eventhub_name: str | None = None,

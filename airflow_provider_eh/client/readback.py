@@ -6,12 +6,11 @@ landed in a whole hub (:func:`read_hub`, :func:`duplicates`). The read is bounde
 last enqueued sequence number at the time of the call, so it ends although producers keep sending.
 
 The SDK's errors are raised as the error map's (:mod:`airflow_provider_eh.client.failures`), at the
-site of the task's connection when a task opened a scope (:func:`~airflow_provider_eh.client.failures.site_of`).
+site of the connection the endpoint was read from (:func:`~airflow_provider_eh.client.failures.site_of`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import time
 from collections import Counter
@@ -137,9 +136,8 @@ def read_hub(endpoint: EventHubsEndpoint, consumer_group: str = "$Default", *, s
         with provider_errors(site_of(endpoint).during("reading the hub's partition ids")):
             with endpoint.producer(retry_total=1) as client:  # a missing hub or refused key fails at once
                 partition_ids = client.get_partition_ids()
-        with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:  # each in the caller's failure scope
-            futures = [pool.submit(contextvars.copy_context().run, read_partition, endpoint, p, consumer_group, shared=shared)
-                       for p in partition_ids]
+        with ThreadPoolExecutor(max_workers=len(partition_ids)) as pool:
+            futures = [pool.submit(read_partition, endpoint, p, consumer_group, shared=shared) for p in partition_ids]
             parts = [future.result() for future in futures]
     return [e for part in parts for e in part]
 

@@ -32,12 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from airflow_provider_eh.errors import (
-    ConnectionUnreachableError,
-    CredentialRefusedError,
-    EventHubsProviderError,
-    UndecodableEventError,
-)
+from airflow_provider_eh.client.failures import FailureSite, provider_error
+from airflow_provider_eh.errors import UndecodableEventError
 from airflow_provider_eh.extras import require_extra
 
 #: the content types of Microsoft's encoders, before ``+<schema id>``, and the format each names
@@ -205,20 +201,13 @@ def _undecodable(typed: TypedContent, exc: BaseException) -> UndecodableEventErr
     return None
 
 
-def _registry_failure(exc: BaseException, conn_id: str | None, address: str) -> EventHubsProviderError | None:
-    """The run's failure for what the registry answered (not the event's fault); ``None`` for anything else."""
-    from azure.core.exceptions import AzureError, ClientAuthenticationError
-
-    conn = conn_id or "schema_registry_conn_id"
-    if isinstance(exc, ClientAuthenticationError):
-        return CredentialRefusedError(
-            conn, f"the Schema Registry at {address} refused the credential ({_cause(exc)}); check the connection's "
-                  "key, or give its identity the Schema Registry Reader role. Nothing of the batch was committed")
-    if isinstance(exc, AzureError):
-        return ConnectionUnreachableError(
-            conn, f"the Schema Registry at {address} did not answer ({type(exc).__name__}: {_cause(exc)}); nothing of "
-                  "the batch was committed, a retry reads it again")
-    return None
+def _registry_site(conn_id: str | None, registry: Any) -> FailureSite:
+    """Where the registry's failures happen, for the one error map: a refused credential or a registry that cannot
+    be reached is the run's failure, not the event's. ``registry``: its endpoint (any object with the namespace;
+    a ``ca_bundle`` when it has one), or ``None`` before it is known."""
+    return FailureSite.of_registry(
+        conn_id or "schema_registry_conn_id", registry.fully_qualified_namespace if registry is not None else "?",
+        ca_bundle=getattr(registry, "ca_bundle", None), done="Nothing of the batch was committed.")
 
 
 def _missing(typed: TypedContent, why: str) -> UndecodableEventError:
@@ -233,7 +222,7 @@ class _Decoding:
     def __init__(self, registry: Any, *, cache_size: int = CACHED_SCHEMAS, conn_id: str | None = None):
         self._registry = registry
         self.conn_id = conn_id
-        self.address = "?"
+        self.site = _registry_site(conn_id, None)
         self.cache = _Cache(cache_size)
         self._client: Any = None
         self._encoders: dict[str, Any] = {}
@@ -260,7 +249,7 @@ class _Decoding:
         failure = _undecodable(typed, exc)
         if failure is not None:
             raise failure from None
-        unavailable = _registry_failure(exc, self.conn_id, self.address)
+        unavailable = provider_error(exc, self.site)
         if unavailable is None:
             raise exc
         raise unavailable from exc
@@ -291,7 +280,7 @@ class TypedDecoder(_Decoding):
                 registry = self._registry() if callable(self._registry) else self._registry
             except Exception as exc:
                 raise self._unusable(typed, exc) from None
-            self.address = registry.fully_qualified_namespace
+            self.site = _registry_site(self.conn_id, registry)
             self._client = _CachingClient(registry.client(), self.cache)
         return self._encoder_of(typed, aio=False)
 
@@ -352,7 +341,7 @@ class AsyncTypedDecoder(_Decoding):
                 registry = await self._registry()
             except Exception as exc:
                 raise self._unusable(typed, exc) from None
-            self.address = registry.fully_qualified_namespace
+            self.site = _registry_site(self.conn_id, registry)
             self._client = _AsyncCachingClient(registry.async_client(), self.cache)
         return self._encoder_of(typed, aio=True)
 

@@ -105,6 +105,7 @@ class _EventHubsConnection:
             client_secret=None if conn_str else masked(conn.password),
             managed_identity_client_id=extra_field(extras, CONN_TYPE, "managed_identity_client_id"),
             network=network,
+            conn_id=conn_id,
         )
         self.log.debug(
             "Event Hubs connection %s: %s for hub %s on %s, %s",

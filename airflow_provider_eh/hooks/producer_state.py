@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh import metrics
-from airflow_provider_eh.client.failures import note_site
+from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.errors import ProducerStateStoreError, UnreadableVariableError
 from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore
@@ -161,6 +161,8 @@ class ProducerStateHook(BaseHook):
         self.container = container
         self.lease_seconds = lease_seconds
         self.claim_timeout = claim_timeout
+        #: where the blob store's failures happen, once :meth:`get_store` made it (for the task's error mapping)
+        self.failure_site: FailureSite | None = None
 
     def get_store(self, *, create_container: bool = True) -> ProducerStateStore:
         """The store of the backend; each of its operations is timed as ``eventhubs.ledger.duration``.
@@ -177,8 +179,9 @@ class ProducerStateHook(BaseHook):
         assert self.container is not None
         hook = BlobStorageHook(self.wasb_conn_id)
         client = hook.ensure_container(self.container) if create_container else hook.get_container_client(self.container)
-        # a storage error the engine does not map itself is mapped naming this connection and container
-        note_site(hook.failure_site(self.container, container_field="state_container", role="producer state"))
+        # a storage error the engine does not map itself is mapped naming this connection and container, by the
+        # task that hands this site to its error mapping
+        self.failure_site = hook.failure_site(self.container, container_field="state_container", role="producer state")
         return BlobProducerStateStore(client, lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
                                       on_operation=timer)
 

@@ -296,10 +296,12 @@ class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
         self.check_arguments()
         endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
         self.remember_hub(endpoint)
-        store = ProducerStateHook(
+        state = ProducerStateHook(
             self.backend_in_force(), wasb_conn_id=self.wasb_conn_id, container=self.state_container,
             lease_seconds=self.lease_seconds, claim_timeout=self.claim_timeout,
-        ).get_store()
+        )
+        store = state.get_store()
+        self.remember_site(state.failure_site)
         return IdempotentPublisher(
             endpoint, store, producer_group=self.resolved_producer_group, partition_options=self._partition_options(),
             keep_committed=self.keep_committed, keep_committed_days=self.keep_committed_days,
@@ -358,7 +360,7 @@ class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
     def provider_errors(self) -> AbstractContextManager[None]:
         """Non-retryable provider errors and configuration errors fail the task without burning retries
         (:func:`~airflow_provider_eh.operators.task_errors.airflow_error`)."""
-        return airflow_errors(self.task_id)
+        return airflow_errors(self.task_id, self)
 
     def report(self, batch_id: str, results: Mapping[str, PartitionResult]) -> dict[str, dict[str, Any]]:
         """

@@ -23,12 +23,11 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import BaseOperator
 
 from airflow_provider_eh.checkpoints.lag import PartitionLag
-from airflow_provider_eh.client.failures import note_site
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
-from airflow_provider_eh.operators.task_errors import airflow_errors
+from airflow_provider_eh.operators.task_errors import TaskSites, airflow_errors
 from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.open_batches import OpenBatch, is_stale, open_batches
 from airflow_provider_eh.stamps import batch_stamp
@@ -196,7 +195,7 @@ def seconds_of(field: str, value: Any) -> float:
     return seconds
 
 
-class EventHubHealthCheckOperator(BaseOperator):
+class EventHubHealthCheckOperator(TaskSites, BaseOperator):
     """
     Fail when a producer group has a batch open too long or a consumer group lags too far; the alert to wire.
 
@@ -292,7 +291,7 @@ class EventHubHealthCheckOperator(BaseOperator):
         return producers, consumers, max_age, max_lag
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with airflow_errors(self.task_id):
+        with airflow_errors(self.task_id, self):
             report = self.check(datetime.now(UTC))
         for line in report.problems:
             self.log.error("%s", line)
@@ -317,8 +316,8 @@ class EventHubHealthCheckOperator(BaseOperator):
                                   wasb_conn_id=self.wasb_conn_id, eventhub_name=self.eventhub_name)
             last = hook.last_enqueued()
             partitions = list(last)
-            note_site(hook.blob_hook.failure_site(self.checkpoint_container, container_field="checkpoint_container",
-                                                  role="checkpoints", done=ONLY_READS))
+            self.remember_site(hook.blob_hook.failure_site(self.checkpoint_container, container_field="checkpoint_container",
+                                                           role="checkpoints", done=ONLY_READS))
             progress = hook.progress({p: -1 for p in partitions}, consumers, last)
             lags, without = list(progress.lags), progress.groups_without_checkpoints
         else:
@@ -326,8 +325,9 @@ class EventHubHealthCheckOperator(BaseOperator):
         ledgers: dict[str, int] = {}
         batches: list[OpenBatch] = []
         if producers:
-            store = ProducerStateHook(self.backend, wasb_conn_id=self.wasb_conn_id,
-                                      container=self.state_container).get_store(create_container=False)
+            state = ProducerStateHook(self.backend, wasb_conn_id=self.wasb_conn_id, container=self.state_container)
+            store = state.get_store(create_container=False)
+            self.remember_site(state.failure_site)
             for group in producers:
                 states = [store.read(StateKey.of(endpoint, group, p)) for p in partitions]
                 ledgers[group] = sum(state is not None for state in states)

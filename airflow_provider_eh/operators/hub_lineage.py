@@ -2,7 +2,8 @@
 
 :class:`HubLineage`: the hub (known once the task resolved its connection) is an output of the publishing
 operators and an input of the ingest operators; remembering it also names it as the site of the SDK's errors
-in the task (:func:`~airflow_provider_eh.operators.task_errors.airflow_errors`).
+in the task, once the operator hands itself to its error mapping
+(``airflow_errors(self.task_id, self)``: :func:`~airflow_provider_eh.operators.task_errors.airflow_errors`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow_provider_eh.client.failures import FailureSite, note_site
+from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.lineage import eventhub_dataset
+from airflow_provider_eh.operators.task_errors import TaskSites
 
 if TYPE_CHECKING:
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
@@ -28,9 +30,10 @@ def operator_lineage(inputs: Iterable[tuple[str, str]], outputs: Iterable[tuple[
     )
 
 
-class HubLineage:
+class HubLineage(TaskSites):
     """
-    Mixin of the operators that publish to or read from one hub: their OpenLineage facets.
+    Mixin of the operators that publish to or read from one hub: their OpenLineage facets, and the hub as the site
+    of their SDK errors (:class:`~airflow_provider_eh.operators.task_errors.TaskSites`).
 
     The operator sets ``_lineage_hub = None`` in its ``__init__`` and calls :meth:`remember_hub` once
     it has the endpoint; :meth:`lineage_inputs` and :meth:`lineage_outputs` add what else it reads
@@ -51,9 +54,10 @@ class HubLineage:
 
     def remember_hub(self, endpoint: EventHubsEndpoint) -> None:
         """Report ``endpoint``'s hub in this task's lineage, and as where its SDK errors happen
-        (:func:`airflow_errors`)."""
+        (:func:`~airflow_provider_eh.operators.task_errors.airflow_errors`)."""
         self._lineage_hub = (endpoint.fully_qualified_namespace, endpoint.eventhub_name)
-        note_site(FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint, done=self.FAILED_SO_FAR[self.hub_role]))
+        self.remember_site(FailureSite.of_endpoint(self.event_hubs_conn_id, endpoint,
+                                                   done=self.FAILED_SO_FAR[self.hub_role]))
 
     def lineage_inputs(self) -> list[tuple[str, str]]:
         """``(namespace, name)`` of what the task reads besides the hub; none by default."""

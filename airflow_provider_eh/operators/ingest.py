@@ -219,7 +219,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator, DeprecatedIngestArgume
         return None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        with airflow_errors(self.task_id):
+        with airflow_errors(self.task_id, self):
             endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             self.remember_hub(endpoint)
             delta = self.sink == DELTA

@@ -24,10 +24,12 @@ setting, partition or row at fault; an error about a hub or a container that doe
 connection (the engine's) is led by the connection the task noted for that service. Retryable
 errors keep their type, so a caller (or a test) can tell a fenced producer from an unreachable service.
 
-The SDK's errors do not say which connection they were made for: :func:`airflow_errors` opens a
-:func:`~airflow_provider_eh.client.failures.failure_scope` with the sites it is given, and
-:meth:`~airflow_provider_eh.operators.hub_lineage.HubLineage.remember_hub` adds the task's hub (its connection,
-address, proxy) to it, so an SDK error raised anywhere in the task is mapped naming them.
+The SDK's errors do not say which connection they were made for: :func:`airflow_errors` is handed the
+task's sites, a :class:`~airflow_provider_eh.client.failures.FailureSite` known up front or the operator
+itself (:class:`TaskSites`), whose sites are read when an error is raised: those it remembered meanwhile
+(its hub once it read the connection, with
+:meth:`~airflow_provider_eh.operators.hub_lineage.HubLineage.remember_hub`; the containers of its hooks). An SDK
+error raised anywhere in the task is mapped naming them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_provider_eh.client.failures import FailureSite, failure_scope, is_storage_error, provider_error
+from airflow_provider_eh.client.failures import FailureSite, is_storage_error, provider_error
 from airflow_provider_eh.errors import (
     CheckpointStoreError,
     EventHubsProviderError,
@@ -52,6 +54,29 @@ from airflow_provider_eh.publishing.driver import Progress, progress_of
 
 if TYPE_CHECKING:
     pass
+
+
+class TaskSites:
+    """Mixin of the operators whose connections are read while the task runs: the sites they learn (their hub, the
+    containers of their hooks), handed to the task's error mapping as ``airflow_errors(self.task_id, self)``."""
+
+    #: the sites remembered so far, in order (the last of a service wins)
+    _known_sites: tuple[FailureSite, ...] = ()
+
+    def remember_site(self, site: FailureSite | None) -> None:
+        """Name ``site`` (``None``: nothing) as where this task's SDK errors of its service happen."""
+        if site is not None and site not in self._known_sites:
+            self._known_sites = (*self._known_sites, site)
+
+    def failure_sites(self) -> tuple[FailureSite, ...]:
+        """The sites remembered so far."""
+        return self._known_sites
+
+
+def _sites(sources: Iterable[FailureSite | TaskSites]) -> list[FailureSite]:
+    """The sites of ``sources`` now: a site as it is, an operator's as it remembered them."""
+    return [site for source in sources
+            for site in ((source,) if isinstance(source, FailureSite) else source.failure_sites())]
 
 
 def airflow_error(exc: BaseException, task_id: str) -> BaseException:
@@ -119,28 +144,29 @@ def _name_connection(exc: BaseException, sites: Iterable[FailureSite]) -> None:
 
 
 @contextmanager
-def airflow_errors(task_id: str, *sites: FailureSite) -> Iterator[None]:
+def airflow_errors(task_id: str, *sites: FailureSite | TaskSites) -> Iterator[None]:
     """Raise what :func:`airflow_error` maps an error to, chained to the original; an SDK error is first
-    mapped by :func:`sdk_failure` at ``sites`` and those :meth:`HubLineage.remember_hub` notes meanwhile."""
-    with failure_scope(*sites) as known:
-        try:
-            yield
-        except Exception as exc:
-            progress = progress_of(exc)
-            at = known
-            if progress is not None:  # the partitions committed and pending, in place of the task's general words
-                at = [s.having_done(progress.sentence(_retryable(exc, known))) if s.service == "Event Hubs" else s
-                      for s in known]
-            provider = sdk_failure(exc, at)
-            _name_connection(provider, known)
-            if progress is not None:
-                _tell_progress(provider, progress)
-            mapped = airflow_error(provider, task_id)
-            if mapped is exc:
-                raise
-            if provider is not exc:  # the chain reads: Airflow's error, from the package's, from the SDK's
-                provider.__cause__ = exc
-            raise mapped from provider
+    mapped by :func:`sdk_failure` at ``sites``: each a site, or an operator whose sites are read then
+    (:class:`TaskSites`: those it remembered while the task ran)."""
+    try:
+        yield
+    except Exception as exc:
+        known = _sites(sites)
+        progress = progress_of(exc)
+        at = known
+        if progress is not None:  # the partitions committed and pending, in place of the task's general words
+            at = [s.having_done(progress.sentence(_retryable(exc, known))) if s.service == "Event Hubs" else s
+                  for s in known]
+        provider = sdk_failure(exc, at)
+        _name_connection(provider, known)
+        if progress is not None:
+            _tell_progress(provider, progress)
+        mapped = airflow_error(provider, task_id)
+        if mapped is exc:
+            raise
+        if provider is not exc:  # the chain reads: Airflow's error, from the package's, from the SDK's
+            provider.__cause__ = exc
+        raise mapped from provider
 
 
 def _retryable(exc: BaseException, sites: Iterable[FailureSite]) -> bool:

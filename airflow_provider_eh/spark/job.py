@@ -309,7 +309,7 @@ class SparkPublishJob:
             with raise_from_spark():
                 return self.send(prepared, sessions)
 
-        site = site_of(self.publisher.endpoint)  # the task's connection, known here on the driver
+        site = site_of(self.publisher.endpoint)  # the connection the endpoint was read from
 
         def failure(pid: str, outcome: SendOutcome, progress: Progress) -> BaseException:
             mapped = executor_failure(outcome.error_type, outcome.message, site)

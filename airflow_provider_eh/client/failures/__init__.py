@@ -20,18 +20,25 @@ where the failure happened:
 | the service is busy (ServerBusy, 429, 503) | ``ServiceBusyError`` | yes |
 | refused, reset or lost connections, time-outs, 5xx, any other SDK or Azure Core error | ``ConnectionUnreachableError`` | yes |
 
+The Schema Registry's failures (decoding typed events) go through the same rows at its site
+(:meth:`FailureSite.of_registry`): a refused credential, or else a registry that did not answer, in
+words that repeat what the registry answered (scrubbed).
+
 Every message names the connection id, the service and its address (and the proxy's), the
 connection field to check, and what already happened (``FailureSite.done``). No text of the
 SDK's error is repeated, only its class, status and condition and the resolver's or TLS's reason,
 so no secret it echoes (a SAS signature, a proxy password inside a URL) can reach a message; the
 site holds no credential.
 
-Layers that know an endpoint but not the connection it came from (read-back, Spark's driver) find
-the connection in the task's :func:`failure_scope` (:func:`site_of`); an Airflow task opens one
-around its work and notes its sites in it (:func:`note_site`).
+The site is passed explicitly: an endpoint carries the connection id its hook read it from, so layers
+that know only the endpoint (read-back, Spark's driver, the engine) name the connection (:func:`site_of`);
+an Airflow task hands the sites it learns (its hub, its containers) to its error mapping
+(``operators/task_errors.py``). :func:`failure_scope` and :func:`note_site`, which found sites at a
+distance, are deprecated.
 
 The package's modules: :mod:`.sites` (where a failure happened), :mod:`.reading` (an error's chain read),
-:mod:`.classify` (the map) and :mod:`.scope` (the sites of the work in progress).
+:mod:`.classify` (the map) and :mod:`.scope` (the site of an endpoint). The SDKs' error classes are read in the
+SDK adapter (:mod:`airflow_provider_eh.client.sdk_internals`).
 
 No Airflow import: the engines, Spark's driver and the triggers map with it too.
 """
@@ -46,6 +53,7 @@ from airflow_provider_eh.client.failures.sites import (
     BLOB_STORAGE,
     EVENT_HUBS,
     NOTHING_SENT,
+    SCHEMA_REGISTRY,
     SENSOR_ONLY_READS,
     UNKNOWN_CONNECTION,
     FailureSite,
@@ -58,6 +66,7 @@ __all__ = [
     "EVENT_HUBS",
     "FailureSite",
     "NOTHING_SENT",
+    "SCHEMA_REGISTRY",
     "SENSOR_ONLY_READS",
     "Service",
     "StoreRole",

@@ -1,5 +1,11 @@
 """Reading an error: its whole chain (``__cause__``, ``__context__``, the AMQP error inside an ``EventHubError``, the
-socket error inside an aiohttp or urllib3 one), its classes, condition, status and the resolver's or TLS's reason.
+socket error inside an aiohttp or urllib3 one), its kinds, condition, status and the resolver's or TLS's reason.
+
+What an error's class says is read by type, in the SDK adapter (:func:`error_kinds`: ``isinstance`` against the
+classes it knows). Text is read only where the SDKs give nothing else: the proxy's CONNECT status that
+websocket-client and urllib3 put in their message only, the service's words in an AMQP description (the
+status code of a management answer, a missing claim), and an executor's report, which crosses processes as a
+class's name and a message.
 """
 
 from __future__ import annotations
@@ -8,12 +14,12 @@ import re
 import socket
 import ssl
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
+from airflow_provider_eh.client.sdk_internals import ErrorKind, amqp_condition, error_kinds, kinds_named
 
+# text only: websocket-client ("failed CONNECT via proxy status: 407") and urllib3 ("Tunnel connection failed: 403")
 _PROXY_STATUS = re.compile(r"(?:CONNECT via proxy status:|Tunnel connection failed:|proxy status:?)\s*(\d{3})", re.I)
+# text only: the status of an AMQP management answer is in the description the SDK words
 _STATUS_CODE = re.compile(r"Status code:?\s*(\d{3})", re.I)
 _CHAIN_ATTRIBUTES = ("__cause__", "__context__", "inner_error", "inner_exception", "os_error", "certificate_error",
                      "reason", "error")
@@ -36,19 +42,6 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return list(seen.values())
 
 
-def _names(chain: list[BaseException]) -> set[str]:
-    return {cls.__name__ for item in chain for cls in type(item).__mro__}
-
-
-def _condition(item: BaseException) -> str:
-    """An AMQP error's condition as the wire spells it (``amqp:not-found``), or ``""``."""
-    condition = getattr(item, "condition", None)
-    if condition is None:
-        return ""
-    value = getattr(condition, "value", condition)
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _status(item: BaseException) -> int | None:
     for name in ("status_code", "status"):
         value = getattr(item, name, None)
@@ -57,6 +50,7 @@ def _status(item: BaseException) -> int | None:
     return None
 
 
+# text only, for an executor's report: the resolver's and TLS's words as Python and OpenSSL write them
 _DNS_TEXT = re.compile(r"Name or service not known|nodename nor servname|No address associated|"
                        r"Temporary failure in name resolution|getaddrinfo failed")
 _TLS_TEXT = re.compile(r"CERTIFICATE_VERIFY_FAILED|WRONG_VERSION_NUMBER|certificate verify failed|SSLError|"
@@ -71,6 +65,8 @@ class _Reading:
     :param dns: why a name did not resolve (``None``: no resolution failure); ``dns_temporary``: the resolver
         did not answer (``EAI_AGAIN``), the name may be right.
     :param tls: why TLS failed (``None``: no TLS failure); ``tls_verify``: the certificate did not verify.
+    :param kinds: what the classes of the chain say (:class:`ErrorKind`).
+    :param said: the innermost error's message, on one line (what the Schema Registry's messages repeat).
     """
 
     proxy_status: int | None
@@ -82,18 +78,20 @@ class _Reading:
     conditions: frozenset[str]
     status: int | None
     text: str
-    names: frozenset[str]
+    kinds: frozenset[ErrorKind]
+    said: str = ""
 
     @classmethod
     def of(cls, exc: BaseException) -> _Reading:
         chain = _chain(exc)
-        proxy_status = next((_status(i) for i in chain if type(i).__name__ == "ClientHttpProxyError"), None)
+        kinds = [error_kinds(item) for item in chain]
+        proxy_status = next((_status(i) for i, k in zip(chain, kinds, strict=True) if ErrorKind.PROXY_ANSWER in k), None)
         statuses = [s for s in (_status(i) for i in chain) if s]
         gai = next((i for i in chain if isinstance(i, socket.gaierror)), None)
         tls = next((i for i in chain if isinstance(i, ssl.SSLError)), None)
         reading = cls.of_text(
-            "\n".join(str(item) for item in chain), _names(chain), status=statuses[0] if statuses else None,
-            conditions=frozenset(c for c in (_condition(i) for i in chain) if c), proxy_status=proxy_status,
+            "\n".join(str(item) for item in chain), frozenset().union(*kinds), status=statuses[0] if statuses else None,
+            conditions=frozenset(c for c in (amqp_condition(i) for i in chain) if c), proxy_status=proxy_status,
         )
         facts: dict[str, object] = {}
         if gai is not None:
@@ -105,17 +103,29 @@ class _Reading:
                          or reading.tls or type(tls).__name__)
         if any(isinstance(i, ConnectionRefusedError) for i in chain):
             facts["refused"] = True
+        innermost = exc
+        while innermost.__cause__ is not None:
+            innermost = innermost.__cause__
+        facts["said"] = _one_line(str(getattr(innermost, "message", None) or innermost))
         return replace(reading, **facts)  # type: ignore[arg-type]
 
     @classmethod
-    def of_text(cls, text: str, names: set[str], *, status: int | None = None,
+    def of_report(cls, error_type: str, message: str) -> _Reading:
+        """The facts an executor's report says: its error's class's name and first line, all it carries."""
+        reading = replace(cls.of_text(message, kinds_named([error_type])), said=_one_line(message))
+        if error_type == "gaierror" and reading.dns is None:
+            reading = replace(reading, dns="the name does not resolve")
+        return replace(reading, refused=True) if error_type == "ConnectionRefusedError" else reading
+
+    @classmethod
+    def of_text(cls, text: str, kinds: frozenset[ErrorKind], *, status: int | None = None,
                 conditions: frozenset[str] = frozenset(), proxy_status: int | None = None) -> _Reading:
-        """The facts a text says (an executor's report carries the error's type name and first line only)."""
+        """The facts a text says beside what ``kinds`` say (text only where the SDKs give nothing else)."""
         match = _PROXY_STATUS.search(text)
         if proxy_status is None and match:
             proxy_status = int(match.group(1))
         dns_match = _DNS_TEXT.search(text)
-        dns = dns_match.group(0) if dns_match else ("the name does not resolve" if "gaierror" in names else None)
+        dns = dns_match.group(0) if dns_match else None
         tls_match = _TLS_TEXT.search(text)
         verify = "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text
         reason = _VERIFY_MESSAGE.search(text)
@@ -123,36 +133,32 @@ class _Reading:
         code = _STATUS_CODE.search(text)
         return cls(
             proxy_status=proxy_status, dns=dns, dns_temporary=bool(dns and "Temporary failure" in dns),
-            tls=tls, tls_verify=verify, refused="Connection refused" in text or "ConnectionRefusedError" in names,
-            conditions=conditions, status=status or (int(code.group(1)) if code else None), text=text,
-            names=frozenset(names),
+            tls=tls, tls_verify=verify, refused="Connection refused" in text,
+            conditions=conditions, status=status or (int(code.group(1)) if code else None), text=text, kinds=kinds,
         )
 
     def condition(self, *spellings: str) -> bool:
-        """True when an AMQP condition, or the text, says one of ``spellings`` (``not-found``, ``NotFound``, ...)."""
+        """True when an AMQP condition, or the service's words, say one of ``spellings`` (``not-found``, ...)."""
         found = " ".join(self.conditions) + "\n" + self.text
         return any(s.lower() in found.lower() for s in spellings)
 
-    def any_of(self, *names: str) -> bool:
-        return bool(self.names.intersection(names))
+    def has(self, *kinds: ErrorKind) -> bool:
+        """Whether an error of the chain is of one of ``kinds``."""
+        return not self.kinds.isdisjoint(kinds)
 
 
-_FAMILIES = ("EventHubError", "AMQPException", "AzureError", "WebSocketException", "ClientError", "HTTPError",
-             "RequestException", "ProxyError", "OperationTimeoutError")
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:400]
 
 
 def is_storage_error(exc: BaseException) -> bool:
     """Whether ``exc`` came from blob storage (an Azure Core error) rather than from the hub (the Event Hubs SDK's)."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return "AzureError" in names and "EventHubError" not in names
+    kinds = error_kinds(exc)
+    return ErrorKind.AZURE_CORE in kinds and ErrorKind.EVENT_HUBS not in kinds
 
 
 def _is_service_failure(exc: BaseException) -> bool:
     """True for what the map reads: the SDKs' errors and the network's, not a bug or bad input of ours."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False  # a local file (a CA bundle that is not there), not the network
-    if isinstance(exc, (OSError, TimeoutError)):
-        return True
-    return bool({cls.__name__ for cls in type(exc).__mro__}.intersection(_FAMILIES))
-
-
+    return ErrorKind.SERVICE in error_kinds(exc)

@@ -11,9 +11,10 @@ from urllib.parse import urlparse
 if TYPE_CHECKING:
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 
-Service = Literal["Event Hubs", "blob storage"]
+Service = Literal["Event Hubs", "blob storage", "Schema Registry"]
 EVENT_HUBS: Service = "Event Hubs"
 BLOB_STORAGE: Service = "blob storage"
+SCHEMA_REGISTRY: Service = "Schema Registry"
 #: what the blob container of a site holds: the error a missing container raises follows from it
 StoreRole = Literal["producer state", "checkpoints", ""]
 
@@ -33,7 +34,7 @@ class FailureSite:
     Where a failure happened, in the words of the connection that led there; never a credential.
 
     :param conn_id: the Airflow connection id.
-    :param service: ``"Event Hubs"`` or ``"blob storage"``.
+    :param service: ``"Event Hubs"``, ``"blob storage"`` or ``"Schema Registry"``.
     :param address: the ``host:port`` the client connects to (the custom endpoint address when one is set).
     :param proxy: the HTTP proxy's ``host:port``, or ``None``.
     :param hub: the Event Hub, for an Event Hubs site.
@@ -109,6 +110,14 @@ class FailureSite:
                    container_field=container_field, address_field="host (the account URL) or connection_string",
                    credential_fields=credential_fields, ca_bundle=ca_bundle, role=role, done=done)
 
+    @classmethod
+    def of_registry(cls, conn_id: str, namespace: str, *, ca_bundle: str | None = None, done: str = "") -> FailureSite:
+        """The site of the Schema Registry of ``namespace`` (``<ns>.servicebus.windows.net``, or the local endpoint's
+        ``host:port``), as its client names it."""
+        return cls(conn_id=conn_id, service=SCHEMA_REGISTRY, address=namespace, ca_bundle=ca_bundle, done=done,
+                   address_field="schema_registry_namespace (or the connection's namespace)",
+                   credential_fields="the connection's key, or give its identity the Schema Registry Reader role")
+
     def having_done(self, done: str) -> FailureSite:
         """The same site with another sentence of what already happened."""
         return replace(self, done=done)
@@ -125,7 +134,7 @@ class FailureSite:
             if self.consumer_group:
                 what += f" (consumer group {self.consumer_group!r})"
         else:
-            what = "blob storage"
+            what = self.service
         if self.address:
             what += f" at {self.address}"
         if self.service == BLOB_STORAGE and self.container:

@@ -14,7 +14,8 @@ This module keeps the registry; its modules, one per group of names, hold the us
 - ``receiving``: received messages and partition receivers of our own (``client/received.py``, ``client/receive.py``);
 - ``shared_connection``: one AMQP connection per hub (``client/connection.py``);
 - ``hooked_clients``: producer and consumer clients on the shared connection (``client/lean.py``);
-- ``sender_links``: idempotent-producer sender links (``client/fencing.py``).
+- ``sender_links``: idempotent-producer sender links (``client/fencing.py``);
+- ``errors``: the SDKs' error classes and what each says, for the error map (``client/failures/``).
 
 :func:`check` verifies that the installed SDK still has the internals (the :data:`INTERNALS` table: a
 name per row, with the feature that needs it and why), building the SDK's objects offline where the
@@ -39,6 +40,7 @@ from azure.eventhub import EventDataBatch, EventHubConsumerClient, EventHubProdu
 
 from airflow_provider_eh.client.sdk_internals.amqp_values import amqp_type, encode_value, typed, typed_value_keys
 from airflow_provider_eh.client.sdk_internals.batches import batch_add_once, batch_append, pyamqp_batch, sdk_encode
+from airflow_provider_eh.client.sdk_internals.errors import ErrorKind, amqp_condition, error_kinds, kinds_named
 from airflow_provider_eh.client.sdk_internals.hooked_clients import HookedConsumerClient, HookedProducerClient
 from airflow_provider_eh.client.sdk_internals.receiving import (
     buffered_count,
@@ -87,6 +89,8 @@ __all__ = [
     "share_handler_connection", "shareable", "transport_buffered",
     # the lean clients
     "HookedConsumerClient", "HookedProducerClient",
+    # the SDKs' error classes, by type
+    "ErrorKind", "amqp_condition", "error_kinds", "kinds_named",
     # idempotent-producer sender links
     "AttachAnswer", "attach_answer", "attach_as", "attach_plain", "detach_error", "partition_producer", "reattach",
 ]

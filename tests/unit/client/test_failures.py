@@ -373,3 +373,40 @@ def test_the_context_manager_raises_the_mapped_error_from_the_sdks() -> None:
     with pytest.raises(ProxyRefusedError) as raised, provider_errors(PROXIED_SITE):
         raise original
     assert raised.value.__cause__ is original
+
+
+REGISTRY = FailureSite.of_registry("reg", "ns.servicebus.windows.net", ca_bundle="/etc/ca/company.pem",
+                                   done="Nothing of the batch was committed.")
+
+
+def test_the_schema_registrys_errors_go_through_the_same_map() -> None:
+    refused = provider_error(ClientAuthenticationError(message="401 Unauthorized"), REGISTRY)
+    assert isinstance(refused, CredentialRefusedError) and not refused.retryable
+    assert str(refused) == ("Connection 'reg': the Schema Registry at ns.servicebus.windows.net refused the credential "
+                            "(401 Unauthorized); check the connection's key, or give its identity the Schema Registry "
+                            "Reader role. Nothing of the batch was committed.")
+    down = provider_error(ServiceRequestError("no answer"), REGISTRY)
+    assert type(down) is ConnectionUnreachableError and down.retryable
+    assert "the Schema Registry at ns.servicebus.windows.net did not answer (ServiceRequestError: no answer)" in str(down)
+
+
+def test_a_registry_behind_an_untrusted_certificate_is_named_as_such_and_not_retried() -> None:
+    tls = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    tls.verify_message = "unable to get local issuer certificate"
+    mapped = provider_error(ServiceRequestError("SSL failed", error=tls), REGISTRY)
+    assert type(mapped) is ConnectionConfigError and not mapped.retryable
+    assert str(mapped).startswith("Connection 'reg': Schema Registry at ns.servicebus.windows.net: the server's TLS "
+                                  "certificate is not trusted"), str(mapped)
+    assert "ca_bundle (/etc/ca/company.pem" in str(mapped)
+
+
+def test_the_scope_of_old_is_deprecated_maps_at_the_sites_it_is_given_and_finds_nothing_at_a_distance() -> None:
+    from airflow_provider_eh.client.failures import failure_scope, note_site, site_of
+
+    site = FailureSite.of_endpoint("eh_orders", endpoint())
+    with pytest.warns(DeprecationWarning, match="failure_scope is deprecated"), pytest.raises(
+            ConnectionUnreachableError, match="^Connection 'eh_orders'"), failure_scope(site):
+        raise ConnectionLostError("lost")
+    with pytest.warns(DeprecationWarning, match="note_site is deprecated"):
+        note_site(site)
+    assert site_of(endpoint()).conn_id == "?"

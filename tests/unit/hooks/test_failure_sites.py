@@ -66,3 +66,31 @@ def test_a_pooled_blob_client_keeps_the_connections_ca_bundle_and_proxy(monkeypa
     adapter = transport.session.get_adapter("https://acct.blob.core.windows.net/")
     assert adapter._pool_maxsize == 32 and transport.connection_config.verify == "/etc/ssl/corp.pem"
     assert client._config.proxy_policy.proxies == {"https": "http://10.1.2.3:3128"}  # applied to each request
+
+
+def test_the_endpoint_a_hook_reads_names_its_connection_wherever_it_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read-back, Spark's driver and the engine know only the endpoint: it carries the connection id."""
+    from azure.eventhub.exceptions import ConnectionLostError
+
+    from airflow_provider_eh.client.failures import provider_error, site_of
+
+    connection(monkeypatch, "eh_named", conn_type="azure_event_hubs", extra={
+        "connection_string": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=k3y-k3y-k3y",
+        "eventhub_name": "orders"})
+    endpoint = EventHubsHook("eh_named").get_endpoint()
+    assert endpoint.conn_id == "eh_named" and endpoint.with_hub("other").conn_id == "eh_named"
+    mapped = provider_error(ConnectionLostError("lost"), site_of(endpoint))
+    assert mapped is not None and str(mapped).startswith("Connection 'eh_named': Event Hub 'orders' at ns.servicebus")
+
+
+def test_the_producer_state_hook_gives_its_containers_site_once_it_made_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_eh.hooks.producer_state import ProducerStateHook
+
+    connection(monkeypatch, "wasb_state", conn_type="wasb", extra={
+        "connection_string": f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={ACCOUNT_KEY};"
+                             "EndpointSuffix=core.windows.net"})
+    hook = ProducerStateHook("blob", wasb_conn_id="wasb_state", container="eh-state")
+    assert hook.failure_site is None
+    hook.get_store(create_container=False)
+    site = hook.failure_site
+    assert site is not None and (site.conn_id, site.container, site.role) == ("wasb_state", "eh-state", "producer state")

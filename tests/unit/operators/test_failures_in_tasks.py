@@ -1,7 +1,7 @@
 """The one error map inside a task: an SDK error raised anywhere in a task names the task's connection.
 
-The operator remembers its hub (:meth:`HubLineage.remember_hub`) inside :func:`airflow_errors`; an SDK
-error raised after that is mapped at that hub (proxy, address, field), a configuration error becomes
+The operator hands itself to :func:`airflow_errors` and remembers its hub (:meth:`HubLineage.remember_hub`)
+inside it; an SDK error raised after that is mapped at that hub (proxy, address, field), a configuration error becomes
 ``AirflowFailException`` (no retries) and a transient one keeps the package's retryable type. Spark's
 driver maps what an executor reported; the view answers a missing hub with 404. Real exception
 objects of the SDK, no network.
@@ -18,7 +18,7 @@ from azure.eventhub._pyamqp.error import AMQPConnectionError, ErrorCondition
 from azure.eventhub.exceptions import ConnectError, ConnectionLostError, EventHubError
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.failures import UNKNOWN_CONNECTION, FailureSite, failure_scope, provider_error, site_of
+from airflow_provider_eh.client.failures import UNKNOWN_CONNECTION, FailureSite, provider_error, site_of
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import (
     ConnectionUnreachableError,
@@ -58,8 +58,9 @@ def proxy_refusal() -> EventHubError:
 
 
 def run_task(raised: BaseException) -> BaseException:
-    with pytest.raises(BaseException) as failed, airflow_errors("publish"):
-        Publisher().remember_hub(ENDPOINT)
+    publisher = Publisher()
+    with pytest.raises(BaseException) as failed, airflow_errors("publish", publisher):
+        publisher.remember_hub(ENDPOINT)
         raise raised
     return failed.value
 
@@ -87,17 +88,26 @@ def test_without_a_remembered_hub_the_sdks_error_passes_as_before() -> None:
 def test_a_storage_error_goes_to_the_blob_site_and_an_event_hubs_error_to_the_hub() -> None:
     blob = FailureSite.of_blob("wasb_state", "https://acct.blob.core.windows.net", container="state",
                                container_field="state_container", role="producer state")
-    with pytest.raises(AirflowFailException) as failed, airflow_errors("publish", blob):
-        Publisher().remember_hub(ENDPOINT)
+    publisher = Publisher()
+    with pytest.raises(AirflowFailException) as failed, airflow_errors("publish", blob, publisher):
+        publisher.remember_hub(ENDPOINT)
         raise ClientAuthenticationError(message="Server failed to authenticate the request")
     assert "Connection 'wasb_state'" in str(failed.value) and isinstance(failed.value.__cause__, CredentialRefusedError)
 
 
-def test_the_scope_closes_with_the_task() -> None:
-    with failure_scope():
+def test_an_endpoint_names_the_connection_it_was_read_from_and_no_other() -> None:
+    from dataclasses import replace
+
+    assert site_of(replace(ENDPOINT, conn_id="eh_orders")).conn_id == "eh_orders"
+    assert site_of(ENDPOINT).conn_id == UNKNOWN_CONNECTION  # built without a connection
+    assert replace(ENDPOINT, conn_id="eh_orders") == ENDPOINT  # one hub, one shared connection, whichever names it
+
+
+def test_a_hub_remembered_by_another_operator_names_nothing_here() -> None:
+    """Nothing is found at a distance: only the sites handed to the task's mapping count."""
+    with pytest.raises(ConnectionLostError), airflow_errors("publish", Publisher()):
         Publisher().remember_hub(ENDPOINT)
-        assert site_of(ENDPOINT).conn_id == "eh_orders"
-    assert site_of(ENDPOINT).conn_id == UNKNOWN_CONNECTION
+        raise ConnectionLostError("lost")
 
 
 def test_an_executors_reported_send_failure_is_mapped_at_the_drivers_site() -> None:
