@@ -145,7 +145,7 @@ class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
         self.state_backend = old.get("state_backend") if old else (state.backend if state else None)
         self.state_container = old.get("state_container", kept.container)
         self.wasb_conn_id = old.get("wasb_conn_id", kept.wasb_conn_id if state else
-                                    self._deprecated_arguments.get("wasb_conn_id", WASB_DEFAULT))
+                                    self.given_deprecated_arguments.get("wasb_conn_id", WASB_DEFAULT))
         self.lease_seconds = old.get("lease_seconds", kept.lease_seconds)
         self.claim_timeout = old.get("claim_timeout", kept.claim_timeout)
         self.keep_committed = old.get("keep_committed", kept.keep_committed)
@@ -155,7 +155,7 @@ class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
         """``schema`` (or its deprecated flat arguments, a bare definition among them) as flat attributes."""
         record = schema if isinstance(schema, EventSchema) else None
         if schema is not None and record is None:  # a bare definition: the deprecated spelling
-            self._deprecated_arguments["schema"] = schema
+            self.given_deprecated_arguments["schema"] = schema
         old = deprecated_values(self, "schema", "EventSchema", record, SCHEMA_ARGUMENTS)
         given = record or EventSchema("")
         self.schema_group = old.get("schema_group", given.group or None)

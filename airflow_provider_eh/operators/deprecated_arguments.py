@@ -2,7 +2,7 @@
 
 They still work until :data:`~airflow_provider_eh.operators.deprecation.REMOVED_IN`: each class here declares
 them, so Airflow accepts them in an operator's call, in ``.partial()`` and in ``default_args``, and keeps the
-ones given in ``_deprecated_arguments``; the operator builds its records from them (:func:`record_of`) with a
+ones given in ``given_deprecated_arguments``; the operator builds its records from them (:func:`record_of`) with a
 warning naming the record to pass instead. A record and its deprecated arguments given together are refused.
 """
 
@@ -31,7 +31,7 @@ def deprecated_values(operator: BaseOperator, argument: str, record: str, given:
         (a connection id in ``default_args``, say) are ignored, beside a record given or not.
     :raises ValueError: ``given`` (the record) and any of its deprecated arguments given together.
     """
-    old: dict[str, Any] = getattr(operator, "_deprecated_arguments", {})
+    old: dict[str, Any] = getattr(operator, "given_deprecated_arguments", {})
     used = {name: old[name] for name in fields if name in old}
     if not used or (requires and not any(name in used for name in requires)):
         return {}
@@ -59,17 +59,17 @@ def record_of(operator: BaseOperator, argument: str, record: type[T], given: T |
 
 
 def _keep(operator: BaseOperator, given: Mapping[str, Any]) -> None:
-    kept = getattr(operator, "_deprecated_arguments", None)
+    kept = getattr(operator, "given_deprecated_arguments", None)
     if kept is None:
         kept = {}
-        object.__setattr__(operator, "_deprecated_arguments", kept)
+        object.__setattr__(operator, "given_deprecated_arguments", kept)
     kept.update({name: value for name, value in given.items() if value is not None})
 
 
 class DeprecatedSinkArguments(BaseOperator):
     """The flat sink arguments of the ingest and replay operators: now :class:`SqlSink` / :class:`DeltaSink`."""
 
-    _deprecated_arguments: dict[str, Any]
+    given_deprecated_arguments: dict[str, Any]
 
     def __init__(self, *, table: str | None = None, sql_conn_id: str | None = None,
                  state_table_prefix: str | None = None, wasb_conn_id: str | None = None,
@@ -85,7 +85,7 @@ class DeprecatedIngestArguments(BaseOperator):
     """The flat arguments of the ingest operator: now :class:`BlobCheckpoints`, :class:`Ownership`,
     :class:`Batching`, :class:`IngestLimits`, :class:`Sessions` and :class:`DeltaSink`'s ``partition_by``."""
 
-    _deprecated_arguments: dict[str, Any]
+    given_deprecated_arguments: dict[str, Any]
 
     def __init__(self, *, checkpoint_container: str | None = None, checkpoint_interval: float | None = None,
                  instances: int | None = None, strategy: str | None = None, ownership_expiry: float | None = None,
@@ -104,7 +104,7 @@ class DeprecatedPublishArguments(BaseOperator):
     """The flat arguments of the publishing operators: now :class:`BlobState` / :class:`VariableState`,
     :class:`Delivery` and :class:`EventSchema`."""
 
-    _deprecated_arguments: dict[str, Any]
+    given_deprecated_arguments: dict[str, Any]
 
     def __init__(self, *, state_backend: str | None = None, wasb_conn_id: str | None = None,
                  state_container: str | None = None, keep_committed: int | None = None,
@@ -121,7 +121,7 @@ class DeprecatedPublishArguments(BaseOperator):
 class DeprecatedSparkArguments(BaseOperator):
     """The flat arguments of the Spark publishing operator: now :class:`SparkOutput` and :class:`EventMapping`."""
 
-    _deprecated_arguments: dict[str, Any]
+    given_deprecated_arguments: dict[str, Any]
 
     def __init__(self, *, path: str | None = None, format: str | None = None, table: str | None = None,
                  read_options: Any = None, body_column: str | None = None, serializer: Any = None,

@@ -190,7 +190,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator, DeprecatedIngestArgume
     def _batching_arguments(self) -> dict[str, str]:
         """The deprecated batching arguments: ``delta_batch_seconds`` was a Delta sink's ``batch_seconds`` (a SQL
         sink never read it)."""
-        old = self._deprecated_arguments
+        old = self.given_deprecated_arguments
         if "delta_batch_seconds" in old and self.sink != DELTA:
             warnings.warn(f"Task {self.task_id!r}: delta_batch_seconds= is deprecated and will be removed in {REMOVED_IN}, "
                           "and a SQL sink never read it: drop it, or pass batching=Batching(seconds=...)",

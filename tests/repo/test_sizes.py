@@ -28,8 +28,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "airflow_provider_eh/client/fencing.py:open_fenced": 64,
     "airflow_provider_eh/hooks/blob_connection.py:_service_kwargs": 78,
     "airflow_provider_eh/ingest/delta_replay.py:_replay_chunk": 64,
-    "airflow_provider_eh/operators/ingest.py:__init__": 64,
-    "airflow_provider_eh/operators/ingest.py:execute": 62,
     "airflow_provider_eh/publishing/publisher.py:_plan": 76,
     "airflow_provider_eh/spark/executor.py:send_rows": 61,
     "eventhubs_local/__main__.py:serve": 74,
