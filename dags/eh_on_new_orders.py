@@ -70,7 +70,7 @@ NEW_ORDERS = Asset(
                 consumer_group=WATCHER_GROUP,
                 checkpoint_container=orders.CHECKPOINT_CONTAINER,
                 batch_size=50,
-                batch_window=5.0,
+                batch_seconds=5.0,
             ),
         )
     ],

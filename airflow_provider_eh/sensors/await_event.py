@@ -114,7 +114,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
             wasb_conn_id=self.wasb_conn_id, schema_registry_conn_id=self.schema_registry_conn_id, deadline=deadline,
             start_after=self._positions,
             start_enqueued_after=self._since,
-            batch_size=300, batch_window=0.1,  # look at each event as soon as it arrives
+            batch_size=300, batch_seconds=0.1,  # look at each event as soon as it arrives
         )
 
     def _first_start(self, context: Context) -> None:

@@ -4,7 +4,7 @@
 group's checkpoints in the standard blob layout (``<namespace>/<hub>/<group>/checkpoint/<partition>``,
 metadata ``sequencenumber`` and ``offset``: what ``BlobCheckpointStore`` of every Azure SDK writes), so
 the group can be handed to, or taken over from, another SDK's ``EventProcessor``. Events are gathered
-into batches (``batch_size`` events or ``batch_window`` seconds after a batch's first event, whichever
+into batches (``batch_size`` events or ``batch_seconds`` after a batch's first event, whichever
 comes first); each batch with at least one event the filter keeps becomes one ``TriggerEvent`` (an
 asset event), and the batch is then checkpointed.
 
@@ -43,17 +43,20 @@ loaded by :mod:`airflow_provider_eh.triggers.filters`; the sensor's wait is
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.operators.deprecation import REMOVED_IN
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.filters import load_filter
 from airflow_provider_eh.triggers.payload import batch_payload, behind, last_reported
@@ -78,7 +81,8 @@ class EventHubEventTrigger(BaseEventTrigger):
         (:func:`~airflow_provider_eh.triggers.payload.event_record`);
         events it returns a falsy value for do not fire (they are checkpointed with their batch).
     :param batch_size: fire once per at most this many events.
-    :param batch_window: fire at most this many seconds after a batch's first event.
+    :param batch_seconds: fire at most this many seconds after a batch's first event. (``batch_window``: its
+        deprecated spelling, removed in 2.0.0.)
     :param start_at: where a partition without a checkpoint starts: ``earliest`` or ``latest``.
     :param include_bodies: put the events' bodies into the payload when they fit ``max_body_bytes``.
     :param max_body_bytes: the bodies' total size limit.
@@ -103,7 +107,7 @@ class EventHubEventTrigger(BaseEventTrigger):
         partition_ids: Sequence[str] | None = None,
         filter: str | None = None,
         batch_size: int = 100,
-        batch_window: float = 10.0,
+        batch_seconds: float | None = None,
         start_at: str = "earliest",
         include_bodies: bool = False,
         max_body_bytes: int = 65536,
@@ -111,7 +115,18 @@ class EventHubEventTrigger(BaseEventTrigger):
         schema_registry_conn_id: str | None = None,
         **kwargs: Any,
     ):
+        batch_window = kwargs.pop("batch_window", None)
         super().__init__(**kwargs)
+        if batch_window is not None:
+            warnings.warn(f"{type(self).__name__}(batch_window=...) is deprecated and will be removed in {REMOVED_IN}; "
+                          "pass batch_seconds (the name the ingest operator's Batching gives the same time)",
+                          AirflowProviderDeprecationWarning, stacklevel=2)
+            if batch_seconds is not None and float(batch_seconds) != float(batch_window):
+                raise EventTriggerConfigError(f"batch_seconds={batch_seconds!r} and its deprecated spelling "
+                                              f"batch_window={batch_window!r} disagree; pass batch_seconds only")
+            batch_seconds = batch_window
+        seconds_named = "batch_seconds" if batch_window is None else "batch_window"  # as the task gave it
+        batch_seconds = 10.0 if batch_seconds is None else batch_seconds
         if not eventhub_name:
             raise EventTriggerConfigError("eventhub_name is required: the hub to watch")
         if not consumer_group:
@@ -122,8 +137,8 @@ class EventHubEventTrigger(BaseEventTrigger):
             raise EventTriggerConfigError("checkpoint_container is required: the blob container of the group's checkpoints")
         if int(batch_size) < 1:
             raise EventTriggerConfigError(f"batch_size must be at least 1, not {batch_size}")
-        if float(batch_window) <= 0:
-            raise EventTriggerConfigError(f"batch_window must be a positive number of seconds, not {batch_window}")
+        if float(batch_seconds) <= 0:
+            raise EventTriggerConfigError(f"{seconds_named} must be a positive number of seconds, not {batch_seconds}")
         if start_at not in START_POSITIONS:
             raise EventTriggerConfigError(f"start_at must be one of {', '.join(START_POSITIONS)}, not {start_at!r}")
         load_filter(filter)  # an unimportable filter fails where the DAG is parsed, not later in the triggerer
@@ -135,7 +150,7 @@ class EventHubEventTrigger(BaseEventTrigger):
         self.partition_ids = [str(p) for p in partition_ids] if partition_ids else None
         self.filter = filter
         self.batch_size = int(batch_size)
-        self.batch_window = float(batch_window)
+        self.batch_seconds = float(batch_seconds)
         self.start_at = start_at
         self.include_bodies = bool(include_bodies)
         self.max_body_bytes = int(max_body_bytes)
@@ -154,7 +169,7 @@ class EventHubEventTrigger(BaseEventTrigger):
                 "partition_ids": self.partition_ids,
                 "filter": self.filter,
                 "batch_size": self.batch_size,
-                "batch_window": self.batch_window,
+                "batch_seconds": self.batch_seconds,
                 "start_at": self.start_at,
                 "include_bodies": self.include_bodies,
                 "max_body_bytes": self.max_body_bytes,

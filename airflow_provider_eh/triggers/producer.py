@@ -68,7 +68,7 @@ class HubReading:
     wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name
     partition_ids: tuple[str, ...] | None = None
     batch_size: int = 100
-    batch_window: float = 10.0
+    batch_seconds: float = 10.0
     start_at: str = "earliest"
     namespace: str | None = None
     start_after: Mapping[str, int] = field(default_factory=dict)
@@ -79,6 +79,8 @@ class HubReading:
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> HubReading:
         """The reading a trigger's kwargs describe (``None`` stands for a field's default, as the trigger passes it)."""
         given = {f.name: kwargs[f.name] for f in fields(cls) if kwargs.get(f.name) is not None}
+        if kwargs.get("batch_window") is not None:  # a trigger serialized before batch_seconds took its name
+            given.setdefault("batch_seconds", kwargs["batch_window"])
         if "partition_ids" in given:
             given["partition_ids"] = tuple(str(p) for p in given["partition_ids"]) or None
         if "start_after" in given:
@@ -201,7 +203,7 @@ class EventHubBatchProducer(SharedStreamProducer):
     async def open_stream(self) -> AsyncGenerator[tuple[Any, Any], None]:
         after = await self.prepare()
         spec = self.reading
-        size, window = int(spec.batch_size), float(spec.batch_window)
+        size, window = int(spec.batch_size), float(spec.batch_seconds)
         async with PartitionStream(self.endpoint, spec.consumer_group, after, max_batch_size=min(size, 300),
                                    site=self.hub_site(READING)) as stream:
             async for batch in gather_batches(stream.get, self.read_to, size, window, decoder=self.decoder):

@@ -30,7 +30,7 @@ new_orders = Asset(
                 consumer_group="airflow-watcher",       # a group of its own, created on the hub
                 checkpoint_container="eh-checkpoints",  # the standard BlobCheckpointStore layout
                 batch_size=50,                          # one asset event per up to 50 events ...
-                batch_window=5.0,                       # ... or 5 s after a batch's first event
+                batch_seconds=5.0,                      # ... or 5 s after a batch's first event
             ),
         )
     ],

@@ -155,7 +155,7 @@ def fire_trigger(trigger: Any, events: int, timeout: float = 90) -> list[dict[st
             if len(out) == events:
                 break
         try:
-            await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_window + 3)
+            await asyncio.wait_for(gen.__anext__(), timeout=trigger.batch_seconds + 3)
         except (TimeoutError, StopAsyncIteration):
             pass
         await gen.aclose()

@@ -50,6 +50,25 @@ def test_serialisation_round_trips_every_argument() -> None:
     assert trigger.shared_stream_key() != EventHubEventTrigger(**{**kwargs, "batch_size": 8}).shared_stream_key()
 
 
+def test_batch_window_is_batch_seconds_old_spelling_and_old_serialized_triggers_still_read() -> None:
+    from airflow.exceptions import AirflowProviderDeprecationWarning
+
+    from airflow_provider_eh.triggers.producer import HubReading
+
+    with pytest.warns(AirflowProviderDeprecationWarning, match=r"batch_window=\.\.\.\) is deprecated and will be "
+                                                               r"removed in 2\.0\.0; pass batch_seconds"):
+        old = EventHubEventTrigger(**ARGS, batch_window=2.5)
+    new = EventHubEventTrigger(**ARGS, batch_seconds=2.5)
+    assert old.serialize() == new.serialize() and new.serialize()[1]["batch_seconds"] == 2.5
+    assert "batch_window" not in new.serialize()[1]
+    assert HubReading.from_kwargs({**ARGS, "batch_window": 4.0}).batch_seconds == 4.0  # kwargs stored before the rename
+    assert HubReading.from_kwargs(new.serialize()[1]).batch_seconds == 2.5
+    with pytest.warns(AirflowProviderDeprecationWarning), pytest.raises(EventTriggerConfigError, match="disagree"):
+        EventHubEventTrigger(**ARGS, batch_window=1.0, batch_seconds=2.0)
+    with pytest.raises(EventTriggerConfigError, match="batch_seconds must be a positive number"):
+        EventHubEventTrigger(**ARGS, batch_seconds=0)
+
+
 def test_await_trigger_serialises_its_deadline_and_is_never_shared() -> None:
     trigger = EventHubAwaitEventTrigger(**ARGS, deadline=123.0, checkpoint=True, start_after={0: 5},
                                         start_enqueued_after=1700000000.5)
