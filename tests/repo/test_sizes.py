@@ -33,7 +33,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "airflow_provider_eh/plugins/readers/discovery.py:hubs": 61,
     "airflow_provider_eh/plugins/volume.py:published_volume": 93,
     "airflow_provider_eh/publishing/publisher.py:_plan": 76,
-    "airflow_provider_eh/spark/executor.py:send_rows": 61,
     "eventhubs_local/__main__.py:serve": 74,
     "eventhubs_local/broker.py:ingest": 71,
 }
