@@ -30,8 +30,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "airflow_provider_eh/plugins/links.py:task_instance_links": 65,
     "airflow_provider_eh/plugins/readers/discovery.py:hubs": 61,
     "airflow_provider_eh/plugins/volume.py:published_volume": 93,
-    "eventhubs_local/__main__.py:serve": 74,
-    "eventhubs_local/broker.py:ingest": 71,
 }
 
 
