@@ -183,7 +183,8 @@ def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[],
 
 
 # Producer clients kept per worker process between tasks (Spark reuses Python workers), for at most
-# _IDLE_SECONDS: opening a link costs about a second of handshakes, more than sending 10,000 events.
+# _IDLE_SECONDS: opening a link costs handshakes that take longer than sending many thousand events
+# (bench/README.md, "Design figures").
 # A kept client holds the worker's one connection to the hub (client.connection), which the task's
 # other requests (the partition's end, a read-back) share.
 _PRODUCERS: dict[EventHubsEndpoint, tuple[Any, float]] = {}
