@@ -209,29 +209,10 @@ def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
         sdk_internals.attach_as(producer, CAPABILITY, _typed_link_properties(producer_id, owner_level))
     except (AttributeError, KeyError, TypeError) as exc:  # another SDK layout than the check saw
         return _sdk_cannot_fence(partition_id, f"azure-eventhub {sdk_internals.sdk_version()}: {exc}", mode)
-    try:
-        sdk_internals.reattach(producer)
-    except Exception as exc:
-        fenced = fenced_error(exc)
-        if fenced is not None:
-            raise fenced from None
-        raise
+    _reattach(producer)
     answer = sdk_internals.attach_answer(producer)
     if not _offers(answer.offered_capabilities):
-        refused = sdk_internals.detach_error(producer)
-        if refused is not None:
-            fenced = fenced_error(Exception(refused))
-            if fenced is not None:
-                raise fenced
-            raise ProducerDisconnectedError(f"partition {partition_id}: the hub refused the sender link: {refused}")
-        if mode == REQUIRED:
-            raise HubFencingUnavailableError(
-                f"partition {partition_id}: hub_fencing='required', and the hub does not offer idempotent "
-                "producers (its attach answer lacks the capability com.microsoft:idempotent-producer). Nothing was "
-                "sent. Publish to a namespace with idempotent publishing, or set hub_fencing='auto' (the hub's fence "
-                "where offered, else the claim's lease) or False (the lease alone)."
-            )
-        log.info("partition %s: the hub does not offer idempotent producers; fencing by the claim's deadline alone", partition_id)
+        _not_offered(producer, partition_id, mode)
         return None
     last = _value(answer.properties, PRODUCER_SEQUENCE)
     epoch = _value(answer.properties, PRODUCER_EPOCH)
@@ -241,6 +222,36 @@ def open_fenced(client: Any, partition_id: str, *, group: str, owner_level: int,
             f"publisher's {owner_level}; another publisher claimed it."
         )
     return FencedLink(str(partition_id), producer_id, owner_level, -1 if last is None else int(last))
+
+
+def _reattach(producer: Any) -> None:
+    """Attach the link afresh; a refusal for a higher owner level is :class:`ProducerDisconnectedError`."""
+    try:
+        sdk_internals.reattach(producer)
+    except Exception as exc:
+        fenced = fenced_error(exc)
+        if fenced is not None:
+            raise fenced from None
+        raise
+
+
+def _not_offered(producer: Any, partition_id: str, mode: HubFencing) -> None:
+    """The attach answer lacks the capability: the hub refused the link, or it does not fence (an error under
+    ``mode="required"``, else the link stays an ordinary sender)."""
+    refused = sdk_internals.detach_error(producer)
+    if refused is not None:
+        fenced = fenced_error(Exception(refused))
+        if fenced is not None:
+            raise fenced
+        raise ProducerDisconnectedError(f"partition {partition_id}: the hub refused the sender link: {refused}")
+    if mode == REQUIRED:
+        raise HubFencingUnavailableError(
+            f"partition {partition_id}: hub_fencing='required', and the hub does not offer idempotent "
+            "producers (its attach answer lacks the capability com.microsoft:idempotent-producer). Nothing was "
+            "sent. Publish to a namespace with idempotent publishing, or set hub_fencing='auto' (the hub's fence "
+            "where offered, else the claim's lease) or False (the lease alone)."
+        )
+    log.info("partition %s: the hub does not offer idempotent producers; fencing by the claim's deadline alone", partition_id)
 
 
 def _sdk_cannot_fence(partition_id: str, what: str, mode: HubFencing) -> FencedLink | None:

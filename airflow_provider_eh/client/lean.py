@@ -5,8 +5,8 @@ partition ids, each partition's properties) and one for the largest message size
 (a link to no partition, opened only to read that size), and it waits for every handler it opens in
 steps of 50 ms although the readiness check itself blocks on the socket. Against a real namespace
 each connection also pays TLS and a token. A publish reads the partition's end before its intent
-and after its send, and checks the hub's partitions: six connections and about 2.5 s of set-up for
-a batch that is sent in milliseconds.
+and after its send, and checks the hub's partitions: six connections, each with its set-up, for a
+batch that is sent in milliseconds (the figures: ``bench/README.md``, "Design figures").
 
 :class:`LeanProducerClient` is the SDK's client with four changes, all on the SDK's own
 (non-public) building blocks, touched in :mod:`~airflow_provider_eh.client.sdk_internals`, each

@@ -163,80 +163,69 @@ class _BlobConnection:
         """``(how, kwargs)`` where ``kwargs`` build a BlobServiceClient; ``how`` names the credential used
         (the order of the module docstring, ``WasbHook``'s)."""
         extras = conn.extra_dejson or {}
-        conn_id = self.wasb_conn_id
-
-        def field(name: str) -> Any:
-            return extra_field(extras, CONN_TYPE, name)
-
-        conn_str = masked(field("connection_string"))
+        conn_str = masked(extra_field(extras, CONN_TYPE, "connection_string"))
         if conn_str:
             for part in conn_str.split(";"):
                 name, _, value = part.partition("=")
                 if name.strip().lower() in ("accountkey", "sharedaccesssignature"):
                     masked(value.strip())
             return "connection_string", {"conn_str": conn_str}
-
-        login = conn.login or ""
-        account_url = account_url_of(conn.host, login)
-
-        def with_account(how: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
-            if not account_url:
-                raise ConnectionConfigError(
-                    conn_id, f"{how.replace('_', ' ')} needs the account URL in host or the account name in login"
-                )
-            return how, {"account_url": account_url, **kwargs}
-
-        tenant_id = field("tenant_id")
-        if tenant_id:
-            if not (login and conn.password):
-                raise ConnectionConfigError(
-                    conn_id, "field 'tenant_id' selects a service principal: set its client id as login and its "
-                             "client secret as password (or remove tenant_id)"
-                )
-            if not (conn.host or "").strip():
-                raise ConnectionConfigError(conn_id, "a service principal needs the account URL in the host field "
-                                                     "(login is its client id)")
-            masked(conn.password)
-            if aio:
-                from azure.identity.aio import ClientSecretCredential
-            else:
-                from azure.identity import ClientSecretCredential  # type: ignore[assignment]
-            options = field("client_secret_auth_config") or {}
-            if not isinstance(options, dict):
-                raise ConnectionConfigError(conn_id, "field 'client_secret_auth_config' must be an object")
-            return with_account("client_secret", credential=ClientSecretCredential(tenant_id, login, conn.password,
-                                                                                   **options))
-
-        shared_access_key = masked(field("shared_access_key"))
-        if shared_access_key:
-            return with_account("account_key", credential=shared_access_key)
-
-        sas_token = masked(field("sas_token"))
-        if sas_token:
-            if sas_token.startswith(("https://", "http://")):
-                return "sas_url", {"account_url": sas_token}
-            from azure.core.credentials import AzureSasCredential
-
-            return with_account("sas_token", credential=AzureSasCredential(sas_token.lstrip("?")))
-
-        key = masked(conn.password or field("account_key"))
+        how, credential = self._credential(conn, extras, aio=aio)
+        if how == "sas_url":
+            return how, {"account_url": credential}
+        account_url = account_url_of(conn.host, conn.login or "")
         if not account_url:
             raise ConnectionConfigError(
-                conn_id,
+                self.wasb_conn_id, f"{how.replace('_', ' ')} needs the account URL in host or the account name in login"
+            )
+        return how, {"account_url": account_url, "credential": credential}
+
+    def _credential(self, conn: Any, extras: dict[str, Any], *, aio: bool) -> tuple[str, Any]:
+        """``(how, credential)`` of the fields after the connection string, in ``WasbHook``'s order; for a full
+        SAS URL in ``sas_token``, ``("sas_url", the URL)``."""
+        tenant_id = extra_field(extras, CONN_TYPE, "tenant_id")
+        if tenant_id:
+            return "client_secret", self._service_principal(conn, extras, tenant_id, aio=aio)
+        shared_access_key = masked(extra_field(extras, CONN_TYPE, "shared_access_key"))
+        if shared_access_key:
+            return "account_key", shared_access_key
+        sas_token = masked(extra_field(extras, CONN_TYPE, "sas_token"))
+        if sas_token:
+            if sas_token.startswith(("https://", "http://")):
+                return "sas_url", sas_token
+            from azure.core.credentials import AzureSasCredential
+
+            return "sas_token", AzureSasCredential(sas_token.lstrip("?"))
+        key = masked(conn.password or extra_field(extras, CONN_TYPE, "account_key"))
+        if not account_url_of(conn.host, conn.login or ""):
+            raise ConnectionConfigError(
+                self.wasb_conn_id,
                 "set 'connection_string', or the account URL (host) or account name (login) with a key, "
                 "SAS token, client secret or DefaultAzureCredential",
             )
         if key:
-            return with_account("account_key", credential=key)
+            return "account_key", key
+        return "default_azure_credential", _default_credential(extras, aio=aio)
+
+    def _service_principal(self, conn: Any, extras: dict[str, Any], tenant_id: str, *, aio: bool) -> Any:
+        """The ``ClientSecretCredential`` of ``tenant_id`` with login (client id) and password (client secret)."""
+        if not (conn.login and conn.password):
+            raise ConnectionConfigError(
+                self.wasb_conn_id, "field 'tenant_id' selects a service principal: set its client id as login and its "
+                                   "client secret as password (or remove tenant_id)"
+            )
+        if not (conn.host or "").strip():
+            raise ConnectionConfigError(self.wasb_conn_id, "a service principal needs the account URL in the host "
+                                                           "field (login is its client id)")
+        masked(conn.password)
         if aio:
-            from azure.identity.aio import DefaultAzureCredential
+            from azure.identity.aio import ClientSecretCredential
         else:
-            from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
-        identity: dict[str, Any] = {"managed_identity_client_id": field("managed_identity_client_id")}
-        workload_tenant = field("workload_identity_tenant_id")
-        if workload_tenant:
-            identity.update(workload_identity_tenant_id=workload_tenant, additionally_allowed_tenants=[workload_tenant])
-        return with_account("default_azure_credential", credential=DefaultAzureCredential(**identity))
+            from azure.identity import ClientSecretCredential  # type: ignore[assignment]
+        options = extra_field(extras, CONN_TYPE, "client_secret_auth_config") or {}
+        if not isinstance(options, dict):
+            raise ConnectionConfigError(self.wasb_conn_id, "field 'client_secret_auth_config' must be an object")
+        return ClientSecretCredential(tenant_id, conn.login, conn.password, **options)
 
     def _failure_site(self, conn: Any, how: str, account_url: str, *, container: str | None, container_field: str,
                       role: StoreRole, done: str) -> FailureSite:
@@ -261,6 +250,20 @@ class _BlobConnection:
         return ConnectionUnreachableError(
             self.wasb_conn_id, f"{what} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         )
+
+
+def _default_credential(extras: dict[str, Any], *, aio: bool) -> Any:
+    """``DefaultAzureCredential`` with the connection's ``managed_identity_client_id`` and
+    ``workload_identity_tenant_id``."""
+    if aio:
+        from azure.identity.aio import DefaultAzureCredential
+    else:
+        from azure.identity import DefaultAzureCredential  # type: ignore[assignment]
+    identity: dict[str, Any] = {"managed_identity_client_id": extra_field(extras, CONN_TYPE, "managed_identity_client_id")}
+    workload_tenant = extra_field(extras, CONN_TYPE, "workload_identity_tenant_id")
+    if workload_tenant:
+        identity.update(workload_identity_tenant_id=workload_tenant, additionally_allowed_tenants=[workload_tenant])
+    return DefaultAzureCredential(**identity)
 
 
 def pooled_transport(size: int, connection_verify: Any = None) -> Any:

@@ -14,16 +14,22 @@ decoded with the registry of ``--schema-registry-conn-id`` (an Airflow ``azure_e
 With ``--delta URI`` the sink is that Delta table (a local path; an Azure URI with the credentials of
 ``--wasb-conn-id``), its dead letters in ``--dead-letter-table`` (default ``<URI>_dead_letters``):
 ``list`` and ``replay`` only.
+
+The command line imports no Airflow: what an ``--*-conn-id`` option names is read by
+:class:`Connections`, by default the Airflow shell's
+(:class:`~airflow_provider_eh.hooks.ingest_connections.AirflowConnections`), loaded by name only when such
+a connection is needed; :func:`main` takes another.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sqlite3
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
@@ -33,23 +39,37 @@ from airflow_provider_eh.ingest.rows import load_row_function
 from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
 from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
 
+#: the Airflow shell's reader of Airflow connections, as ``module:class``
+AIRFLOW_CONNECTIONS = "airflow_provider_eh.hooks.ingest_connections:AirflowConnections"
 
-def _connection(args: argparse.Namespace) -> Any:
+
+class Connections(Protocol):
+    """What the command line reads from a connection id its options name."""
+
+    def sql(self, conn_id: str) -> Any:
+        """A DB-API connection of ``--sql-conn-id``."""
+        ...
+
+    def delta_storage_options(self, uri: str, wasb_conn_id: str) -> dict[str, str] | None:
+        """The object store options of the Delta table at ``uri`` (``None``: a local path)."""
+        ...
+
+    def schema_registry(self, conn_id: str) -> Callable[[], Any]:
+        """The Schema Registry endpoint of ``--schema-registry-conn-id``, read when first called."""
+        ...
+
+
+def airflow_connections() -> Connections:
+    """The Airflow shell's :class:`Connections` (:data:`AIRFLOW_CONNECTIONS`); it needs Airflow installed."""
+    module, _, name = AIRFLOW_CONNECTIONS.partition(":")
+    connections: Connections = getattr(importlib.import_module(module), name)()
+    return connections
+
+
+def _connection(args: argparse.Namespace, connections: Callable[[], Connections]) -> Any:
     if args.sqlite:
         return sqlite3.connect(args.sqlite)
-    from airflow.sdk import BaseHook
-
-    return BaseHook.get_connection(args.sql_conn_id).get_hook().get_conn()
-
-
-def _registry(conn_id: str) -> Any:
-    """The Schema Registry of an Airflow connection, read when the first typed dead letter is replayed."""
-    def endpoint() -> Any:
-        from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
-
-        return SchemaRegistryHook(conn_id).get_endpoint()
-
-    return endpoint
+    return connections().sql(args.sql_conn_id)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,19 +104,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _decoder(args: argparse.Namespace) -> TypedDecoder:
+def _decoder(args: argparse.Namespace, connections: Callable[[], Connections]) -> TypedDecoder:
     """The decoder of typed dead letters: the registry of ``--schema-registry-conn-id``, else none configured."""
     conn_id = args.schema_registry_conn_id
-    return TypedDecoder(_registry(conn_id) if conn_id else None, conn_id=conn_id)
+    return TypedDecoder(connections().schema_registry(conn_id) if conn_id else None, conn_id=conn_id)
 
 
-def _delta(args: argparse.Namespace) -> int:
+def _delta(args: argparse.Namespace, connections: Callable[[], Connections]) -> int:
     """``list`` and ``replay`` on a Delta sink."""
-    from airflow_provider_eh.hooks.blob import delta_storage_options
     from airflow_provider_eh.ingest.sinks.delta import MERGE, DeltaIngestStore, DeltaTarget
 
     try:
-        options = delta_storage_options(args.delta, args.wasb_conn_id)
+        options = connections().delta_storage_options(args.delta, args.wasb_conn_id)
     except EventHubsProviderError as exc:
         return _failed(exc)
     keys = args.merge_keys.split(",") if args.merge_keys else None
@@ -114,7 +133,7 @@ def _delta(args: argparse.Namespace) -> int:
                 and (args.partition is None or d["partition_id"] == args.partition)
             ]
         elif args.command == "replay":
-            result = _replay(args, store, "delta_table")
+            result = _replay(args, store, "delta_table", connections)
         else:
             raise SinkConfigError(f"{args.command}: a Delta sink keeps no sessions; list and replay only")
     except EventHubsProviderError as exc:
@@ -124,12 +143,12 @@ def _delta(args: argparse.Namespace) -> int:
     return _printed(result)
 
 
-def _replay(args: argparse.Namespace, store: Any, table: str) -> Any:
+def _replay(args: argparse.Namespace, store: Any, table: str, connections: Callable[[], Connections]) -> Any:
     """``replay`` on either kind of sink: the dead letters the arguments pick, through the row function."""
     if args.sequence_numbers and args.partition is None:
         raise SinkConfigError("--sequence-number needs --partition")
     columns = args.columns.split(",") if args.columns else None
-    decoder = _decoder(args)
+    decoder = _decoder(args, connections)
     processor = BatchProcessor(table, load_row_function(args.row_function, columns), decoder=decoder)
     try:
         return replay_dead_letters(store, processor, partition_id=args.partition,
@@ -148,14 +167,17 @@ def _printed(result: Any) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, connections: Callable[[], Connections] = airflow_connections) -> int:
     """Run one command of the dead-letter tool and print its result as JSON; the exit status is 2 on a
-    provider error (printed to stderr)."""
+    provider error (printed to stderr).
+
+    :param connections: gives what reads the connection ids of the options, called only when one is needed.
+    """
     args = _parser().parse_args(argv)
     if args.delta:
-        return _delta(args)
+        return _delta(args, connections)
     store = SqlIngestStore(
-        _connection(args), Stream(args.namespace, args.eventhub, args.consumer_group), prefix=args.prefix
+        _connection(args, connections), Stream(args.namespace, args.eventhub, args.consumer_group), prefix=args.prefix
     )
     try:
         if args.command == "list":
@@ -171,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "replay":
             if not args.table:
                 raise SinkConfigError("replay needs --table, the table the row function writes to")
-            result = _replay(args, store, args.table)
+            result = _replay(args, store, args.table, connections)
         elif args.command == "sessions":
             result = store.sessions()
         else:

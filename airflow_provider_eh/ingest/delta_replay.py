@@ -129,9 +129,6 @@ def _replay_chunk(
     store: DeltaIngestStore, processor: BatchProcessor, letters: Sequence[dict[str, Any]], newest: int, number: int
 ) -> tuple[list[tuple[str, int]], dict[tuple[str, int], str]]:
     """One replay of ``letters`` (the ``number``-th of this call): the three commits; what was replayed, what failed."""
-    from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import CommitFailedError
-
     store.refresh()
     app_id = replay_app_id(store)
     landed = store.txn_version(app_id)
@@ -152,23 +149,44 @@ def _replay_chunk(
         processor.replay(tx, _event(letter))
     version = max(applied, newest) + 1
     succeeded = set(tx.replayed)
+    _write_intent(store, again, succeeded, tx.failed, version)
+    reached("replay_intent", number, {"version": version, "letters": len(succeeded)})
+    if not succeeded:
+        return completed, tx.failed
+
+    _commit_rows(store, tx, app_id, landed, version, len(succeeded))
+    reached("replay_committed", number, {"version": version, "letters": len(succeeded)})
+    marked = [r for r in again if (r["partition_id"], r["sequence_number"]) in succeeded]
+    _mark(store, marked, {"status": REPLAYED, "replayed_at": utc_text(datetime.now(UTC))})
+    return completed + sorted(succeeded), tx.failed
+
+
+def _write_intent(store: DeltaIngestStore, letters: Sequence[dict[str, Any]], succeeded: set[tuple[str, int]],
+                  failed: dict[tuple[str, int], str], version: int) -> None:
+    """The first commit: the letters replayed are ``replaying`` at ``version``; the others stay dead, one attempt
+    more, with their new error."""
     now = utc_text(datetime.now(UTC))
     intent = [
         {**_key(r), "status": REPLAYING, "replay_version": version, "bump": 0, "error": None, "reason": None,
          "failed_at": None}
         if (r["partition_id"], r["sequence_number"]) in succeeded else
         {**_key(r), "status": DEAD, "replay_version": None, "bump": 1, "reason": "rejected", "failed_at": now,
-         "error": tx.failed.get((r["partition_id"], r["sequence_number"]), "")[:4000]}
-        for r in again
+         "error": failed.get((r["partition_id"], r["sequence_number"]), "")[:4000]}
+        for r in letters
     ]
     _merge(store, intent, {
         "status": "s.status", "replay_version": "s.replay_version", "attempts": "t.attempts + s.bump",
         "error": "coalesce(s.error, t.error)", "reason": "coalesce(s.reason, t.reason)",
         "failed_at": "coalesce(s.failed_at, t.failed_at)",
     })
-    reached("replay_intent", number, {"version": version, "letters": len(succeeded)})
-    if not succeeded:
-        return completed, tx.failed
+
+
+def _commit_rows(store: DeltaIngestStore, tx: _ReplayTransaction, app_id: str, landed: int | None, version: int,
+                 count: int) -> None:
+    """The second commit: the replayed letters' rows, under the application transaction ``app_id`` at ``version``;
+    :class:`ReplayRaceError` when another replay committed rows since this one read ``landed``."""
+    from deltalake import CommitProperties, Transaction
+    from deltalake.exceptions import CommitFailedError
 
     store.refresh()
     if store.txn_version(app_id) != landed:
@@ -179,16 +197,12 @@ def _replay_chunk(
         )
     properties = CommitProperties(app_transactions=[Transaction(app_id, version)])
     try:
-        store.write(tx.rows, tx.tables, properties, f"the replay of {len(succeeded)} dead letters")
+        store.write(tx.rows, tx.tables, properties, f"the replay of {count} dead letters")
     except CommitFailedError as exc:
         raise ReplayRaceError(
             f"Another replay of {'/'.join(store.stream.key)} committed rows to the Delta table {store.target.uri!r} "
             f"at the same time; this replay wrote no rows ({exc}). Run it again."
         ) from exc
-    reached("replay_committed", number, {"version": version, "letters": len(succeeded)})
-    marked = [r for r in again if (r["partition_id"], r["sequence_number"]) in succeeded]
-    _mark(store, marked, {"status": REPLAYED, "replayed_at": utc_text(datetime.now(UTC))})
-    return completed + sorted(succeeded), tx.failed
 
 
 def _event(letter: dict[str, Any]) -> IngestEvent:

@@ -2,10 +2,10 @@
 
 CPython's collector makes a full pass (every tracked object of the process) whenever the objects that
 survived its younger passes reach a quarter of the older ones. A run's events outlive the young passes
-(they wait in the receive queue and the batch being gathered), so a run of 100,000 events makes a dozen
-full passes, each over everything the process had loaded before it: Airflow's modules and objects in a
-task, pandas and PyArrow beside a Delta sink: a fifth of a run's CPU in ``bench/ingest.py``'s process
-(``bench/README.md``, "Design figures").
+(they wait in the receive queue and the batch being gathered), so a long run makes full passes, each over
+everything the process had loaded before it: Airflow's modules and objects in a task, pandas and PyArrow
+beside a Delta sink. Those passes are a share of a run's CPU worth removing (the figures, from
+``bench/ingest.py``'s process: ``bench/README.md``, "Design figures").
 
 :func:`run_heap` moves what existed before the run out of the collector's reach for the run's length
 (:func:`gc.freeze`: the same step Airflow's executors take before they fork), so full passes traverse

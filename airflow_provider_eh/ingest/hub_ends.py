@@ -3,7 +3,8 @@
 A batch's lag is how many events the hub holds after the batch's last one. The hub can send a
 partition's last enqueued event with every delivery (the receiver runtime metric), but then every
 message carries four more annotations, which the SDK's pure-Python AMQP decoder decodes event by
-event: a fifth of an ingestion's CPU time per event (``bench/ingest.py``). A run reads the figure
+event, at a cost per event that ``bench/ingest.py`` measures (``bench/README.md``, "Design figures"). A run
+reads the figure
 instead with a partition-properties request per partition every ``lag_interval`` seconds, on a thread
 of its own over the kept management link, starting from what the run read for its bounds. A batch's
 lag is therefore as of at most ``lag_interval`` seconds before its commit.

@@ -10,8 +10,9 @@ from airflow_provider_eh.ingest.ownership import BALANCED, GREEDY
 
 # What EventHubIngestOperator passes as batch_seconds to a SQL sink: a partition's events wait up to a quarter
 # second for more. Each commit costs a few calls to the server, and each call hands the interpreter lock to the
-# receiving thread and waits to win it back; gathering makes about a fifth of the commits of a busy run (a
-# bounded run's last batch of a partition is committed at once, at its target).
+# receiving thread and waits to win it back; gathering makes far fewer commits in a busy run (the figure:
+# bench/README.md, "Design figures"); a bounded run's last batch of a partition is committed at once, at its
+# target.
 SQL_BATCH_SECONDS = 0.25
 # ... and to a Delta sink: every commit is a log entry and at least one data file, so fewer, larger ones
 DELTA_BATCH_SECONDS = 10.0

@@ -2,7 +2,8 @@
 
 :class:`IdempotentPublisher` is the driver side. ``publish(events, batch_id=...)`` runs everything,
 partitions concurrently on threads. ``begin`` / :func:`~airflow_provider_eh.publishing.sender.send_partition` /
-``commit`` are the same steps split where Spark needs them split.
+``commit`` are the same steps split where Spark needs them split; what ``begin`` plans under the claim is
+:class:`~airflow_provider_eh.publishing.planner.PartitionPlanner`'s.
 
 Two refinements of the written design, both keeping its guarantee:
 
@@ -28,7 +29,7 @@ from typing import Any
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.failures import NOTHING_SENT, provider_error, site_of
-from airflow_provider_eh.client.fencing import REQUIRED, HubFencing, fencing_mode
+from airflow_provider_eh.client.fencing import HubFencing, fencing_mode
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import (
     BatchContentChangedError,
@@ -38,11 +39,12 @@ from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.driver import Progress, SendOutcome, carry_progress, drive, rank_errors
 from airflow_provider_eh.publishing.fingerprint import Fingerprint
-from airflow_provider_eh.publishing.in_doubt import InDoubt, check_same_content
+from airflow_provider_eh.publishing.in_doubt import InDoubt
 from airflow_provider_eh.publishing.in_flight import DEFAULT_LEASE_ONLY_BATCH_BYTES, check_lease_only_batch_bytes
 from airflow_provider_eh.publishing.landed import partition_end
 from airflow_provider_eh.publishing.plan import PartitionOptions, PartitionPlan, PartitionResult, producer_group_of
-from airflow_provider_eh.publishing.records import CommittedBatch, PendingIntent, from_ranges, to_ranges
+from airflow_provider_eh.publishing.planner import PartitionPlanner
+from airflow_provider_eh.publishing.records import CommittedBatch
 from airflow_provider_eh.publishing.rulebook import OutgoingEvent, normalise
 from airflow_provider_eh.publishing.sender import SendReport, send_partition
 from airflow_provider_eh.publishing.session import PartitionSession
@@ -126,6 +128,10 @@ class IdempotentPublisher:
         self.origin = dict(origin) if origin else None
         self._in_doubt = InDoubt(endpoint, store, hub_fencing=self.hub_fencing, send_timeout=send_timeout,
                                  producer=self._producer)
+        self._planner = PartitionPlanner(store, self._in_doubt, hub_fencing=self.hub_fencing,
+                                         lease_only_batch_bytes=self.lease_only_batch_bytes,
+                                         content_type=content_type, origin=self.origin,
+                                         partition_end=self._partition_end)
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -213,88 +219,11 @@ class IdempotentPublisher:
         claim = self.store.claim(key, owner_level=opts.owner_level, starting_sequence_number=opts.starting_sequence_number)
         try:
             reached("after_claim")
-            plan = self._plan(key, claim, batch_id, event_count, fingerprint, producer)
+            plan = self._planner.plan(key, claim, batch_id, event_count, fingerprint, producer)
         except BaseException:
             self.store.release(claim)
             raise
         return PartitionSession(key, claim, plan)
-
-    def _plan(
-        self, key: StateKey, claim: StateClaim, batch_id: str, count: int, fingerprint: str, producer: Any
-    ) -> PartitionPlan:
-        state = claim.state
-        group, pid, stamp = key.group, key.partition, batch_stamp(batch_id)
-        base: dict[str, Any] = dict(group=group, partition_id=pid, batch_id=batch_id, owner_level=state.owner_level,
-                                    event_count=count, fingerprint=fingerprint, hub_fencing=self.hub_fencing,
-                                    lease_only_batch_bytes=self.lease_only_batch_bytes,
-                                    content_type=self.content_type)
-        pending = state.pending
-        in_doubt = self._in_doubt
-        readback: float | None = None  # seconds spent reading the partition back, when something was in doubt
-        if pending is not None and in_doubt.complete_commit(key, claim, pending):
-            pending = None
-        if pending is not None:
-            in_doubt.fence(key, state.owner_level)
-        if pending is not None and pending.batch_id != batch_id:
-            readback = in_doubt.set_aside(key, claim, pending, batch_id)
-            pending = None
-
-        last = state.ledger.last
-        done = last if last is not None and last.batch_id == batch_id else self.store.find_committed(key, batch_id)
-        if done is not None:
-            check_same_content(key, batch_id, done.fingerprint, fingerprint, count, done.events)
-            result = PartitionResult(pid, done.events, done.first_seq, done.last_seq,
-                                     done.service_last_sequence_number, "already_committed", fencing=done.fencing or "",
-                                     lease_only_batch_bytes=done.lease_only_batch_bytes, readback_seconds=readback,
-                                     schema=done.schema)
-            log.info("group %s partition %s batch %s: already committed (%d events, seq %d..%d); nothing to send",
-                     group, pid, stamp, done.events, done.first_seq, done.last_seq)
-            return PartitionPlan(**base, action="done", result=result)
-
-        if pending is None and self.hub_fencing == REQUIRED:  # the hub and the SDK can fence, before the intent
-            in_doubt.fence(key, state.owner_level)
-        recovered_from: str | None = None
-        landed: set[int] = set()
-        batch_first_seq: int | None = None
-        if pending is not None:  # our own batch is in doubt
-            check_same_content(key, batch_id, pending.fingerprint, fingerprint, count, pending.events)
-            found, readback = in_doubt.landed(key, claim, pending)
-            landed = set(from_ranges(pending.landed)) | found
-            state.last_published_seq = max(state.last_published_seq, pending.assigned_end)
-            batch_first_seq = pending.first_of_batch
-            recovered_from = "pending"
-        elif batch_id in state.partial:
-            part = state.partial[batch_id]
-            check_same_content(key, batch_id, part.fingerprint, fingerprint, count, part.events)
-            landed = set(from_ranges(part.landed))
-            batch_first_seq = part.batch_first_seq
-            recovered_from = "partial"
-        missing = [i for i in range(count) if i not in landed] if recovered_from else None
-        if recovered_from:
-            log.info(
-                "group %s partition %s batch %s: recovery (%s) found %d of %d events landed, %d missing; "
-                "resending the missing ones with fresh sequence numbers",
-                group, pid, stamp, recovered_from, len(landed), count, len(missing or []),
-            )
-        first_seq = state.last_published_seq + 1
-        # one intent: every event (fresh batch), the missing ones, or none (everything landed: commit only)
-        ranges = None if missing is None else to_ranges(missing)
-        state.pending = PendingIntent(
-            batch_id=batch_id, first_seq=first_seq, indexes=ranges,
-            events=count, fingerprint=fingerprint, owner_level=state.owner_level,
-            start_sequence_number=self._partition_end(pid, producer), landed=to_ranges(landed),
-            batch_first_seq=first_seq if batch_first_seq is None else batch_first_seq,
-            started_at=datetime.now(UTC).isoformat(), origin=self.origin,
-        )
-        indexes = None if ranges is None else tuple((start, stop) for start, stop in ranges)
-        plan = PartitionPlan(**base, action="send", first_seq=first_seq, indexes=indexes,
-                             recovered_from=recovered_from, landed_count=len(landed), readback_seconds=readback)
-        state.partial.pop(batch_id, None)
-        self.store.write(claim, state)
-        if missing == []:
-            return plan
-        reached("after_intent")
-        return plan
 
     # ---- driver side: commit -------------------------------------------------------------------
 

@@ -183,7 +183,8 @@ def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[],
 
 
 # Producer clients kept per worker process between tasks (Spark reuses Python workers), for at most
-# _IDLE_SECONDS: opening a link costs about a second of handshakes, more than sending 10,000 events.
+# _IDLE_SECONDS: opening a link costs handshakes that take longer than sending many thousand events
+# (bench/README.md, "Design figures").
 # A kept client holds the worker's one connection to the hub (client.connection), which the task's
 # other requests (the partition's end, a read-back) share.
 _PRODUCERS: dict[EventHubsEndpoint, tuple[Any, float]] = {}
@@ -234,7 +235,6 @@ def send_rows(
 
     first = _first_attempt()
     starts = starts or {}
-    refused = "a retried Spark task attempt does not send; the intent stays pending and is recovered by read-back"
     out: list[tuple[str, bytes]] = []
     for partition, events in _by_partition(batches, mapping):
         plan = plans.get(partition)
@@ -242,26 +242,10 @@ def send_rows(
             for _ in events:  # nothing to send; drain the run
                 pass
             if plan is not None:
-                refusal = SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}")
-                out.append((partition, pickle.dumps(refusal)))
+                out.append((partition, pickle.dumps(_refused(partition))))
             continue
-        outcome: SendOutcome
-        producer = _producer(endpoint)
-        healthy = False
-        try:
-            check = _SentBeforeCheck(endpoint, plan, starts.get(partition))
-            ticket = (holds or {}).get(partition)
-            stop_check = check if ticket is None else _both(ticket.watch(), check)
-            report = send_partition(endpoint, plan, events, producer=producer, stop_check=stop_check,
-                                    send_timeout=send_timeout)
-            check()
-            outcome, healthy = SendOutcome.sent(partition, report), True
-        except _AlreadySent:
-            outcome = SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: {refused}")
-        except Exception as exc:
-            outcome = SendOutcome.failed(partition, exc)
-        finally:
-            _release(endpoint, producer, healthy)
+        outcome = _send_partition(endpoint, partition, plan, events, starts.get(partition),
+                                  (holds or {}).get(partition), send_timeout)
         out.append((partition, pickle.dumps(outcome)))
     if out:
         partitions, outcomes = zip(*out, strict=True)
@@ -269,3 +253,29 @@ def send_rows(
             [pa.array(partitions, pa.string()), pa.array(outcomes, pa.binary())], names=["partition", "outcome"]
         )
 
+
+def _send_partition(endpoint: EventHubsEndpoint, partition: str, plan: PartitionPlan, events: Iterable[Any],
+                    start: int | None, ticket: HoldTicket | None, send_timeout: float) -> SendOutcome:
+    """One planned partition's send on a pooled producer: its outcome, an error as data."""
+    producer = _producer(endpoint)
+    healthy = False
+    try:
+        check = _SentBeforeCheck(endpoint, plan, start)
+        stop_check = check if ticket is None else _both(ticket.watch(), check)
+        report = send_partition(endpoint, plan, events, producer=producer, stop_check=stop_check,
+                                send_timeout=send_timeout)
+        check()
+        healthy = True
+        return SendOutcome.sent(partition, report)
+    except _AlreadySent:
+        return _refused(partition)
+    except Exception as exc:
+        return SendOutcome.failed(partition, exc)
+    finally:
+        _release(endpoint, producer, healthy)
+
+
+def _refused(partition: str) -> SendOutcome:
+    """What a retried task attempt, or one that finds the stamps already sent, reports: nothing was sent."""
+    return SendOutcome.refused(partition, "RetriedSparkTask", f"partition {partition}: a retried Spark task attempt does "
+                               "not send; the intent stays pending and is recovered by read-back")

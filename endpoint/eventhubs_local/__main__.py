@@ -79,6 +79,48 @@ def sas_rule(spec: str) -> tuple[str, str, frozenset[str]]:
 async def serve(args: argparse.Namespace) -> None:
     """Create the hubs and consumer groups the arguments name, then serve AMQP and the admin API until stopped."""
     log = logging.getLogger("eventhubs_local")
+    broker = _broker(args)
+    registry = _registry(args)
+    tls = _tls(args)
+    server = Server(broker, args.host, args.port, websocket_port=args.websocket_port, websocket_tls=tls)
+    admin = AdminServer(broker, "127.0.0.1", args.admin_port, registry=registry)
+    registry_server = None
+    if args.registry_port is not None:
+        assert tls is not None
+        registry_server = RegistryServer(registry, args.host, args.registry_port, tls, broker.validator)
+    port = await server.start()
+    admin_port = await admin.start()
+    registry_port = await registry_server.start() if registry_server else None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("listening on %s:%d (AMQP), admin on http://127.0.0.1:%d, data in %s, fsync=%s, auth=%s",
+             args.host, port, admin_port, args.data_dir, args.fsync, "required" if broker.validator else "off")
+    if server.websocket_port is not None:
+        log.info("AMQP over WebSockets on %s://%s:%d/$servicebus/websocket", "wss" if tls else "ws", args.host,
+                 server.websocket_port)
+    if registry_port is not None:
+        log.info("Schema Registry on https://%s:%d/$schemaGroups (%d schema groups)", args.host, registry_port,
+                 len(registry.groups))
+    print("Connection string: " + connection_string(args.host, port, args.sas_key_name, args.sas_key), flush=True)
+    if args.ready_file:
+        _write_ready_file(args.ready_file, {"host": args.host, "port": port, "admin_port": admin_port,
+                                            "pid": os.getpid(), "websocket_port": server.websocket_port,
+                                            "registry_port": registry_port})
+    if args.exit_with_parent:
+        loop.create_task(_watch_parent(args.exit_with_parent, stop))
+    await stop.wait()
+    log.info("stopping")
+    await admin.close()
+    if registry_server:
+        await registry_server.close()
+    await server.close()
+    log.info("stopped")
+
+
+def _broker(args: argparse.Namespace) -> Broker:
+    """The broker over the data directory, with the hubs, consumer groups and keys the arguments name."""
     store = Store(Path(args.data_dir), segment_bytes=args.segment_bytes)
     for spec in args.hub:
         name, _, count = spec.partition(":")
@@ -93,8 +135,12 @@ async def serve(args: argparse.Namespace) -> None:
         validator = SasValidator(args.sas_key_name, args.sas_key, rules) if args.require_auth else None
     except ValueError as exc:
         raise StoreError(f"--sas-rule: {exc}") from None
-    broker = Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
-                    retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
+    return Broker(store, fsync=args.fsync, validator=validator, idempotent_producers=args.idempotent_producers,
+                  retention_seconds=args.retention_seconds, retention_bytes=args.retention_bytes)
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    """The Schema Registry's store in the data directory, with the schema groups the arguments name."""
     registry = Registry(Path(args.data_dir))
     for spec in args.schema_group:
         name, _, rest = spec.partition(":")
@@ -103,6 +149,11 @@ async def serve(args: argparse.Namespace) -> None:
             registry.create_group(name, fmt or "Avro", compat or "None")
         except ValueError as exc:
             raise StoreError(f"--schema-group {spec!r}: {exc}") from None
+    return registry
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The server's TLS context of ``--tls-cert`` and ``--tls-key``, for the WebSocket listener and the registry."""
     tls = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key and (args.websocket_port is not None or args.registry_port is not None)):
@@ -113,43 +164,15 @@ async def serve(args: argparse.Namespace) -> None:
     if args.registry_port is not None and tls is None:
         raise StoreError("--registry-port needs --tls-cert and --tls-key: the Schema Registry is served over HTTPS only "
                          "(its clients send their tokens to https:// addresses alone)")
-    server = Server(broker, args.host, args.port, websocket_port=args.websocket_port, websocket_tls=tls)
-    admin = AdminServer(broker, "127.0.0.1", args.admin_port, registry=registry)
-    registry_server = None
-    if args.registry_port is not None:
-        assert tls is not None
-        registry_server = RegistryServer(registry, args.host, args.registry_port, tls, validator)
-    port = await server.start()
-    admin_port = await admin.start()
-    registry_port = await registry_server.start() if registry_server else None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("listening on %s:%d (AMQP), admin on http://127.0.0.1:%d, data in %s, fsync=%s, auth=%s",
-             args.host, port, admin_port, args.data_dir, args.fsync, "required" if validator else "off")
-    if server.websocket_port is not None:
-        log.info("AMQP over WebSockets on %s://%s:%d/$servicebus/websocket", "wss" if tls else "ws", args.host,
-                 server.websocket_port)
-    if registry_port is not None:
-        log.info("Schema Registry on https://%s:%d/$schemaGroups (%d schema groups)", args.host, registry_port,
-                 len(registry.groups))
-    print("Connection string: " + connection_string(args.host, port, args.sas_key_name, args.sas_key), flush=True)
-    if args.ready_file:
-        tmp = args.ready_file + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"host": args.host, "port": port, "admin_port": admin_port, "pid": os.getpid(),
-                       "websocket_port": server.websocket_port, "registry_port": registry_port}, fh)
-        os.replace(tmp, args.ready_file)
-    if args.exit_with_parent:
-        loop.create_task(_watch_parent(args.exit_with_parent, stop))
-    await stop.wait()
-    log.info("stopping")
-    await admin.close()
-    if registry_server:
-        await registry_server.close()
-    await server.close()
-    log.info("stopped")
+    return tls
+
+
+def _write_ready_file(path: str, ready: dict[str, object]) -> None:
+    """``ready`` as JSON at ``path``, written whole (a reader never sees half of it)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(ready, fh)
+    os.replace(tmp, path)
 
 
 async def _watch_parent(pid: int, stop: asyncio.Event) -> None:

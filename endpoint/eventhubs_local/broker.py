@@ -21,7 +21,7 @@ from .auth import SasValidator
 from .codec import CodecError
 from .consumers import Receivers
 from .entities import Refused
-from .events import BATCH_FORMAT, batch_parts, parse_event
+from .events import BATCH_FORMAT, ParsedEvent, batch_parts, parse_event
 from .faults import Faults
 from .log import PartitionLog
 from .management import Management
@@ -63,6 +63,27 @@ class Producer(Protocol):
     def accept(self, delivery_id: int) -> None: ...
 
     def reject(self, delivery_id: int, condition: str, description: str) -> None: ...
+
+
+class _Rejected(Exception):
+    """A delivery the broker refuses, with the error condition its disposition carries."""
+
+    def __init__(self, condition: str, description: str):
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+def _events_of(delivery_id: int, message_format: int, payload: Any) -> tuple[list[ParsedEvent], bytes | None]:
+    """``(events, partition key)`` of a delivery: an SDK batch's events, or the one event it is."""
+    try:
+        if message_format == BATCH_FORMAT:
+            inner, partition_key = batch_parts(payload)
+            return [parse_event(m) for m in inner], partition_key
+        event = parse_event(payload)
+        return [event], event.partition_key
+    except CodecError as exc:
+        raise _Rejected("amqp:decode-error", f"malformed event in delivery {delivery_id}: {exc}") from None
 
 
 class Broker:
@@ -115,50 +136,14 @@ class Broker:
     def ingest(self, link: Producer, delivery_id: int, message_format: int, payload: Any, settled: bool) -> None:
         """Store one delivery (an event or an SDK batch) and acknowledge it as the fsync policy says."""
         hub = link.hub
-        faults = self.faults
-        if len(payload) > MAX_MESSAGE_SIZE:
-            if not settled:
-                link.reject(delivery_id, "amqp:link:message-size-exceeded",
-                            f"The received message (delivery-id:{delivery_id}, size:{len(payload)} bytes) exceeds "
-                            f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
-            return
-        if faults.active:
-            busy = faults.find("server_busy", hub.name)
-            if busy is not None:
-                busy.triggered += 1
-                if not settled:
-                    link.reject(delivery_id, "com.microsoft:server-busy",
-                                f"The request was terminated because the entity '{hub.name}' is being throttled "
-                                "(injected fault server_busy). Please wait 4 seconds and try again.")
-                return
         try:
-            if message_format == BATCH_FORMAT:
-                inner, partition_key = batch_parts(payload)
-                events = [parse_event(m) for m in inner]
-            else:
-                events = [parse_event(payload)]
-                partition_key = events[0].partition_key
-        except CodecError as exc:
+            self._admit(hub, delivery_id, len(payload))
+            events, partition_key = _events_of(delivery_id, message_format, payload)
+            events = self._new_of_producer(link, delivery_id, events)
+        except _Rejected as rejected:
             if not settled:
-                link.reject(delivery_id, "amqp:decode-error", f"malformed event in delivery {delivery_id}: {exc}")
+                link.reject(delivery_id, rejected.condition, rejected.description)
             return
-        if link.producer_group is not None and events:
-            try:
-                keep = self.producers[(hub.name.lower(), link.partition)].admit(  # type: ignore[index]
-                    link.producer_group, link.producer_epoch, [idempotence.event_annotations(e) for e in events])
-            except idempotence.Fenced as exc:
-                if not settled:
-                    link.reject(delivery_id, idempotence.EPOCH_STOLEN, str(exc))
-                return
-            except idempotence.OutOfOrder as exc:
-                if not settled:
-                    link.reject(delivery_id, idempotence.OUT_OF_ORDER, str(exc))
-                return
-            except CodecError as exc:
-                if not settled:
-                    link.reject(delivery_id, "amqp:decode-error", f"delivery {delivery_id}: {exc}")
-                return
-            events = [e for e, k in zip(events, keep, strict=True) if k]  # duplicates: acknowledged, not stored again
         if not events:
             if not settled:
                 link.accept(delivery_id)
@@ -169,8 +154,44 @@ class Broker:
         self.stats_received += len(events)
         if settled:
             return
-        if faults.active and self._ack_faulted(link, delivery_id, log):
+        if self.faults.active and self._ack_faulted(link, delivery_id, log):
             return
+        self._acknowledge(link, delivery_id, log)
+
+    def _admit(self, hub: Hub, delivery_id: int, size: int) -> None:
+        """Refuse a delivery over the size limit, or one an injected ``server_busy`` fault throttles."""
+        if size > MAX_MESSAGE_SIZE:
+            raise _Rejected("amqp:link:message-size-exceeded",
+                            f"The received message (delivery-id:{delivery_id}, size:{size} bytes) exceeds "
+                            f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
+        if self.faults.active:
+            busy = self.faults.find("server_busy", hub.name)
+            if busy is not None:
+                busy.triggered += 1
+                raise _Rejected("com.microsoft:server-busy",
+                                f"The request was terminated because the entity '{hub.name}' is being throttled "
+                                "(injected fault server_busy). Please wait 4 seconds and try again.")
+
+    def _new_of_producer(self, link: Producer, delivery_id: int, events: list[ParsedEvent]) -> list[ParsedEvent]:
+        """An idempotent producer's events that are new (its duplicates are acknowledged, not stored again);
+        a fenced epoch or a gap in its sequence numbers refuses the delivery. Any other producer's are all new."""
+        group = link.producer_group
+        if group is None or not events:
+            return events
+        try:
+            keep = self.producers[(link.hub.name.lower(), link.partition)].admit(  # type: ignore[index]
+                group, link.producer_epoch, [idempotence.event_annotations(e) for e in events])
+        except idempotence.Fenced as exc:
+            raise _Rejected(idempotence.EPOCH_STOLEN, str(exc)) from None
+        except idempotence.OutOfOrder as exc:
+            raise _Rejected(idempotence.OUT_OF_ORDER, str(exc)) from None
+        except CodecError as exc:
+            raise _Rejected("amqp:decode-error", f"delivery {delivery_id}: {exc}") from None
+        return [e for e, k in zip(events, keep, strict=True) if k]
+
+    def _acknowledge(self, link: Producer, delivery_id: int, log: PartitionLog) -> None:
+        """Accept a stored delivery as the fsync policy says: after its fsync, with the loop pass's group commit,
+        or at once."""
         if self.fsync == "always":
             log.sync()
             link.accept(delivery_id)

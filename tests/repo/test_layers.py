@@ -9,8 +9,9 @@ nothing of Airflow: the provider's ``testing`` helpers start it, never the other
 Every ``import`` statement of a layer's source is read (also those inside functions and under
 ``TYPE_CHECKING``: an upward import there is still an upward dependency), and every module of a layer
 is imported in a fresh interpreter whose ``sys.modules`` must hold nothing above it. A package's
-``__main__`` is a command-line program on top of its package (``python -m airflow_provider_eh.ingest``
-may read an Airflow connection when asked to) and is not part of the layer.
+``__main__`` (``python -m airflow_provider_eh.ingest``) is part of its layer like any other module: what it
+needs of Airflow comes from the shell through an interface the layer declares
+(``ingest.__main__.Connections``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ def _under(module: str, names: tuple[str, ...]) -> str | None:
 
 def _sources(layer: str) -> list[Path]:
     path = ROOT / layer
-    files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
-    return [f for f in files if f.stem != "__main__"]
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
 
 
 def _module_name(path: Path) -> str:
@@ -113,6 +113,7 @@ def test_importing_a_layer_loads_nothing_above_it(layer: str) -> None:
 
 def test_the_checks_see_an_upward_import() -> None:
     """The static check resolves relative and nested imports (so an empty finding above means something)."""
+    assert ROOT / "ingest" / "__main__.py" in _sources("ingest")  # a command line is part of its layer
     found = dict(_imports(ROOT / "publishing" / "publisher.py"))
     assert any(t == f"{PACKAGE}.stamps.batch_stamp" for t in found.values())
     assert any(_under(t, ("client",)) for t in found.values())
