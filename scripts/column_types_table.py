@@ -62,6 +62,7 @@ def render() -> str:
 
 
 def page_with_table(text: str) -> str:
+    """``text`` with the table between its markers rendered anew."""
     head, begin, rest = text.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not begin or not end:
@@ -70,6 +71,7 @@ def page_with_table(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Rewrite the table, or with ``--check`` say (exit 1) whether the page differs from the code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the page differs from the code")
     args = parser.parse_args(argv)
