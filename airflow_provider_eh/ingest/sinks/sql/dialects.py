@@ -51,6 +51,10 @@ class Dialect:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.driver!r}, {self.paramstyle!r})"
 
+    def quote(self, column: str) -> str:
+        """A checked plain column name as statements write it (MySQL quotes it: a field may be a reserved word)."""
+        return f"`{column}`" if self.kind == "mysql" else column
+
     @classmethod
     def of(cls, conn: Any) -> Dialect:
         """The dialect of a DB-API connection; :class:`SinkConfigError` for an unsupported one."""

@@ -64,15 +64,15 @@ def prepare(tx: Transaction, table: str, fields: Mapping[str, FieldType], known:
     if columns is None:
         columns = table_columns(tx, table)
         if columns is None:
-            spec = ", ".join(f"{identifier(n, f'field of the schema for table {table!r}')} {sql_type(f, database)}"
-                             for n, f in fields.items())
+            spec = ", ".join(f"{tx.dialect.quote(identifier(n, f'field of the schema for table {table!r}'))} "
+                             f"{sql_type(f, database)}" for n, f in fields.items())
             _ddl(tx, table, f"CREATE TABLE {table} ({spec})", "create it from the schema")
             known[table] = {n.lower() for n in fields}
             return
         known[table] = columns
     missing = [(n, f) for n, f in fields.items() if n.lower() not in columns]
     for name, kind in missing:
-        column = f"{identifier(name, f'field of the schema for table {table!r}')} {sql_type(kind, database)}"
+        column = f"{tx.dialect.quote(identifier(name, f'field of the schema for table {table!r}'))} {sql_type(kind, database)}"
         if not evolve:
             raise SinkConfigError(
                 f"The schema of the events has field {name!r} ({kind.describe()}) and table {table!r} has no column for "

@@ -259,6 +259,7 @@ class Transaction:
         for columns, values in by_columns.items():
             names = [identifier(c, f"column of table {table!r}") for c in columns]
             values = bind_rows(dialect.kind, names, values, self._store.json_columns.get(table, frozenset()))  # type: ignore[assignment]
+            names = [dialect.quote(c) for c in names]
             writes.append((names, values, dialect.insert_statements(self._cur, table, names, values)))
         if alone and dialect.statement_atomic and len(writes) == 1 and len(writes[0][2] or ()) == 1:
             self._write_rows(table, writes)  # one statement: undone alone by the database itself
