@@ -33,14 +33,14 @@ READING_JSON = {"$schema": "https://json-schema.org/draft/2020-12/schema", "titl
                 "required": ["id", "value", "at", "day", "ref", "place"]}
 
 
-def produce(endpoint: Any, hub: str, tmp_path: Path, ns: list[int], schema: dict[str, Any], extra: dict[str, Any]) -> None:
-    send_elsewhere(endpoint, hub, [{"partition": str(n % 2), "kind": "avro", "row": tagged({**avro_row(n), **extra}),
-                                    "schema": schema, "group": AVRO_GROUP} for n in ns], tmp_path)
+def produce(process: Any, hub_name: str, tmp_path: Path, ns: list[int], schema: dict[str, Any], extra: dict[str, Any]) -> None:
+    send_elsewhere(process, hub_name, [{"partition": str(n % 2), "kind": "avro", "row": tagged({**avro_row(n), **extra}),
+                                         "schema": schema, "group": AVRO_GROUP} for n in ns], tmp_path)
 
 
-def run(endpoint: Any, hub: str, store: Any, table: str) -> dict[str, Any]:
+def run(process: Any, hub_name: str, store: Any, table: str) -> dict[str, Any]:
     """One engine run of the hub to its end into ``store``'s ``table``, the default row function on every field."""
-    eh = EventHubsEndpoint.from_connection_string(endpoint.connection_string(hub))
+    eh = EventHubsEndpoint.from_connection_string(process.connection_string(hub_name))
     decoder = TypedDecoder(SchemaRegistryHook(CONN_ID).get_endpoint(), conn_id=CONN_ID)
     try:
         return IngestRun(eh, "$Default", store, BatchProcessor(table, json_rows(), decoder=decoder), owner_id="test",
@@ -49,8 +49,8 @@ def run(endpoint: Any, hub: str, store: Any, table: str) -> dict[str, Any]:
         decoder.close()
 
 
-def sql_store(db: Any, hub: str) -> SqlIngestStore:
-    return SqlIngestStore(sinks.connect(db), Stream("ns", hub, "$Default"))
+def sql_store(db: Any, hub_name: str) -> SqlIngestStore:
+    return SqlIngestStore(sinks.connect(db), Stream("ns", hub_name, "$Default"))
 
 
 def dict_rows(db: Any, table: str) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def check(sink: str, rows: list[dict[str, Any]], ns: list[int]) -> None:
 
 @pytest.mark.parametrize("sink", ["sqlite", "postgres", "mariadb", "delta"])
 def test_every_avro_type_lands_as_its_own_column_type_and_a_new_field_becomes_a_column(
-        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
     from deltalake import DeltaTable
 
     from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
@@ -114,9 +114,8 @@ def test_every_avro_type_lands_as_its_own_column_type_and_a_new_field_becomes_a_
 
 @pytest.mark.parametrize("sink", ["sqlite", "postgres"])
 def test_json_schema_formats_land_as_instants_dates_uuids_and_nested_json(
-        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
     import datetime
-    import decimal  # noqa: F401
 
     db: Any = str(tmp_path / "sink.db") if sink == "sqlite" else {"postgres": request.getfixturevalue("postgres")}
     table = "readings_" + hub.replace("-", "_")
