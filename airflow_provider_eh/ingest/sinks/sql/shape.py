@@ -14,23 +14,25 @@ anything (the processor prepares the columns first), so nothing of the batch is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_provider_eh.client.schema_types import FieldType
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest.sinks.sql.columns import sql_type
 from airflow_provider_eh.ingest.sinks.sql.tables import identifier
 
-if TYPE_CHECKING:
-    from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Transaction
+# ``store``: a SqlIngestStore, ``tx``: its Transaction (typed Any: this module is below them)
 
 
-def verify_target(store: SqlIngestStore, table: str) -> None:
+def verify_target(store: Any, table: str) -> None:
     """Fail early, naming the table, when the target table cannot be read for a right the connection lacks; a table
     that does not exist yet passes (typed events' schemas create it, and a batch of untyped rows into it is refused,
     naming it)."""
     try:
-        store._select(f"SELECT 1 FROM {identifier(table, 'table')} WHERE 1 = 0", ())
+        cursor = store.conn.cursor()
+        cursor.execute(store.dialect.sql(f"SELECT 1 FROM {identifier(table, 'table')} WHERE 1 = 0"))
+        cursor.fetchall()
+        store.dialect.end_read(store.conn)
     except SinkConfigError:
         raise
     except Exception as exc:
@@ -42,7 +44,7 @@ def verify_target(store: SqlIngestStore, table: str) -> None:
                 "the right to read and write it.") from exc
 
 
-def table_columns(tx: Transaction, table: str) -> set[str] | None:
+def table_columns(tx: Any, table: str) -> set[str] | None:
     """The table's columns, lower-cased; ``None`` when it cannot be read (it does not exist)."""
     try:
         with tx.savepoint():
@@ -55,7 +57,7 @@ def table_columns(tx: Transaction, table: str) -> set[str] | None:
         return None
 
 
-def prepare(tx: Transaction, table: str, fields: Mapping[str, FieldType], known: dict[str, set[str]], *,
+def prepare(tx: Any, table: str, fields: Mapping[str, FieldType], known: dict[str, set[str]], *,
             evolve: bool) -> None:
     """Create ``table`` from ``fields``, or add the columns it lacks (``known``: the columns of the tables seen)."""
     identifier(table, "table")
@@ -82,7 +84,7 @@ def prepare(tx: Transaction, table: str, fields: Mapping[str, FieldType], known:
         columns.add(name.lower())
 
 
-def _ddl(tx: Transaction, table: str, statement: str, what: str) -> Any:
+def _ddl(tx: Any, table: str, statement: str, what: str) -> Any:
     try:
         return tx.execute(statement)
     except Exception as exc:
