@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from airflow_provider_eh.client.failures import FailureSite, provider_error
+from airflow_provider_eh.client.schema_types import Duration, FieldType, fields_of, normalizer
 from airflow_provider_eh.errors import UndecodableEventError
 from airflow_provider_eh.extras import require_extra
 
@@ -66,14 +67,16 @@ def typed_content(content_type: str | None) -> TypedContent | None:
 
 
 def json_default(value: Any) -> Any:
-    """A decoded value JSON does not hold, as JSON text holds it: bytes as base64, times as ISO 8601, decimals
-    and UUIDs as text (Avro's ``bytes``, ``fixed`` and logical types)."""
+    """A decoded value JSON does not hold, as JSON text holds it: bytes as base64, times and durations as ISO 8601,
+    decimals and UUIDs as text (Avro's ``bytes``, ``fixed`` and logical types)."""
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, (decimal.Decimal, uuid.UUID)):
         return str(value)
+    if isinstance(value, Duration):
+        return value.iso()
     raise TypeError(f"a decoded value of type {type(value).__name__} has no JSON form")
 
 
@@ -227,6 +230,30 @@ class _Decoding:
         self._client: Any = None
         self._encoders: dict[str, Any] = {}
         self._unavailable: str | None = None if registry is not None else "no Schema Registry is configured"
+        self._shapes: dict[str, tuple[dict[str, FieldType], Any]] = {}  # schema id -> (fields, normalizer)
+
+    def _shape(self, typed: TypedContent) -> tuple[dict[str, FieldType], Any]:
+        """The fields of a decoded event's schema and its :func:`normalizer`, read from the schema once."""
+        shape = self._shapes.get(typed.schema_id)
+        if shape is None:
+            schema = self.cache.get(typed.schema_id)
+            definition = getattr(schema, "definition", None)
+            if not isinstance(definition, str):
+                return {}, None
+            shape = self._shapes[typed.schema_id] = (fields_of(definition, typed.format),
+                                                     normalizer(definition, typed.format))
+        return shape
+
+    def fields(self, content_type: str | None) -> dict[str, FieldType]:
+        """The fields of the schema of an event this decoder decoded (by its content type); ``{}`` when none is known."""
+        typed = typed_content(content_type)
+        return {} if typed is None else self._shape(typed)[0]
+
+    def _normalized(self, typed: TypedContent, value: Any) -> Any:
+        """A decoded record with the values of its schema's kinds (:func:`normalizer`); raises for a value its format
+        names and that it does not hold (a JSON ``date-time`` that is no instant), as content that does not decode."""
+        fix = self._shape(typed)[1]
+        return value if fix is None else fix(value)
 
     def _check(self, typed: TypedContent) -> None:
         """Raise when no event of ``typed`` can be decoded here: the extra missing, or no usable registry."""
@@ -292,7 +319,7 @@ class TypedDecoder(_Decoding):
         typed = _typed_or_raise(content_type)
         encoder = self._encoder(typed)
         try:
-            return encoder.decode({"content": body, "content_type": content_type})
+            return self._normalized(typed, encoder.decode({"content": body, "content_type": content_type}))
         except Exception as exc:
             self._raise_failure(typed, exc)
 
@@ -350,7 +377,7 @@ class AsyncTypedDecoder(_Decoding):
         typed = _typed_or_raise(content_type)
         encoder = await self._encoder(typed)
         try:
-            return await encoder.decode({"content": body, "content_type": content_type})
+            return self._normalized(typed, await encoder.decode({"content": body, "content_type": content_type}))
         except Exception as exc:
             self._raise_failure(typed, exc)
 

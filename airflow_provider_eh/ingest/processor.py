@@ -38,9 +38,11 @@ from airflow_provider_eh.ingest.rows import Row, RowFunction, json_rows, rows_of
 from airflow_provider_eh.ingest.sessions import FieldRef, SessionConfig
 from airflow_provider_eh.ingest.sinks.contract import (
     BatchTransaction,
+    ColumnsTransaction,
     ReplayTransaction,
     SessionTransaction,
     Sink,
+    ValueRefusedError,
     sessions_refused,
     utc_text,
 )
@@ -120,6 +122,7 @@ class BatchProcessor:
         stamps = _stamps(events) if self.dedupe else []
         marks = tx.marks(partition_id, {group for group, _ in stamps if group}) if self.dedupe else {}
         changed: dict[str, int] = {}
+        decoded = self._decode_all(tx, events)
         applied: list[tuple[IngestEvent, list[Row]]] = []
         sessions: dict[str, list[Any]] = {}
         row_function = self.row_function
@@ -147,12 +150,12 @@ class BatchProcessor:
                         result.duplicates += 1
                         continue
                     marks[group] = changed[group] = seq
-            if event.content_type is not None and typed_content(event.content_type) is not None:
-                try:  # before sessions: a session key or sequence may be a field of the record
-                    event = self._decoded(event)
-                except UndecodableEventError as exc:
-                    self._undecodable(tx, event, exc, result)
+            if decoded is not None and i in decoded:  # before sessions: a key or sequence may be a field of the record
+                found = decoded[i]
+                if isinstance(found, UndecodableEventError):
+                    self._undecodable(tx, event, found, result)
                     continue
+                event = found
             if session_tx is None:
                 apply(event)
             else:
@@ -179,7 +182,9 @@ class BatchProcessor:
             raise SinkConfigError(f"{type(tx).__name__} cannot mark a dead letter replayed; replay through its sink's own "
                                   "replay (a Delta sink: airflow_provider_eh.ingest.delta_replay)")
         try:
-            rows = rows_of(self.row_function(self._decoded(event)))
+            event = self._decoded(event)
+            self._prepare_columns(tx, [event])
+            rows = rows_of(self.row_function(event))
             tx.insert_rows(self.table, rows, alone=True)
         except UndecodableEventError as exc:
             error = _undecodable_text(event, exc)
@@ -202,6 +207,39 @@ class BatchProcessor:
         if event.decoded is not None or event.content_type is None or typed_content(event.content_type) is None:
             return event
         return replace(event, decoded=self.decoder.decode(event.body, event.content_type))
+
+    def _decode_all(self, tx: BatchTransaction, events: Sequence[IngestEvent]) -> dict[int, Any] | None:
+        """The batch's typed events decoded (by index: the event, or its :class:`UndecodableEventError`), and the table
+        made to fit their schemas before anything of the batch is written; ``None`` when the batch has none."""
+        found: dict[int, Any] = {}
+        for i, event in enumerate(events):
+            if event.content_type is not None and typed_content(event.content_type) is not None:
+                try:
+                    found[i] = self._decoded(event)
+                except UndecodableEventError as exc:
+                    found[i] = exc
+        if not found:
+            return None
+        self._prepare_columns(tx, [e for e in found.values() if isinstance(e, IngestEvent)])
+        return found
+
+    def _prepare_columns(self, tx: BatchTransaction, events: Sequence[IngestEvent]) -> None:
+        """Have a sink that can (:class:`ColumnsTransaction`) create or widen the table for the schemas of ``events``:
+        their fields, those of the row function's ``columns`` where it names them."""
+        if not isinstance(tx, ColumnsTransaction):
+            return
+        columns = getattr(self.row_function, "columns", None)
+        fields: dict[str, Any] = {}
+        seen: set[str | None] = set()
+        for event in events:
+            if event.content_type in seen:
+                continue
+            seen.add(event.content_type)
+            for name, kind in self.decoder.fields(event.content_type).items():
+                if (columns is None or name in columns) and name not in fields:
+                    fields[name] = kind
+        if fields:
+            tx.prepare_columns(self.table, fields)
 
     def _undecodable(self, tx: BatchTransaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
         tx.dead_letter(event, UNDECODABLE, _undecodable_text(event, exc))
@@ -319,7 +357,7 @@ class BatchProcessor:
             except Exception as exc:
                 if not tx.is_data_error(exc):
                     raise
-                tx.dead_letter(event, "row_rejected", f"table {self.table!r} refused the rows: {_describe(exc)}")
+                tx.dead_letter(event, "row_rejected", _refused_text(self.table, event, exc))
                 result.dead_letters += 1
                 result.applied -= 1
         return written
@@ -359,6 +397,15 @@ def _session_transaction(tx: BatchTransaction) -> SessionTransaction:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _refused_text(table: str, event: IngestEvent, exc: BaseException) -> str:
+    """Why ``table`` refused an event's rows: its partition and sequence number, and the field and type when the sink
+    named them (:class:`ValueRefusedError`)."""
+    where = f"event {event.sequence_number} of partition {event.partition_id}"
+    if isinstance(exc, ValueRefusedError):
+        return f"{where}: table {table!r} cannot hold {exc}; fix the value or the column, then replay the dead letter"
+    return f"{where}: table {table!r} refused the rows: {_describe(exc)}"
 
 
 def _undecodable_text(event: IngestEvent, exc: UndecodableEventError) -> str:

@@ -24,8 +24,13 @@ def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
     """
     A row function that inserts the body, a JSON object, as one row; a typed event's decoded record likewise.
 
+    A JSON body's nested objects and arrays are JSON text; a typed event's values stay as decoded (a nested record
+    a dict, a decimal a ``Decimal``), for each sink to write as its column type holds them (a Postgres ``JSONB``, a
+    Delta struct).
+
     :param columns: the keys to keep, as columns (absent keys become NULL); default: every key. A typed
         Avro event whose record has no field of a column is refused (its schema does not fit the table).
+        The function keeps them as its ``columns`` attribute: a table created from a schema gets those fields.
     """
 
     def to_row(event: IngestEvent) -> Row:
@@ -35,12 +40,16 @@ def json_rows(columns: Sequence[str] | None = None) -> RowFunction:
             raise ValueError(f"body is not JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise ValueError(f"body is JSON {type(obj).__name__}, expected an object")
+        if event.decoded is not None:
+            if columns is None:
+                return obj
+            _check_fields(event, obj, columns)
+            return {c: obj.get(c) for c in columns}
         if columns is None:
             return {k: v if type(v) not in _NESTED else _scalar(v) for k, v in obj.items()}
-        if event.decoded is not None:
-            _check_fields(event, obj, columns)
         return {c: _scalar(obj.get(c)) for c in columns}
 
+    to_row.columns = None if columns is None else tuple(columns)  # type: ignore[attr-defined]
     return to_row
 
 

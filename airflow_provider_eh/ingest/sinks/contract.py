@@ -13,6 +13,13 @@ Two capabilities go beyond a batch, and a sink declares whether it has them:
 - :class:`ReplayTransaction`: a dead letter marked replayed in the transaction that writes its rows
   (:meth:`~airflow_provider_eh.ingest.processor.BatchProcessor.replay`).
 
+And one capability of typed events: :class:`ColumnsTransaction`, a table created from the schema the events carry
+(and given a column for a field the schema gains) before the batch writes anything. A sink without it writes typed
+rows to a table that must hold them already.
+
+A value a sink cannot hold is :class:`ValueRefusedError` (naming the column and its type): a data error, so its
+event alone is dead-lettered and the rest of the batch loads.
+
 A new sink is a folder beside ``sql/`` and ``delta/`` whose classes satisfy these protocols (mypy checks it
 where the operators hand a store to the engine); nothing in the engine changes.
 """
@@ -25,7 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from airflow_provider_eh.errors import SinkConfigError
+from airflow_provider_eh.client.schema_types import FieldType
+from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
 
 #: a partition's checkpoint where none was committed yet
@@ -52,6 +60,21 @@ def sessions_refused(sink: str) -> SinkConfigError:
         f"session_key: in-order sessions keep deferred events and per-session state that change in place with every "
         f"event; {sink} does not keep them. Unset session_key (the rows are then written in partition order), or "
         "ingest into a SQL sink (sql_conn_id) for sessions.")
+
+
+class ValueRefusedError(EventHubsProviderError, ValueError):
+    """A value of a row that the sink cannot hold in its column: the row's event is dead-lettered, naming the column
+    and the value's type, and the rest of the batch loads.
+
+    :param column: the column (a field of the record, for the default row function).
+    :param type_name: the value's type, as Python names it.
+    :param why: what the sink could not do with it.
+    """
+
+    def __init__(self, column: str, type_name: str, why: str):
+        super().__init__(f"field {column!r} ({type_name}): {why}")
+        self.column = column
+        self.type_name = type_name
 
 
 @dataclass(frozen=True)
@@ -153,6 +176,18 @@ class ReplayTransaction(BatchTransaction, Protocol):
     """A batch transaction that can mark a dead letter replayed with the rows it writes."""
 
     def mark_replayed(self, event: IngestEvent) -> None: ...
+
+
+@runtime_checkable
+class ColumnsTransaction(BatchTransaction, Protocol):
+    """A batch transaction whose sink makes its table fit the schema of the typed events it is about to write."""
+
+    def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
+        """
+        Before anything of the batch is written: create ``table`` from ``fields`` when it does not exist; add a column
+        for a field it lacks where the sink allows it; :class:`~airflow_provider_eh.errors.SinkConfigError` naming the
+        field and what to do for a change it cannot apply.
+        """
 
 
 class Sink(Protocol):

@@ -9,14 +9,16 @@ the schema id in the content type) and sends the events in order, one batch per 
 - ``unknown``: an ``avro/binary`` content type naming a schema id the registry does not have;
 - ``plain``: the row as JSON text, no content type (an event as before typed events).
 
-A row's value ``{"$decimal": "12.34"}``, ``{"$datetime": ISO 8601}`` or ``{"$date": ISO 8601}`` is given to the
-encoder as the ``Decimal``, ``datetime`` or ``date`` that Avro's logical types take.
+A row's value ``{"$decimal": "12.34"}``, ``{"$datetime": ISO 8601}``, ``{"$date": ISO 8601}``, ``{"$time": ISO 8601}``
+or ``{"$bytes": base64}`` is given to the encoder as the ``Decimal``, ``datetime``, ``date``, ``time`` or ``bytes``
+that Avro's types take, at any depth of the row.
 
 Prints ``{"ids": [schema id or null per event]}``.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import decimal
 import json
@@ -31,14 +33,19 @@ from azure.schemaregistry.encoder.jsonencoder import JsonSchemaEncoder
 UNKNOWN_ID = "0" * 32
 
 
-REVIVE = {"$decimal": decimal.Decimal, "$datetime": datetime.datetime.fromisoformat, "$date": datetime.date.fromisoformat}
+REVIVE = {"$decimal": decimal.Decimal, "$datetime": datetime.datetime.fromisoformat, "$date": datetime.date.fromisoformat,
+          "$time": datetime.time.fromisoformat, "$bytes": base64.b64decode}
 
 
-def revived(row: dict) -> dict:
-    """``row`` with each tagged value as the Python value it stands for (``REVIVE``)."""
-    return {name: REVIVE[next(iter(value))](next(iter(value.values())))
-            if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in REVIVE else value
-            for name, value in row.items()}
+def revived(value):
+    """``value`` with each tagged value, at any depth, as the Python value it stands for (``REVIVE``)."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in REVIVE:
+        return REVIVE[next(iter(value))](next(iter(value.values())))
+    if isinstance(value, dict):
+        return {name: revived(v) for name, v in value.items()}
+    if isinstance(value, list):
+        return [revived(v) for v in value]
+    return value
 
 
 def main(endpoint_file: str, conn_str: str, events_file: str) -> None:

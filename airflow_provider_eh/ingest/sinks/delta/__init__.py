@@ -16,16 +16,14 @@ from airflow_provider_eh.ingest.sinks.delta.dead_letters import (
     dead_letter_uri,
 )
 from airflow_provider_eh.ingest.sinks.delta.maintenance import maintain
-from airflow_provider_eh.ingest.sinks.delta.store import (
+from airflow_provider_eh.ingest.sinks.delta.store import DeltaIngestStore, DeltaTransaction, open_table
+from airflow_provider_eh.ingest.sinks.delta.target import (
     APPEND,
     DELTA_BATCH_BYTES,
     MERGE,
     DataError,
-    DeltaIngestStore,
     DeltaTarget,
-    DeltaTransaction,
     check_delta_options,
-    open_table,
 )
 
 __all__ = [

@@ -33,79 +33,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from airflow_provider_eh.errors import EventHubsProviderError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.client.schema_types import FieldType
+from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, sessions_refused
+from airflow_provider_eh.ingest.sinks.contract import (
+    NO_CHECKPOINT,
+    PartitionCheckpoint,
+    Stream,
+    ValueRefusedError,
+)
+from airflow_provider_eh.ingest.sinks.delta.columns import arrow_schema, prepare_table, to_arrow
 from airflow_provider_eh.ingest.sinks.delta.dead_letters import dead_letter_row, dead_letter_schema, dead_letter_uri
+from airflow_provider_eh.ingest.sinks.delta.target import (
+    MERGE,
+    DataError,
+    DeltaTarget,
+)
 
 log = logging.getLogger(__name__)
 
-APPEND = "append"
-MERGE = "merge"
-# a Delta sink's default batch_bytes: few, large commits and files (a SQL sink's is 4 MiB)
-DELTA_BATCH_BYTES = 64 * 1024 * 1024
 # commitInfo keys of a batch's commit (custom metadata): where a run finds a partition's offset again
 META_PARTITION = "eh.ingest.partition_id"
 META_OFFSET = "eh.ingest.offset"
 META_SEQUENCE = "eh.ingest.sequence_number"
 _OFFSET_HISTORY = 200  # commits looked back for a partition's offset that this process did not commit
-
-
-class DataError(EventHubsProviderError, ValueError):
-    """A row the table cannot hold (a column it lacks, a value of the wrong type).
-
-    The Delta transaction's data error (:meth:`DeltaTransaction.is_data_error`), so that the batch processor
-    dead-letters the rows of that event alone (``row_rejected``) and writes the others, as it does when a
-    database refuses a row.
-    """
-
-
-def check_delta_options(*, sessions: Any, mode: str, merge_keys: Sequence[str] | None) -> None:
-    """Refuse what the Delta store cannot do honestly, naming the option and what to do instead."""
-    if sessions is not None:
-        raise sessions_refused("the Delta sink")
-    if mode not in (APPEND, MERGE):
-        raise SinkConfigError(f"delta_mode {mode!r} must be {APPEND!r} or {MERGE!r}")
-    if mode == MERGE and not merge_keys:
-        raise SinkConfigError("delta_mode 'merge' needs merge_keys: the columns that identify a row of the table")
-    if mode == APPEND and merge_keys:
-        raise SinkConfigError("merge_keys are used by delta_mode 'merge' only; set delta_mode='merge' or drop them")
-
-
-@dataclass
-class DeltaTarget:
-    """
-    Where and how rows are written.
-
-    :param uri: the table: a local path, or ``abfss://container@account.dfs.core.windows.net/path`` /
-        ``az://container/path`` on Azure storage.
-    :param storage_options: delta-rs object store options (credentials: never logged).
-    :param mode: ``append``, or ``merge`` (upsert on ``merge_keys``: a row whose keys match one of the
-        table is updated, others are inserted; within a batch the last row of a key wins).
-    :param merge_keys: the key columns of ``merge``.
-    :param partition_by: partition columns of a table this store creates (an existing table must have them).
-    :param dead_letter_uri: the dead-letter table; default ``<uri>_dead_letters``.
-    :param target_file_size: bytes per data file delta-rs aims at (``None``: its default).
-    """
-
-    uri: str
-    storage_options: dict[str, str] | None = None
-    mode: str = APPEND
-    merge_keys: Sequence[str] | None = None
-    partition_by: Sequence[str] | None = None
-    dead_letter_uri: str | None = None
-    target_file_size: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.uri or not isinstance(self.uri, str):
-            raise SinkConfigError(f"table {self.uri!r}: give the Delta table's path or abfss:// / az:// URI")
-        if self.dead_letter_uri is None:
-            self.dead_letter_uri = dead_letter_uri(self.uri)
-        if self.dead_letter_uri.rstrip("/") == self.uri.rstrip("/"):
-            raise SinkConfigError("dead_letter_table must not be the table itself; leave it unset for <table>_dead_letters")
-
-    def __repr__(self) -> str:  # no storage options: they hold the account key
-        return f"DeltaTarget(uri={self.uri!r}, mode={self.mode!r}, dead_letter_uri={self.dead_letter_uri!r})"
 
 
 def open_table(uri: str, storage_options: dict[str, str] | None) -> Any:
@@ -185,13 +136,18 @@ class DeltaTransaction:
             raise
 
     def is_data_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, DataError)
+        return isinstance(exc, (DataError, ValueRefusedError))
+
+    def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
+        """A table to create takes its columns from the schema's ``fields``; an existing one gets a column for a field
+        it lacks (:func:`~.columns.prepare_table`)."""
+        self._store.prepare_columns(fields)
 
     def is_driver_error(self, exc: BaseException) -> bool:
         import pyarrow as pa
         from deltalake.exceptions import DeltaError
 
-        return isinstance(exc, (DataError, DeltaError, pa.ArrowException))
+        return isinstance(exc, (DataError, ValueRefusedError, DeltaError, pa.ArrowException))
 
     def dead_letter(self, event: IngestEvent, reason: str, error: str) -> None:
         self.dead_letters.append(dead_letter_row(self._store.stream, event, reason, error))
@@ -223,6 +179,7 @@ class DeltaIngestStore:
         self.counts = CommitCounts()
         self._table = open_table(target.uri, target.storage_options)
         self._schema: Any = None
+        self._new_schema: Any = None  # the schema of typed events a missing table is created from
         if self._table is not None:
             self._check_table()
 
@@ -266,26 +223,33 @@ class DeltaIngestStore:
                 f"{self.target.uri!r}; pass {actual}, or write to a new table."
             )
 
+    def prepare_columns(self, fields: Mapping[str, FieldType]) -> None:
+        """Create a missing table from ``fields`` (at the batch's commit), or add the columns the table lacks."""
+        if self._table is None:
+            self._new_schema = arrow_schema(fields)
+        elif prepare_table(self._table, self.target.uri, fields, evolve=self.target.evolve_columns):
+            self._table.update_incremental()
+            self._schema = None
+
     def arrow_rows(self, rows: Sequence[Mapping[str, Any]]) -> Any:
-        """``rows`` as an Arrow table of the table's schema (inferred when there is no table yet); :class:`DataError`
-        for a row it cannot hold."""
+        """``rows`` as an Arrow table of the table's schema (of the typed events' schema, or inferred, when there is
+        no table yet); :class:`DataError` or :class:`ValueRefusedError` for a row it cannot hold."""
         import pyarrow as pa
 
-        if self._table is None:
-            try:
-                return pa.Table.from_pylist(list(rows))
-            except (pa.ArrowException, TypeError, ValueError) as exc:
-                raise DataError(f"the rows cannot be converted to Arrow: {exc}") from None
-        if self._schema is None:
+        if self._table is not None and self._schema is None:
             self._schema = pa.schema(self._table.schema().to_arrow())
-        names = set(self._schema.names)
-        for row in rows:
-            unknown = [c for c in row if c not in names]
-            if unknown:
-                raise DataError(f"columns {unknown} are not in the Delta table {self.target.uri!r}")
+        schema = self._schema if self._table is not None else self._new_schema
+        if self._table is not None:
+            names = set(schema.names)
+            for row in rows:
+                unknown = [c for c in row if c not in names]
+                if unknown:
+                    raise DataError(f"columns {unknown} are not in the Delta table {self.target.uri!r}")
         try:
-            return pa.Table.from_pylist(list(rows), schema=self._schema)
+            return to_arrow(rows, schema, extend=self._table is None)
         except (pa.ArrowException, TypeError, ValueError) as exc:
+            if isinstance(exc, ValueRefusedError):
+                raise
             raise DataError(f"a value does not fit the Delta table's schema: {exc}") from None
 
     # -- what the run calls ----------------------------------------------------------------

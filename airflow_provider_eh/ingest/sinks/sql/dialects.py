@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_eh.errors import SinkConfigError
-from airflow_provider_eh.ingest.sinks.sql.values import sqlite_values
 
 # Why dialect classes of our own rather than SQLAlchemy Core: the state writes are a dozen fixed
 # statements whose only differences are the upsert spelling, the parameter marker, the key column
@@ -42,6 +41,7 @@ class Dialect:
     """
 
     name = "?"
+    kind = "?"  # the database as the column types (.columns) and value forms (.values) name it
     key_type = "TEXT"  # type of text columns that are part of a primary key
 
     def __init__(self, driver: str, paramstyle: str):
@@ -50,6 +50,10 @@ class Dialect:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.driver!r}, {self.paramstyle!r})"
+
+    def quote(self, column: str) -> str:
+        """A checked plain column name as statements write it (MySQL quotes it: a field may be a reserved word)."""
+        return f"`{column}`" if self.kind == "mysql" else column
 
     @classmethod
     def of(cls, conn: Any) -> Dialect:
@@ -178,6 +182,7 @@ class SqliteDialect(Dialect):
     """SQLite through ``sqlite3``: the package issues ``BEGIN IMMEDIATE`` itself; many rows go as multi-row inserts."""
 
     name = "SQLite"
+    kind = "sqlite"
 
     # Rows per multi-row statement at most (SQLite's bound-variable limit caps it further).
     ROWS_PER_STATEMENT = 500
@@ -217,11 +222,6 @@ class SqliteDialect(Dialect):
             chunk = rows[start : start + per]
             cursor.execute(head + ", ".join([template] * len(chunk)) + rest, [v for row in chunk for v in row])
 
-    def insert_rows(self, cursor: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                    before: bytes = b"") -> None:
-        """The rows with the values ``sqlite3`` has no type for in SQLite's text forms (:func:`sqlite_values`)."""
-        super().insert_rows(cursor, table, columns, sqlite_values(rows), before)
-
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
 
@@ -243,6 +243,7 @@ class PostgresDialect(Dialect):
     """
 
     name = "Postgres"
+    kind = "postgres"
 
     @property
     def chains(self) -> bool:
@@ -340,6 +341,7 @@ class MysqlDialect(Dialect):
     """
 
     name = "MySQL/MariaDB"
+    kind = "mysql"
     # InnoDB cannot index TEXT, and a key is at most 3072 bytes (768 characters of utf8mb4) over all
     # its columns: the widest key (deferred) has four text columns.
     key_type = "VARCHAR(190)"

@@ -9,14 +9,15 @@ satisfy :mod:`~airflow_provider_eh.ingest.sinks.contract` in full, sessions and 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError, SinkConfigError
+from airflow_provider_eh.client.schema_types import FieldType
+from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, utc_now
+from airflow_provider_eh.ingest.sinks.sql.columns import JSON_KINDS
 from airflow_provider_eh.ingest.sinks.sql.dialects import Dialect
 from airflow_provider_eh.ingest.sinks.sql.events import (
     EVENT_COLUMNS,
@@ -26,7 +27,9 @@ from airflow_provider_eh.ingest.sinks.sql.events import (
     event_columns,
     event_from_row,
 )
+from airflow_provider_eh.ingest.sinks.sql.shape import prepare, verify_target
 from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX, ddl, identifier
+from airflow_provider_eh.ingest.sinks.sql.values import bind_rows, data_errors
 
 
 class Transaction:
@@ -58,6 +61,12 @@ class Transaction:
             self._calls += 1
             self._cur.execute(dialect.sql(statement), tuple(params))
         return self._cur
+
+    execute = _exec
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._store.dialect
 
     def _later(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Run ``statement``, whose result nobody reads, with the next one where the dialect chains statements; else now."""
@@ -92,8 +101,13 @@ class Transaction:
 
     def is_data_error(self, exc: BaseException) -> bool:
         """Whether the database refused a row for its content: the driver's ``IntegrityError`` or ``DataError``
-        (DB-API 2.0 names both at the top of the driver's module)."""
+        (DB-API 2.0 names both at the top of the driver's module), or a value no column type holds."""
         return isinstance(exc, self._store.data_errors)
+
+    def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
+        """Create ``table`` from the schema's ``fields``, or add the columns it lacks (:mod:`.shape`)."""
+        prepare(self, table, fields, self._store.columns, evolve=self._store.evolve_columns)
+        self._store.json_columns[table] = frozenset(n for n, f in fields.items() if f.kind in JSON_KINDS)
 
     # -- checkpoint -------------------------------------------------------------------------
 
@@ -244,6 +258,8 @@ class Transaction:
         writes = []
         for columns, values in by_columns.items():
             names = [identifier(c, f"column of table {table!r}") for c in columns]
+            values = bind_rows(dialect.kind, names, values, self._store.json_columns.get(table, frozenset()))  # type: ignore[assignment]
+            names = [dialect.quote(c) for c in names]
             writes.append((names, values, dialect.insert_statements(self._cur, table, names, values)))
         if alone and dialect.statement_atomic and len(writes) == 1 and len(writes[0][2] or ()) == 1:
             self._write_rows(table, writes)  # one statement: undone alone by the database itself
@@ -302,14 +318,6 @@ class Transaction:
         )
 
 
-def _data_errors(conn: Any) -> tuple[type[BaseException], ...]:
-    """The driver's exception classes for a row the database refused: DB-API 2.0's ``IntegrityError`` and
-    ``DataError``, which the driver's top module names (``sqlite3``, ``psycopg2``, ``pymysql``, ...)."""
-    module = sys.modules.get(type(conn).__module__.split(".")[0])
-    return tuple(c for c in (getattr(module, "IntegrityError", None), getattr(module, "DataError", None))
-                 if isinstance(c, type) and issubclass(c, BaseException))  # none: nothing is a data error
-
-
 class SqlIngestStore:
     """
     The state tables of one stream on one DB-API connection: the SQL sink.
@@ -318,16 +326,22 @@ class SqlIngestStore:
     :param stream: the hub and consumer group the state belongs to.
     :param prefix: prefix of the state tables.
     :param create_tables: create the state tables when missing.
+    :param evolve_columns: add a column to the target table for a field a typed event's schema gains (a table that
+        does not exist is created from the schema either way).
     """
 
     keeps_sessions: ClassVar[bool] = True
 
-    def __init__(self, conn: Any, stream: Stream, *, prefix: str = DEFAULT_PREFIX, create_tables: bool = True):
+    def __init__(self, conn: Any, stream: Stream, *, prefix: str = DEFAULT_PREFIX, create_tables: bool = True,
+                 evolve_columns: bool = True):
         self.conn = conn
+        self.evolve_columns = evolve_columns
+        self.columns: dict[str, set[str]] = {}  # the target tables' columns as read, lower-cased
+        self.json_columns: dict[str, frozenset[str]] = {}  # the columns of JSON kinds, by the typed events' schemas
         self.stream = stream
         self.prefix = identifier(prefix + "x", "table prefix")[:-1]
         self.dialect = Dialect.of(conn)  # refuses an unsupported database before anything is read
-        self.data_errors = _data_errors(conn)
+        self.data_errors = data_errors(conn)
         self.dialect.prepare(conn)
         if create_tables:
             self.create_tables()
@@ -347,6 +361,7 @@ class SqlIngestStore:
             yield tx
             tx.flush()
         except BaseException:
+            self.columns.clear()  # a table created or altered in the transaction may be undone with it
             self.dialect.rollback(self.conn)
             raise
         self.dialect.commit(self.conn)
@@ -428,14 +443,5 @@ class SqlIngestStore:
         return states
 
     def verify_table(self, table: str) -> None:
-        """Fail early, naming the table, when the target table cannot be read."""
-        try:
-            self._select(f"SELECT 1 FROM {identifier(table, 'table')} WHERE 1 = 0", ())
-        except SinkConfigError:
-            raise
-        except Exception as exc:
-            self.dialect.end_read(self.conn)
-            raise SinkConfigError(
-                f"Target table {table!r} cannot be read ({type(exc).__name__}: {exc}); create it before ingesting."
-            ) from exc
-
+        """Fail early, naming the table, when the target table cannot be read (:func:`.shape.verify_target`)."""
+        verify_target(self, table)

@@ -1,0 +1,39 @@
+"""docs/typed-events.md holds the column-type table the sinks' mappings make (scripts/column_types_table.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("column_types_table", REPO / "scripts" / "column_types_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_typed_events_page_holds_the_table_the_sinks_mappings_make() -> None:
+    from airflow_provider_eh.client.schema_types import KINDS
+
+    script = _script()
+    assert script.main(["--check"]) == 0, "docs/typed-events.md differs from the code: run python scripts/column_types_table.py"
+    page = script.PAGE.read_text()
+    for kind in KINDS:  # every kind is a row
+        assert f"\n| {kind} | " in page, kind
+    assert "| decimal | `decimal` (bytes or fixed) / — | TEXT (`12.34`) | NUMERIC(p,s) | DECIMAL(p,s) | decimal(p,s) |" in page
+
+
+def test_a_changed_mapping_makes_the_check_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_eh.ingest.sinks.sql import columns
+
+    script = _script()
+    monkeypatch.setitem(columns.SQL_TYPES, "uuid", ("TEXT", "TEXT", "CHAR(36)"))
+    assert script.main(["--check"]) == 1

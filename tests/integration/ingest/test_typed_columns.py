@@ -1,0 +1,139 @@
+"""Every Avro type and JSON Schema format, produced with Microsoft's encoders in another process, lands as its own
+column type in every sink (SQLite, Postgres, MariaDB, a local Delta table), read back with the database's own client
+(``deltalake`` for Delta) and compared column by column with what the producer encoded; the table is created from
+the schema, and a field a new version of the schema gains becomes a column on the next run.
+
+One Airflow-free engine run per sink and step (``IngestRun``; the operator is not the point here).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sinks
+from test_typed_ingest import AVRO_GROUP, CONN_ID, JSON_GROUP, certificates, endpoint, hub, send_elsewhere  # noqa: F401
+
+from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.typed_events import TypedDecoder
+from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
+from airflow_provider_eh.ingest import BatchProcessor, IngestRun, RunLimits, SqlIngestStore, Stream, json_rows
+from tests.support.typed_columns import COLUMNS, EVERYTHING, avro_row, expected, read_back, tagged
+
+NEWER = copy.deepcopy(EVERYTHING)
+NEWER["fields"].append({"name": "rating", "type": ["null", "double"], "default": None})
+READING_JSON = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ReadingJson", "type": "object",
+                "properties": {"id": {"type": "integer"}, "value": {"type": "number"},
+                               "at": {"type": "string", "format": "date-time"},
+                               "day": {"type": "string", "format": "date"}, "ref": {"type": "string", "format": "uuid"},
+                               "place": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                "required": ["id", "value", "at", "day", "ref", "place"]}
+
+
+def produce(process: Any, hub_name: str, tmp_path: Path, ns: list[int], schema: dict[str, Any], extra: dict[str, Any]) -> None:
+    send_elsewhere(process, hub_name, [{"partition": str(n % 2), "kind": "avro", "row": tagged({**avro_row(n), **extra}),
+                                         "schema": schema, "group": AVRO_GROUP} for n in ns], tmp_path)
+
+
+def run(process: Any, hub_name: str, store: Any, table: str) -> dict[str, Any]:
+    """One engine run of the hub to its end into ``store``'s ``table``, the default row function on every field."""
+    eh = EventHubsEndpoint.from_connection_string(process.connection_string(hub_name))
+    decoder = TypedDecoder(SchemaRegistryHook(CONN_ID).get_endpoint(), conn_id=CONN_ID)
+    try:
+        return IngestRun(eh, "$Default", store, BatchProcessor(table, json_rows(), decoder=decoder), owner_id="test",
+                         limits=RunLimits(max_wait_time=0.3, max_duration=60, batch_seconds=0.2)).run()
+    finally:
+        decoder.close()
+
+
+def sql_store(db: Any, hub_name: str) -> SqlIngestStore:
+    return SqlIngestStore(sinks.connect(db), Stream("ns", hub_name, "$Default"))
+
+
+def dict_rows(db: Any, table: str) -> list[dict[str, Any]]:
+    conn = sinks.connect(db)
+    try:
+        cursor = conn.cursor()
+        cursor.execute(f"SELECT * FROM {table} ORDER BY id")
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        conn.close()
+
+
+def check(sink: str, rows: list[dict[str, Any]], ns: list[int]) -> None:
+    assert [r["id"] for r in rows] == ns
+    for n, row in zip(ns, rows, strict=True):
+        want = expected(sink, n)
+        got = {c: read_back(sink, row[c], c) for c in COLUMNS}
+        assert {c: v for c, v in got.items() if v != want[c]} == {}, f"{sink} row {n}: wanted {want}"
+
+
+@pytest.mark.parametrize("sink", ["sqlite", "postgres", "mariadb", "delta"])
+def test_every_avro_type_lands_as_its_own_column_type_and_a_new_field_becomes_a_column(
+        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    from deltalake import DeltaTable
+
+    from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
+
+    kind = {"mariadb": "mysql"}.get(sink, sink)
+    db: Any = str(tmp_path / "sink.db") if sink == "sqlite" else (
+        {"postgres": request.getfixturevalue("postgres")} if sink == "postgres" else
+        {"mysql": request.getfixturevalue("mariadb")} if sink == "mariadb" else None)
+    table = "everything_" + hub.replace("-", "_") if db is not None else str(tmp_path / "everything")
+
+    def open_store() -> Any:
+        return sql_store(db, hub) if db is not None else DeltaIngestStore(DeltaTarget(table), Stream("ns", hub, "$Default"))
+
+    def rows() -> list[dict[str, Any]]:
+        if db is not None:
+            return dict_rows(db, table)
+        return sorted(DeltaTable(table).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+    produce(endpoint, hub, tmp_path, [1, 2, 3], EVERYTHING, {})
+    def letters() -> list[Any]:
+        if db is not None:
+            return sinks.query(db, "SELECT sequence_number, error FROM eh_ingest_dead_letter")
+        store = open_store()
+        return store.dead_letters()
+
+    assert run(endpoint, hub, open_store(), table)["events"] == 3  # no table yet: created from the events' schema
+    assert letters() == []
+    check(kind, rows(), [1, 2, 3])
+
+    produce(endpoint, hub, tmp_path, [4], NEWER, {"rating": 4.5})  # a new version of the schema gains a field
+    assert run(endpoint, hub, open_store(), table)["events"] == 1
+    assert letters() == []
+    found = rows()
+    check(kind, found, [1, 2, 3, 4])
+    assert [r["rating"] for r in found] == [None, None, None, 4.5]
+
+
+@pytest.mark.parametrize("sink", ["sqlite", "postgres"])
+def test_json_schema_formats_land_as_instants_dates_uuids_and_nested_json(
+        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    import datetime
+
+    db: Any = str(tmp_path / "sink.db") if sink == "sqlite" else {"postgres": request.getfixturevalue("postgres")}
+    table = "readings_" + hub.replace("-", "_")
+    send_elsewhere(endpoint, hub, [{"partition": "0", "kind": "json", "schema": READING_JSON, "group": JSON_GROUP, "row": {
+        "id": n, "value": n + 0.5, "at": f"2026-03-01T10:00:0{n}.5Z", "day": f"2026-03-0{n}",
+        "ref": f"12345678-1234-5678-1234-56781234567{n}", "place": {"name": f"p{n}"}}} for n in (1, 2)], tmp_path)
+    assert run(endpoint, hub, sql_store(db, hub), table)["events"] == 2
+    assert sinks.query(db, "SELECT error FROM eh_ingest_dead_letter") == []
+    found = dict_rows(db, table)
+    at = [datetime.datetime(2026, 3, 1, 10, 0, n, 500000, tzinfo=datetime.UTC) for n in (1, 2)]
+    if sink == "sqlite":
+        assert [(r["id"], r["value"], r["at"], r["day"], r["ref"], json.loads(r["place"])) for r in found] == [
+            (n, n + 0.5, at[n - 1].isoformat(), f"2026-03-0{n}", f"12345678-1234-5678-1234-56781234567{n}", {"name": f"p{n}"})
+            for n in (1, 2)]
+    else:
+        assert [(r["id"], r["value"], r["at"], r["day"], r["ref"], r["place"]) for r in found] == [
+            (n, n + 0.5, at[n - 1], datetime.date(2026, 3, n), f"12345678-1234-5678-1234-56781234567{n}", {"name": f"p{n}"})
+            for n in (1, 2)]
+        types = dict(sinks.query(db, f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{table}'"))
+        assert types == {"id": "bigint", "value": "double precision", "at": "timestamp with time zone", "day": "date",
+                         "ref": "uuid", "place": "jsonb"}
