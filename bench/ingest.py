@@ -50,7 +50,7 @@ of its own, a partition's at most once a second (``checkpoint_interval``) and it
 one thread receives every partition (an ``EventProcessor`` per partition spun on the interpreter
 lock until its partition listing came back); events are built on the receiving thread straight from
 the decoded AMQP messages instead of through the SDK's ``EventData`` (checked against it on each
-link's first messages, ``client/received.py``); SQLite rows go as multi-row ``INSERT``s and Postgres
+link's first messages, ``client/received_fields.py``); SQLite rows go as multi-row ``INSERT``s and Postgres
 rows through ``COPY`` (``executemany`` handed the interpreter lock around, or made a round trip, per
 row).
 
@@ -118,7 +118,7 @@ the young collections (they wait in the receive queue and in the batch being gat
 survivors reach a quarter of the older objects CPython makes a full pass over every object of the
 process. The SQL sinks measured alone, without those imports, lost none of that and ran at 0.98 to 1.05:
 the difference between the rows with and without the Delta sinks. A run now leaves the objects it found
-out of the full passes for its length (``gc.freeze()``/``gc.unfreeze()``, ``ingest/heap.py``): the same
+out of the full passes for its length (``gc.freeze()``/``gc.unfreeze()``, ``ingest/garbage_collection.py``): the same
 round's full collections during ingestion took 0.37 s for 25 (two rounds), and ingestion used 27.1 µs of
 CPU per event against the plain loop's 30.6. In an Airflow task the older objects are all of Airflow's,
 more than here.

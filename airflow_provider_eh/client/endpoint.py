@@ -150,17 +150,17 @@ class EventHubsEndpoint:
         return {**self.network.client_kwargs(aio=aio), **kwargs}
 
     def producer(self, **kwargs: Any) -> EventHubProducerClient:
-        """A sync producer client (:class:`~airflow_provider_eh.client.lean.LeanProducerClient`) on the
+        """A sync producer client (:class:`~airflow_provider_eh.client.single_connection.SingleConnectionProducerClient`) on the
         process's one connection to this hub (:mod:`~airflow_provider_eh.client.connection`), with its
         kept management link; the caller closes it (use it as a context manager)."""
-        from airflow_provider_eh.client.lean import LeanProducerClient
+        from airflow_provider_eh.client.single_connection import SingleConnectionProducerClient
 
         kwargs = self.client_kwargs(kwargs)
         if self.connection_string:
-            return LeanProducerClient.from_connection_string(
+            return SingleConnectionProducerClient.from_connection_string(
                 self.connection_string, eventhub_name=self.eventhub_name, share=self, **kwargs
             )
-        return LeanProducerClient(**self._kwargs(aio=False, share=self, **kwargs))
+        return SingleConnectionProducerClient(**self._kwargs(aio=False, share=self, **kwargs))
 
     def plain_producer(self, **kwargs: Any) -> EventHubProducerClient:
         """The SDK's own producer client with the same settings (what a plain pipeline uses: the baselines
@@ -183,11 +183,11 @@ class EventHubsEndpoint:
         """
         from azure.eventhub import EventHubConsumerClient
 
-        from airflow_provider_eh.client.lean import LeanConsumerClient
+        from airflow_provider_eh.client.single_connection import SingleConnectionConsumerClient
 
         kwargs = self.client_kwargs(kwargs)
         share: dict[str, Any] = {"share": self} if shared else {}
-        cls = LeanConsumerClient if shared else EventHubConsumerClient
+        cls = SingleConnectionConsumerClient if shared else EventHubConsumerClient
         if self.connection_string:
             return cls.from_connection_string(
                 self.connection_string, consumer_group=consumer_group, eventhub_name=self.eventhub_name, **share, **kwargs

@@ -23,7 +23,7 @@ from typing import Any
 from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.failures import provider_errors, site_of
-from airflow_provider_eh.client.receive import PartitionReader
+from airflow_provider_eh.client.partition_readers import PartitionReader
 from airflow_provider_eh.errors import ReadBackStalledError  # raised here, importable from here as before
 
 

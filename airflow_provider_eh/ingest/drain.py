@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from airflow_provider_eh.client.receive import STOP
+from airflow_provider_eh.client.partition_readers import STOP
 from airflow_provider_eh.errors import IngestStalledError
 from airflow_provider_eh.ingest.events import IngestEvent
 

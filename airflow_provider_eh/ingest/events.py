@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data
+from airflow_provider_eh.client.received_fields import ReceivedFields, fields_of_event_data
 from airflow_provider_eh.client.typed_events import typed_content
 
 # The stamps of idempotent-publishing.md, defined once below both engines.

@@ -33,12 +33,12 @@ from typing import Any
 from airflow_provider_eh import steps
 from airflow_provider_eh.checkpoints.blob_layout import CheckpointReader
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
+from airflow_provider_eh.client.partition_readers import PartitionsReader
 from airflow_provider_eh.client.partitions import check_partition_ids
-from airflow_provider_eh.client.receive import PartitionsReader
 from airflow_provider_eh.errors import PartitionTakenOverError, SinkConfigError
 from airflow_provider_eh.ingest.drain import Arrivals, Drain, Gathering
 from airflow_provider_eh.ingest.events import IngestEvent
-from airflow_provider_eh.ingest.heap import run_heap
+from airflow_provider_eh.ingest.garbage_collection import run_heap
 from airflow_provider_eh.ingest.hub_ends import HubEnds, last_enqueued
 from airflow_provider_eh.ingest.limits import RunLimits
 from airflow_provider_eh.ingest.mirror import BLOB_CHECKPOINTED, MirrorWriter, mirrored_positions, write_checkpoint
@@ -209,7 +209,7 @@ class IngestRun:
         # kept management link, where the SDK's clients set up a connection for each (~0.4 s)
         # one retry of the SDK's own, as the hooks' reads: a setting at fault fails in seconds, a passing fault
         # is the task's retry to wait out. The collector's full passes leave the process's older objects out
-        # for the run's length (heap.py)
+        # for the run's length (garbage_collection.py)
         with run_heap(), self.endpoint.producer(retry_total=1) as client:
             ends, targets = self._targets(client)
             log.info(

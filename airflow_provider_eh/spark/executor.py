@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-    from airflow_provider_eh.publishing.hold import HoldTicket
+    from airflow_provider_eh.publishing.hold_relay import HoldTicket
     from airflow_provider_eh.publishing.plan import PartitionPlan
 
 
@@ -225,7 +225,7 @@ def send_rows(
     A retried or speculative task attempt, or one that finds the plan's stamps already after the
     intent's start point ``starts[partition]`` (the partition's end when the intent was written), sends
     nothing and reports ``failed``; the driver leaves the intent pending and recovers it by read-back.
-    With ``holds[partition]`` (a :class:`~airflow_provider_eh.publishing.hold.HoldTicket`), the driver's
+    With ``holds[partition]`` (a :class:`~airflow_provider_eh.publishing.hold_relay.HoldTicket`), the driver's
     claim is confirmed before every SDK batch: a stalled driver's executors stop by its deadline.
     Partitions are sent one after the other, each one SDK batch at a time, so a task has at most one
     SDK batch in flight; where the lease alone fences, that batch holds at most the plan's

@@ -34,7 +34,7 @@ from airflow_provider_eh.client.connection import held
 from airflow_provider_eh.client.failures import site_of
 from airflow_provider_eh.errors import EmptyOutputError, OutputNotFoundError, SparkPublishError
 from airflow_provider_eh.publishing.driver import Progress, SendOutcome, drive
-from airflow_provider_eh.publishing.hold import HoldRelay, address_towards, parse_address
+from airflow_provider_eh.publishing.hold_relay import HoldRelay, address_towards, parse_address
 from airflow_provider_eh.spark import executor
 from airflow_provider_eh.spark.errors import error_condition, executor_failure, raise_from_spark
 from airflow_provider_eh.spark.mapping import HASH_COL, PARTITION_COL, SLOT_COL, RowMapping
@@ -120,7 +120,7 @@ class SparkPublishJob:
     :param send_timeout: seconds one SDK batch may take; default: the publisher's.
     :param storage_level: how the prepared rows are persisted between the two passes.
     :param hold_relay: executors check the driver's claim before each SDK batch by asking a relay on
-        the driver (:mod:`~airflow_provider_eh.publishing.hold`), so that a stalled driver's executors stop
+        the driver (:mod:`~airflow_provider_eh.publishing.hold_relay`), so that a stalled driver's executors stop
         by its deadline. ``True`` (default): on the address executors reach the driver at
         (``spark.driver.host``; with Spark Connect, this machine's address towards the server), on a free
         port; a string ``"host"`` or ``"host:port"``: that address (a fixed port for networks that let

@@ -30,7 +30,7 @@ from typing import Any
 
 from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.failures import FailureSite
-from airflow_provider_eh.client.receive import LastEnqueued
+from airflow_provider_eh.client.partition_readers import LastEnqueued
 from airflow_provider_eh.client.typed_events import AsyncTypedDecoder, json_safe, typed_content
 from airflow_provider_eh.errors import UndecodableEventError
 from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook

@@ -124,7 +124,7 @@ def test_the_checks_see_an_upward_import() -> None:
 
 LOWER = [
     "airflow_provider_eh.client.endpoint",
-    "airflow_provider_eh.client.receive",
+    "airflow_provider_eh.client.partition_readers",
     "airflow_provider_eh.client.readback",
     "airflow_provider_eh.checkpoints.blob_layout",
     "airflow_provider_eh.checkpoints.lag",

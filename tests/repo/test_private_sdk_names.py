@@ -44,8 +44,8 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 # class (by name) deriving from an SDK class -> the private attributes that are its own
 OWN_ON_SDK_CLASSES: dict[str, set[str]] = {
-    "LeanProducerClient": {"_take_share", "_give_back_share", "_share_key", "_owns_kept", "_kept"},
-    "LeanConsumerClient": {"_take_share", "_give_back_share", "_share_key"},
+    "SingleConnectionProducerClient": {"_take_share", "_give_back_share", "_share_key", "_owns_kept", "_kept"},
+    "SingleConnectionConsumerClient": {"_take_share", "_give_back_share", "_share_key"},
 }
 
 

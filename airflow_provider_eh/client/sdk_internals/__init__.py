@@ -11,9 +11,10 @@ This module keeps the registry; its modules, one per group of names, hold the us
 
 - ``amqp_values``: typed AMQP values (``client/fencing.py``, ``publishing/wire.py``);
 - ``batches``: one encode per event into an ``EventDataBatch`` (``publishing/batching.py``, ``publishing/wire.py``);
-- ``receiving``: received messages and partition receivers of our own (``client/received.py``, ``client/receive.py``);
+- ``receiving``: received messages and partition receivers of our own (``client/received_fields.py``,
+  ``client/partition_readers.py``);
 - ``shared_connection``: one AMQP connection per hub (``client/connection.py``);
-- ``hooked_clients``: producer and consumer clients on the shared connection (``client/lean.py``);
+- ``hooked_clients``: producer and consumer clients on the shared connection (``client/single_connection.py``);
 - ``sender_links``: idempotent-producer sender links (``client/fencing.py``);
 - ``errors``: the SDKs' error classes and what each says, for the error map (``client/failures/``).
 
@@ -87,7 +88,7 @@ __all__ = [
     # the shared connection
     "connection_transport", "connection_usable", "create_management_client", "idle_read", "management_request",
     "share_handler_connection", "shareable", "transport_buffered",
-    # the lean clients
+    # the single-connection clients
     "HookedConsumerClient", "HookedProducerClient",
     # the SDKs' error classes, by type
     "ErrorKind", "amqp_condition", "error_kinds", "kinds_named",
@@ -99,9 +100,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FENCING = "fencing"  # idempotent-producer sender links (client/fencing.py)
-SHARED_CONNECTION = "shared connection"  # one AMQP connection per hub (client/connection.py, client/lean.py)
+SHARED_CONNECTION = "shared connection"  # one AMQP connection per hub (client/connection.py, client/single_connection.py)
 BATCH_FAST_PATH = "batch fast path"  # one encode per event (publishing/batching.py, publishing/wire.py)
-DIRECT_RECEIVE = "direct receive"  # links of our own, messages without EventData (client/receive.py)
+DIRECT_RECEIVE = "direct receive"  # links of our own, messages without EventData (client/partition_readers.py)
 FEATURES = (FENCING, SHARED_CONNECTION, BATCH_FAST_PATH, DIRECT_RECEIVE)
 
 

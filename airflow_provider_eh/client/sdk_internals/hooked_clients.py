@@ -12,7 +12,7 @@ from typing import Any
 
 from azure.eventhub import EventHubConsumerClient, EventHubProducerClient
 
-# ---- producer and consumer clients on the shared connection (lean.py) ---------------------------
+# ---- producer and consumer clients on the shared connection (single_connection.py) ---------------------------
 
 
 def _open_handler(self: Any, auth: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from azure.eventhub import EventData
 
-# ---- received messages (received.py, receive.py) ------------------------------------------------
+# ---- received messages (received_fields.py, partition_readers.py) ------------------------------------------------
 
 
 def event_data_of(message: Any) -> EventData:
@@ -24,7 +24,7 @@ def message_of(event: Any) -> Any:
     return getattr(event, "_message", None)
 
 
-# ---- partition receivers of our own (receive.py) ------------------------------------------------
+# ---- partition receivers of our own (partition_readers.py) ------------------------------------------------
 
 
 def can_create_consumers(client: Any) -> bool:
@@ -37,7 +37,7 @@ def create_consumer(client: Any, consumer_group: str, partition_id: str, positio
     """A partition's receiver of ``client``, unopened, driven by ``receive(batch=True, ...)``.
 
     Private: the call the SDK's ``EventProcessor`` makes for each partition it owns; its public
-    ``receive_batch`` starts a processor per call (see :mod:`~airflow_provider_eh.client.receive`).
+    ``receive_batch`` starts a processor per call (see :mod:`~airflow_provider_eh.client.partition_readers`).
     """
     return client._create_consumer(consumer_group, partition_id, position, on_batch, **kwargs)
 

@@ -115,7 +115,7 @@ def _probe_key(endpoint: Any, position: tuple[str, int]) -> tuple[str, str, str,
 
 def _probe(endpoint: Any, consumer_group: str, position: tuple[str, int], timeout: float) -> datetime | None:
     """The enqueued time of the first event after ``position``, read as ``consumer_group``; ``None`` after ``timeout`` seconds."""
-    from airflow_provider_eh.client.receive import STOP, PartitionsReader
+    from airflow_provider_eh.client.partition_readers import STOP, PartitionsReader
 
     partition_id, after = position
     what = (f"reading the enqueued time after sequence number {after} of partition {partition_id} "

@@ -11,7 +11,7 @@ import pytest
 from azure.eventhub import EventData, EventHubProducerClient
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.receive import STOP, PartitionReader, PartitionsReader
+from airflow_provider_eh.client.partition_readers import STOP, PartitionReader, PartitionsReader
 
 
 def _send(conn_str: str, per_partition: dict[str, int]) -> None:

@@ -134,7 +134,7 @@ def test_each_partitions_lag_after_its_batches_counts_what_the_hub_holds_now(eh_
     if "1" in reports and reports["1"]["batches"]:
         assert reports["1"]["last_enqueued"] == 29 and reports["1"]["lag"] == 29 - stopped_at["1"]
     assert f"lag {169 - stopped_at['0']} (last enqueued 169)" in caplog.text
-    # the process's older objects are out of the full collections' way during the run, back in after it (heap.py)
+    # the process's older objects are out of the full collections' way during the run, back in after it (garbage_collection.py)
     assert min(frozen) > 1000 and gc.get_freeze_count() == 0
     # the first batch's lag was counted from the ends the run read for its bounds, before the 50 were added
     assert committed[0].lag is not None and committed[0].lag < {"0": 120, "1": 30}[committed[0].partition_id]

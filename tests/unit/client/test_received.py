@@ -19,7 +19,7 @@ from azure.eventhub._pyamqp._decode import decode_payload
 from azure.eventhub._pyamqp._encode import encode_payload
 from azure.eventhub._transport._pyamqp_transport import PyamqpTransport
 
-from airflow_provider_eh.client.received import (
+from airflow_provider_eh.client.received_fields import (
     ENQUEUED_TIME,
     OFFSET,
     SEQUENCE_NUMBER,
@@ -113,7 +113,7 @@ def test_the_fast_path_is_trusted_only_after_agreeing_on_the_first_messages():
 
 
 def test_one_difference_sends_the_link_through_eventdata(monkeypatch: pytest.MonkeyPatch, caplog):
-    import airflow_provider_eh.client.received as module
+    import airflow_provider_eh.client.received_fields as module
 
     reader = MessageFields("partition 2 of 'orders'")
     real = module.fields_of_message

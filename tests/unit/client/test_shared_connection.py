@@ -1,6 +1,6 @@
 """The shared connection's bookkeeping: counted users per key, the last one closes it, and handlers of an
 SDK whose internals differ keep their own connections (simple fakes; the real thing is counted at the
-local endpoint in tests/integration/client/test_lean_client.py)."""
+local endpoint in tests/integration/client/test_single_connection_clients.py)."""
 
 from __future__ import annotations
 

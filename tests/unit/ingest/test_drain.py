@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_eh.client.receive import STOP
+from airflow_provider_eh.client.partition_readers import STOP
 from airflow_provider_eh.errors import IngestStalledError
 from airflow_provider_eh.ingest.drain import Arrivals, Drain, Gathering
 from airflow_provider_eh.ingest.events import IngestEvent

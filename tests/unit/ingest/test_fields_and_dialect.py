@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_eh.client.received import ReceivedFields
+from airflow_provider_eh.client.received_fields import ReceivedFields
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.ingest import FieldRef, IngestEvent, json_rows
 from airflow_provider_eh.ingest.rows import load_row_function

@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from airflow_provider_eh.ingest.heap import run_heap
+from airflow_provider_eh.ingest.garbage_collection import run_heap
 
 
 class _Node:

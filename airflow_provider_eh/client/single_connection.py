@@ -8,7 +8,7 @@ each connection also pays TLS and a token. A publish reads the partition's end b
 and after its send, and checks the hub's partitions: six connections, each with its set-up, for a
 batch that is sent in milliseconds (the figures: ``bench/README.md``, "Design figures").
 
-:class:`LeanProducerClient` is the SDK's client with four changes, all on the SDK's own
+:class:`SingleConnectionProducerClient` is the SDK's client with four changes, all on the SDK's own
 (non-public) building blocks, touched in :mod:`~airflow_provider_eh.client.sdk_internals`, each
 falling back to the SDK's way when they are not the ones this builds on:
 
@@ -22,7 +22,7 @@ falling back to the SDK's way when they are not the ones this builds on:
   already (the engine opens it first, to fence it) instead of opening a link to no partition;
 * handlers open without sleeping between readiness checks (each check waits on the socket).
 
-:class:`LeanConsumerClient` is the SDK's consumer client whose receivers open on the shared
+:class:`SingleConnectionConsumerClient` is the SDK's consumer client whose receivers open on the shared
 connection (the publishing engine's read-back uses it).
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 from airflow_provider_eh.client.connection import KeptManagement, SharedConnection, acquire, release
 from airflow_provider_eh.client.sdk_internals import HookedConsumerClient, HookedProducerClient
 
-__all__ = ["KeptManagement", "LeanConsumerClient", "LeanProducerClient"]
+__all__ = ["KeptManagement", "SingleConnectionConsumerClient", "SingleConnectionProducerClient"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class _Shares:
             release(self._share_key, shared)
 
 
-class LeanProducerClient(_Shares, HookedProducerClient):
+class SingleConnectionProducerClient(_Shares, HookedProducerClient):
     """``EventHubProducerClient`` on a shared connection, with kept management, per-partition batch limits
     and sleepless opens (the SDK's private hooks are :class:`~airflow_provider_eh.client.sdk_internals.HookedProducerClient`'s).
 
@@ -98,7 +98,7 @@ class LeanProducerClient(_Shares, HookedProducerClient):
             self._give_back_share()
 
 
-class LeanConsumerClient(_Shares, HookedConsumerClient):
+class SingleConnectionConsumerClient(_Shares, HookedConsumerClient):
     """``EventHubConsumerClient`` whose receivers open on the process's shared connection of ``share``."""
 
     def __init__(self, *args: Any, share: Hashable | None = None, **kwargs: Any):

@@ -25,8 +25,8 @@ consumer's). Should an SDK release lack that call, the reader falls back to ``re
 thread per partition, slower and otherwise the same.
 
 With ``convert``, batches are the caller's own event objects, built on the receiving thread from
-:class:`~airflow_provider_eh.client.received.ReceivedFields`; on the direct links they are read straight
-from the decoded AMQP messages, without the SDK's ``EventData`` (see :mod:`~airflow_provider_eh.client.received`).
+:class:`~airflow_provider_eh.client.received_fields.ReceivedFields`; on the direct links they are read straight
+from the decoded AMQP messages, without the SDK's ``EventData`` (see :mod:`~airflow_provider_eh.client.received_fields`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 from airflow_provider_eh.client import sdk_internals
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
-from airflow_provider_eh.client.received import Converter, MessageFields, fields_of_event_data
+from airflow_provider_eh.client.received_fields import Converter, MessageFields, fields_of_event_data
 
 log = logging.getLogger(__name__)
 
