@@ -17,7 +17,7 @@ _TEXT = {"type": ["string", "null"]}
 
 _EVENT_HUBS_CONNECTION: dict[str, Any] = {
     "connection-type": "azure_event_hubs",
-    "hook-class-name": "airflow_provider_eh.hooks.event_hubs.EventHubsHook",
+    "hook-class-name": "airflow_provider_eh.hooks.event_hubs.EventHubHook",
     "hook-name": "Azure Event Hubs",
     "ui-field-behaviour": {
         "hidden-fields": ["schema", "port"],

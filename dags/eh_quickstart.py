@@ -23,9 +23,9 @@ def eh_quickstart():
     """Check the Event Hubs connection and show each partition of ``params.hub``."""
     @task
     def inspect_hub(params: dict | None = None) -> dict[str, int]:
-        from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+        from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
-        hook = EventHubsHook(eventhub_name=params["hub"])
+        hook = EventHubHook(eventhub_name=params["hub"])
         report = {}
         for partition in hook.get_partition_ids():
             props = hook.get_partition_properties(partition)

@@ -1,6 +1,6 @@
 """Consumer checkpoints of one hub, from an ``azure_event_hubs`` and a ``wasb`` connection.
 
-A thin pairing of :class:`~airflow_provider_eh.hooks.event_hubs.EventHubsHook` (partition ids and
+A thin pairing of :class:`~airflow_provider_eh.hooks.event_hubs.EventHubHook` (partition ids and
 last enqueued sequence numbers) with :class:`~airflow_provider_eh.hooks.blob.BlobStorageHook` and the
 package's one checkpoint reader (:mod:`airflow_provider_eh.checkpoints.blob_layout`). One read costs one List
 Blobs request per consumer group, and one Event Hubs partition-properties request per partition
@@ -20,7 +20,7 @@ from airflow_provider_eh.checkpoints.lag import CheckpointProgress, measure_prog
 from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import EventHubsProviderError, UnknownPartitionError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook, EventHubHook
 
 _TARGETS = "the sensor's targets or the hub name"  # what to fix when a target names a partition the hub lacks
 
@@ -32,14 +32,14 @@ def _last_enqueued(props: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
 class _CheckpointHookBase:
     """Construction shared by the sync and async hooks: the two connections and the container."""
 
-    _event_hubs_hook_class: type = EventHubsHook
+    _event_hubs_hook_class: type = EventHubHook
     _blob_hook_class: type = BlobStorageHook
 
     def __init__(
         self,
         *,
         container: str,
-        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubHook.default_conn_name,
         wasb_conn_id: str = BlobStorageHook.default_conn_name,
         eventhub_name: str | None = None,
     ):
@@ -63,7 +63,7 @@ class CheckpointHook(_CheckpointHookBase):
     :param eventhub_name: the hub; default: the connection's.
     """
 
-    event_hubs_hook: EventHubsHook
+    event_hubs_hook: EventHubHook
     blob_hook: BlobStorageHook
 
     @cached_property
@@ -126,9 +126,9 @@ class CheckpointAsyncHook(_CheckpointHookBase):
     :param eventhub_name: the hub; default: the connection's.
     """
 
-    _event_hubs_hook_class = EventHubsAsyncHook
+    _event_hubs_hook_class = EventHubAsyncHook
     _blob_hook_class = BlobStorageAsyncHook
-    event_hubs_hook: EventHubsAsyncHook
+    event_hubs_hook: EventHubAsyncHook
     blob_hook: BlobStorageAsyncHook
     _reader: AsyncCheckpointReader | None = None
 

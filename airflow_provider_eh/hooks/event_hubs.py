@@ -12,15 +12,17 @@ The hub comes from the call, else from the connection string's ``EntityPath``, e
 ``eventhub_name`` extra. The network path (``transport``, ``proxy_host``/``proxy_port``/
 ``proxy_username``/``proxy_password``, ``custom_endpoint_address``, ``ca_bundle``) applies to every
 client built from the connection, whatever the credential. The hooks turn a connection into an
-:class:`EventHubsEndpoint`, the package's one client factory. ``EventHubsHook`` is sync;
-``EventHubsAsyncHook`` is its twin for triggers.
+:class:`EventHubsEndpoint`, the package's one client factory. ``EventHubHook`` is sync;
+``EventHubAsyncHook`` is its twin for triggers.
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseHook
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, parse_connection_string
@@ -156,7 +158,7 @@ class _EventHubsConnection:
         }
 
 
-class EventHubsHook(_EventHubsConnection, BaseHook):
+class EventHubHook(_EventHubsConnection, BaseHook):
     """
     Sync clients for Azure Event Hubs from an ``azure_event_hubs`` connection.
 
@@ -214,9 +216,9 @@ class EventHubsHook(_EventHubsConnection, BaseHook):
         return True, f"Event Hub {props['eventhub_name']!r} reachable with {len(props['partition_ids'])} partitions"
 
 
-class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
+class EventHubAsyncHook(_EventHubsConnection, BaseHook):
     """
-    Async twin of :class:`EventHubsHook`, for triggers.
+    Async twin of :class:`EventHubHook`, for triggers.
 
     :param event_hubs_conn_id: the Airflow connection id.
     :param eventhub_name: default hub for calls that do not name one.
@@ -259,3 +261,17 @@ class EventHubsAsyncHook(_EventHubsConnection, BaseHook):
                 return await client.get_partition_properties(str(partition_id))
         except Exception as exc:
             raise self.failure(endpoint, exc, f"reading partition {partition_id}'s properties") from exc
+
+
+#: names the hooks had before they were spelled as the operators are (``EventHub*``)
+_RENAMED = {"EventHubsHook": "EventHubHook", "EventHubsAsyncHook": "EventHubAsyncHook"}
+
+
+def __getattr__(name: str) -> Any:
+    """The hooks' old names, with an ``AirflowProviderDeprecationWarning`` naming the new one."""
+    if name in _RENAMED:
+        warnings.warn(f"{name} is deprecated and will be removed in 2.0.0; use "
+                      f"airflow_provider_eh.hooks.event_hubs.{_RENAMED[name]}", AirflowProviderDeprecationWarning,
+                      stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

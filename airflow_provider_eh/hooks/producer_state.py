@@ -202,11 +202,11 @@ def published_batch(producer_group: str, identity: str, *, generation: int = 0, 
     :param event_hubs_conn_id: the ``azure_event_hubs`` connection of the hub.
     :param wasb_conn_id: the ``wasb`` connection of the state container's account.
     """
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
     from airflow_provider_eh.publishing.publisher import IdempotentPublisher
     from airflow_provider_eh.spark.datasource.options import identity_batch_id
 
-    endpoint = EventHubsHook(event_hubs_conn_id).get_endpoint(eventhub_name)
+    endpoint = EventHubHook(event_hubs_conn_id).get_endpoint(eventhub_name)
     store = ProducerStateHook("blob", wasb_conn_id=wasb_conn_id, container=state_container).get_store(
         create_container=False)
     publisher = IdempotentPublisher(endpoint, store, producer_group=producer_group)

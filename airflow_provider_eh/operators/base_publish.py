@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.fencing import fencing_mode
 from airflow_provider_eh.extras import require_extra
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_eh.operators.deprecated_arguments import (
@@ -294,7 +294,7 @@ class BasePublishOperator(HubLineage, DeprecatedPublishArguments):
     def get_publisher(self, **kwargs: Any) -> IdempotentPublisher:
         """The engine's publisher on this task's hub, state store and producer group (arguments checked first)."""
         self.check_arguments()
-        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        endpoint = EventHubHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
         self.remember_hub(endpoint)
         state = ProducerStateHook(
             self.backend_in_force(), wasb_conn_id=self.wasb_conn_id, container=self.state_container,

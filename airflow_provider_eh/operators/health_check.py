@@ -25,7 +25,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_eh.checkpoints.lag import PartitionLag
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.hooks.producer_state import ProducerStateHook
 from airflow_provider_eh.operators.task_errors import TaskSites, airflow_errors
 from airflow_provider_eh.publishing.document import StateKey
@@ -244,7 +244,7 @@ class EventHubHealthCheckOperator(TaskSites, BaseOperator):
         max_batch_age: timedelta | float | str = timedelta(minutes=30),
         max_lag: int | str | None = None,
         eventhub_name: str | None = None,
-        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubHook.default_conn_name,
         state_backend: str | None = None,
         state_container: str | None = None,
         checkpoint_container: str | None = None,
@@ -305,7 +305,7 @@ class EventHubHealthCheckOperator(TaskSites, BaseOperator):
     def check(self, now: datetime) -> HealthReport:
         """Read the ledgers and checkpoints once and assess them at ``now``."""
         producers, consumers, max_age, max_lag = self.checked()
-        hub_hook = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name)
+        hub_hook = EventHubHook(self.event_hubs_conn_id, self.eventhub_name)
         endpoint = hub_hook.get_endpoint()
         lags: list[PartitionLag] = []
         where = ""

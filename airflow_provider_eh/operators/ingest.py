@@ -21,7 +21,7 @@ from airflow.sdk import BaseHook
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, is_storage_error
 from airflow_provider_eh.hooks.blob import BlobStorageHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.ingest import (
     BatchProcessor,
     IngestRun,
@@ -220,7 +220,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator, DeprecatedIngestArgume
 
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id, self):
-            endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+            endpoint = EventHubHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             self.remember_hub(endpoint)
             delta = self.sink == DELTA
             sessions = None
@@ -373,7 +373,7 @@ class EventHubDeadLetterReplayOperator(SqlSinkOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with airflow_errors(self.task_id):
-            endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+            endpoint = EventHubHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
             decoder = self._decoder()
             store: SqlIngestStore | DeltaIngestStore
             if self.sink == DELTA:

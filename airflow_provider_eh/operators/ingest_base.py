@@ -14,7 +14,7 @@ from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import SinkConfigError
 from airflow_provider_eh.extras import require_extra
 from airflow_provider_eh.hooks.blob import delta_storage_options
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_eh.ingest import SqlIngestStore, Stream
 from airflow_provider_eh.ingest.rows import load_row_function
@@ -98,7 +98,7 @@ class SqlSinkOperator(DeprecatedSinkArguments):
         sink: SqlSink | DeltaSink | str | None = None,
         row_function: RowFunction | str | None = None,
         columns: Sequence[str] | None = None,
-        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubHook.default_conn_name,
         eventhub_name: str | None = None,
         consumer_group: str = "$Default",
         schema_registry_conn_id: str | None = None,

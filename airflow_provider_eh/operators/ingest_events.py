@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.operators.ingest import EventHubIngestOperator
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.payload import ranges_of
@@ -58,7 +58,7 @@ class EventHubIngestEventsOperator(EventHubIngestOperator):
 
     def _payloads(self, context: Context) -> list[dict[str, Any]]:
         """The run's triggering payloads of this operator's namespace and hub."""
-        endpoint = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
+        endpoint = EventHubHook(self.event_hubs_conn_id, self.eventhub_name).get_endpoint()
         return triggering_payloads(context, endpoint.eventhub_name, endpoint.namespace)
 
     def _upto(self, context: Context) -> dict[str, int] | None:

@@ -14,7 +14,7 @@ from airflow_provider_eh.client.partitions import check_partition_ids
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.event import EventHubAwaitEventTrigger
@@ -81,7 +81,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
         checkpoint: bool = False,
         partition_ids: Sequence[str] | None = None,
         start_at: str = "latest",
-        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubHook.default_conn_name,
         wasb_conn_id: str = BlobStorageHook.default_conn_name,
         schema_registry_conn_id: str | None = None,
         deferrable: bool = True,
@@ -133,7 +133,7 @@ class EventHubAwaitEventSensor(BaseSensorOperator):
         In reschedule mode a ``latest`` partition without a checkpoint is left out: it is read from the
         events enqueued after the first poke (``start_enqueued_after``), a time every poke finds again.
         """
-        hook = EventHubsHook(self.event_hubs_conn_id, self.eventhub_name)
+        hook = EventHubHook(self.event_hubs_conn_id, self.eventhub_name)
         ids = hook.get_partition_ids()  # a hub that does not exist: the error map's UnknownEventHubError, not retried
         wanted = [str(p) for p in self.partition_ids] if self.partition_ids else ids
         check_partition_ids(self.eventhub_name, wanted, ids, EventTriggerConfigError)

@@ -24,7 +24,7 @@ from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.operators.deprecation import renamed_argument
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
@@ -141,7 +141,7 @@ class EventHubCheckpointSensor(BaseSensorOperator):
         consumer_groups: str | Sequence[str] = "$Default",
         targets: Any = None,
         eventhub_name: str | None = None,
-        event_hubs_conn_id: str = EventHubsHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubHook.default_conn_name,
         wasb_conn_id: str = BlobStorageHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         container: str | None = None,

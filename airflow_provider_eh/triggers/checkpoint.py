@@ -13,7 +13,7 @@ from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, FailureSite, storage_failure
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
 from airflow_provider_eh.triggers.reported import error_event
 
 
@@ -50,7 +50,7 @@ class EventHubCheckpointTrigger(BaseTrigger):
         consumer_groups: Sequence[str],
         container: str,
         eventhub_name: str | None = None,
-        event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubAsyncHook.default_conn_name,
         wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name,
         poll_interval: float = 60.0,
         deadline: float | None = None,

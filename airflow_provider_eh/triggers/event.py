@@ -55,7 +55,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_provider_eh import metrics
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
 from airflow_provider_eh.operators.deprecation import REMOVED_IN
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.filters import load_filter
@@ -102,7 +102,7 @@ class EventHubEventTrigger(BaseEventTrigger):
         eventhub_name: str,
         consumer_group: str,
         checkpoint_container: str | None,
-        event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name,
+        event_hubs_conn_id: str = EventHubAsyncHook.default_conn_name,
         wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name,
         partition_ids: Sequence[str] | None = None,
         filter: str | None = None,

@@ -33,7 +33,7 @@ from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.client.partition_readers import LastEnqueued
 from airflow_provider_eh.client.typed_events import AsyncTypedDecoder, json_safe, typed_content
 from airflow_provider_eh.errors import UndecodableEventError
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.partition_stream import PartitionStream
 
@@ -153,7 +153,7 @@ def ranges_of(payloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]
 
 
 def read_events(
-    payload: Mapping[str, Any], event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name, *, timeout: float = 60.0,
+    payload: Mapping[str, Any], event_hubs_conn_id: str = EventHubAsyncHook.default_conn_name, *, timeout: float = 60.0,
     schema_registry_conn_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """
@@ -168,7 +168,7 @@ def read_events(
     }
 
     async def read() -> list[dict[str, Any]]:
-        hook = EventHubsAsyncHook(event_hubs_conn_id, payload["eventhub"])
+        hook = EventHubAsyncHook(event_hubs_conn_id, payload["eventhub"])
         endpoint = await hook.get_endpoint()
         registry = SchemaRegistryAsyncHook(schema_registry_conn_id or event_hubs_conn_id)
         decoder = AsyncTypedDecoder(registry.get_endpoint, conn_id=registry.event_hubs_conn_id)

@@ -30,7 +30,7 @@ from airflow_provider_eh.client.typed_events import AsyncTypedDecoder
 from airflow_provider_eh.errors import ConnectionUnreachableError, EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointAsyncHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryAsyncHook
 from airflow_provider_eh.triggers.batches import gather_batches
 from airflow_provider_eh.triggers.partition_stream import PartitionStream, not_found
@@ -64,7 +64,7 @@ class HubReading:
     eventhub_name: str
     consumer_group: str
     checkpoint_container: str | None = None
-    event_hubs_conn_id: str = EventHubsAsyncHook.default_conn_name
+    event_hubs_conn_id: str = EventHubAsyncHook.default_conn_name
     wasb_conn_id: str = BlobStorageAsyncHook.default_conn_name
     partition_ids: tuple[str, ...] | None = None
     batch_size: int = 100
@@ -168,7 +168,7 @@ class EventHubBatchProducer(SharedStreamProducer):
 
     async def _prepare(self) -> dict[str, int | datetime]:
         spec = self.reading
-        self.endpoint = await EventHubsAsyncHook(spec.event_hubs_conn_id, spec.eventhub_name).get_endpoint()
+        self.endpoint = await EventHubAsyncHook(spec.event_hubs_conn_id, spec.eventhub_name).get_endpoint()
         if spec.namespace and spec.namespace.lower() != self.endpoint.namespace:
             raise EventTriggerConfigError(
                 f"queue names namespace {spec.namespace!r} but connection {spec.event_hubs_conn_id!r} reaches "

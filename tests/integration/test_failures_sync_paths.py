@@ -203,12 +203,12 @@ def test_the_connection_tests_name_what_to_fix(
         event_hubs: Any, azurite: Any, hub: str, proxy: HttpProxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """``test_connection`` of both hooks, as the UI's Test button calls it: a missing hub, a refused account key."""
     from airflow_provider_eh.hooks.blob import BlobStorageHook
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
     missing = unique_name("nohub")
     monkeypatch.setenv(*connection_env("eh_test_missing", "azure_event_hubs",
                                        extra={"connection_string": event_hubs.connection_string(missing)}))
-    ok, message = EventHubsHook("eh_test_missing").test_connection()
+    ok, message = EventHubHook("eh_test_missing").test_connection()
     assert not ok and f"Event Hub {missing!r}" in message and "does not exist" in message, message
     wrong = azurite.connection_string.replace("AccountKey=", "AccountKey=AAAA")
     monkeypatch.setenv(*connection_env("wasb_test_wrong", "wasb", extra={"connection_string": wrong}))

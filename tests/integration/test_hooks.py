@@ -12,11 +12,11 @@ import pytest
 
 from airflow_provider_eh.errors import ConnectionUnreachableError, UnknownEventHubError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook, BlobStorageHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook, EventHubHook
 
 
 def test_event_hubs_hook_reads_hub_and_partition_properties(connections: dict[str, str]) -> None:
-    hook = EventHubsHook(connections["event_hubs"])
+    hook = EventHubHook(connections["event_hubs"])
     assert hook.get_partition_ids() == ["0", "1", "2", "3"]
     with hook.get_producer_client() as producer:
         batch = producer.create_batch(partition_id="2")
@@ -29,7 +29,7 @@ def test_event_hubs_hook_reads_hub_and_partition_properties(connections: dict[st
 
 def test_async_event_hubs_hook_reads_the_same_properties(connections: dict[str, str]) -> None:
     async def read() -> tuple[list[str], dict]:
-        hook = EventHubsAsyncHook(connections["event_hubs"])
+        hook = EventHubAsyncHook(connections["event_hubs"])
         return await hook.get_partition_ids(), await hook.get_partition_properties("0")
 
     ids, props = asyncio.run(read())
@@ -37,7 +37,7 @@ def test_async_event_hubs_hook_reads_the_same_properties(connections: dict[str, 
 
 
 def test_unknown_hub_is_a_clear_error_naming_connection_and_hub(connections: dict[str, str]) -> None:
-    hook = EventHubsHook(connections["event_hubs"], eventhub_name="no-such-hub")
+    hook = EventHubHook(connections["event_hubs"], eventhub_name="no-such-hub")
     with pytest.raises(UnknownEventHubError, match=r"Connection 'azure_event_hubs_default': reading the hub's properties "
                                                    r"failed: Event Hub 'no-such-hub' at .*: the Event Hub does not exist"):
         hook.get_partition_ids()
@@ -52,7 +52,7 @@ def test_unreachable_endpoint_names_the_connection(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AIRFLOW_CONN_EH_NOWHERE", json.dumps({"conn_type": "azure_event_hubs", "extra": {"connection_string": conn_str}}))
     with pytest.raises(ConnectionUnreachableError, match="Connection 'eh_nowhere': reading the hub's properties failed: "
                                                          "Event Hub 'h' at 127.0.0.1:[0-9]+: the address refused the connection"):
-        EventHubsHook("eh_nowhere").get_partition_ids()
+        EventHubHook("eh_nowhere").get_partition_ids()
 
 
 def test_blob_hook_creates_and_lists_through_the_wasb_connection(connections: dict[str, str]) -> None:

@@ -172,7 +172,7 @@ def test_hooks_register_every_connection_secret_with_the_task_log_masker(monkeyp
     from airflow.sdk.log import mask_logs
 
     from airflow_provider_eh.hooks.blob import BlobStorageHook
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
     key, account_key, secret = f"MaskSas-{MARK}", base64.b64encode(f"MaskAccount-{MARK}".encode()).decode(), f"MaskSecret-{MARK}"
     proxy_password, blob_proxy_password = f"MaskProxy-{MARK}", f"MaskBlobProxy/{MARK}"  # "/" is quoted in a URL
@@ -195,7 +195,7 @@ def test_hooks_register_every_connection_secret_with_the_task_log_masker(monkeyp
              f"ProxyError: http://svc:{quoted}@proxy.corp:3128 refused", f"blob proxy {blob_proxy_password}"]
     secrets = (key, account_key, secret, proxy_password, blob_proxy_password, quoted)
     assert all(secret_ in " ".join(lines) for secret_ in secrets)
-    EventHubsHook("eh_mask").get_endpoint()
+    EventHubHook("eh_mask").get_endpoint()
     BlobStorageHook("wasb_mask").service_client
     BlobStorageHook("wasb_mask_sp").service_client
     for line in lines:

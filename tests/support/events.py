@@ -79,9 +79,9 @@ def send_json(event_hubs_conn_id: str, partition: str, bodies: list[dict[str, An
     """Send ``bodies`` as JSON events to ``partition`` in one SDK batch, through the hook's producer."""
     from azure.eventhub import EventData
 
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
-    with EventHubsHook(event_hubs_conn_id).get_producer_client() as producer:
+    with EventHubHook(event_hubs_conn_id).get_producer_client() as producer:
         batch = producer.create_batch(partition_id=partition)
         for body in bodies:
             batch.add(EventData(json.dumps(body)))

@@ -87,10 +87,10 @@ def event_hubs_connection_ids() -> list[str]:
 
 def connection_summary(reading: Reading, conn_id: str) -> dict[str, Any]:
     """A connection as the view lists it: its namespace and own hub (no network call), or what is wrong with it."""
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
     try:
-        hook = reading.hook(EventHubsHook, conn_id)
+        hook = reading.hook(EventHubHook, conn_id)
         namespace, hub = namespace_and_hub(hook)
     except (ViewReadError, ConnectionConfigError) as exc:
         return {"conn_id": conn_id, "error": str(exc)}
@@ -148,11 +148,11 @@ HubPlace = tuple[str, Callable[[], set[str]], Callable[[Exception], str]]
 
 def hubs(reading: Reading, origins: dict[str, str], may_read_variable: Callable[[str], bool] | None) -> dict[str, Any]:
     """The hubs found for the reading's connection, each with where it was found, and the settings used."""
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
     source = reading.source
     try:
-        namespace, own = namespace_and_hub(reading.hook(EventHubsHook, source.event_hubs_conn_id))
+        namespace, own = namespace_and_hub(reading.hook(EventHubHook, source.event_hubs_conn_id))
     except ConnectionConfigError as exc:
         raise ViewReadError(str(exc), 400) from None
     found: dict[str, set[str]] = {own.lower(): {"connection"}} if own else {}

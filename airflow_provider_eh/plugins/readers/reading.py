@@ -115,9 +115,9 @@ class Reading:
 
     @functools.cached_property
     def endpoint(self) -> Any:
-        from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+        from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
-        hook = self.hook(EventHubsHook, self.source.event_hubs_conn_id, self.source.eventhub_name)
+        hook = self.hook(EventHubHook, self.source.event_hubs_conn_id, self.source.eventhub_name)
         try:
             return hook.get_endpoint()
         except ConnectionConfigError as exc:

@@ -19,11 +19,11 @@ def publish(connections: dict[str, str]) -> Callable[[dict[str, int]], dict[str,
     """Send ``{partition: count}`` events with the SDK producer; return the publish operator's XCom shape."""
     from azure.eventhub import EventData
 
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
     def send(counts: dict[str, int]) -> dict[str, dict[str, int | None]]:
         result: dict[str, dict[str, int | None]] = {}
-        with EventHubsHook(connections["event_hubs"]).get_producer_client() as producer:
+        with EventHubHook(connections["event_hubs"]).get_producer_client() as producer:
             for partition, count in counts.items():
                 if count:
                     batch = producer.create_batch(partition_id=partition)

@@ -91,7 +91,7 @@ FAULTS = {f.key: f for f in (
 
 PATHS = {p.key: p for p in (
     Path("publish", "`EventHubPublishOperator`"),
-    Path("test_connection", "`EventHubsHook.test_connection`"),
+    Path("test_connection", "`EventHubHook.test_connection`"),
     Path("event_trigger", "`EventHubEventTrigger` (asset watcher)"),
     Path("queue", "`MessageQueueTrigger(scheme=\"eventhubs\")`"),
     Path("await_sensor", "`EventHubAwaitEventSensor`, deferred (its trigger, then `execute_complete`)"),

@@ -207,9 +207,9 @@ def run_publish(setup: Setup, pad: int = 0, **options: Any) -> Any:
 
 
 def run_test_connection(setup: Setup) -> Any:
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
-    ok, message = EventHubsHook(setup.eh_conn, setup.hub).test_connection()
+    ok, message = EventHubHook(setup.eh_conn, setup.hub).test_connection()
     if not ok:
         raise _Reported(message)
     return message
@@ -286,9 +286,9 @@ def run_checkpoint_poke(setup: Setup) -> Any:
 def run_readback(setup: Setup) -> Any:
     """Reading the hub back (what a publish in doubt does, and ``airflow_provider_eh.testing``'s counts) on the
     endpoint the hook read: its errors name the connection the endpoint came from."""
-    from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+    from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
-    endpoint = EventHubsHook(setup.eh_conn).get_endpoint(setup.hub)
+    endpoint = EventHubHook(setup.eh_conn).get_endpoint(setup.hub)
     return read_hub(endpoint, setup.group)
 
 

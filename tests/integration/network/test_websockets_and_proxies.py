@@ -29,7 +29,7 @@ from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.client.readback import read_hub
 from eventhubs_local import EmulatorProcess
 from airflow_provider_eh.errors import ConnectionConfigError
-from airflow_provider_eh.hooks.event_hubs import EventHubsAsyncHook, EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook, EventHubHook
 from airflow_provider_eh.publishing import BlobProducerStateStore, IdempotentPublisher
 from tests.support.proxy import HttpProxy
 from tests.support.tls import make_certificates
@@ -127,7 +127,7 @@ def test_a_proxy_that_refuses_the_credentials_fails_the_connection_test_naming_i
         })
         monkeypatch.setenv(name, value)
         started = time.monotonic()
-        ok, message = EventHubsHook("eh_proxied").test_connection()
+        ok, message = EventHubHook("eh_proxied").test_connection()
         assert time.monotonic() - started < 30, "a refused proxy must fail fast, not time out"
         assert not ok and "407" in message and f"HTTP proxy 127.0.0.1:{proxy.port}" in message, message
         assert "wrong" not in message
@@ -148,18 +148,18 @@ def test_a_gateway_with_a_private_ca_is_reached_with_the_connections_ca_bundle(
         monkeypatch.setenv(*connection_env("eh_untrusted", "azure_event_hubs", extra=fields))
         monkeypatch.setenv(*connection_env("eh_gateway", "azure_event_hubs", extra={**fields, "ca_bundle": str(certs.ca)}))
 
-        ok, message = EventHubsHook("eh_untrusted").test_connection()
+        ok, message = EventHubHook("eh_untrusted").test_connection()
         assert not ok and "CERTIFICATE_VERIFY_FAILED" in message
 
-        ok, message = EventHubsHook("eh_gateway").test_connection()
+        ok, message = EventHubHook("eh_gateway").test_connection()
         assert ok, message
-        assert EventHubsHook("eh_gateway").get_partition_ids() == ["0", "1"]
-        assert asyncio.run(EventHubsAsyncHook("eh_gateway").get_partition_ids()) == ["0", "1"]
+        assert EventHubHook("eh_gateway").get_partition_ids() == ["0", "1"]
+        assert asyncio.run(EventHubAsyncHook("eh_gateway").get_partition_ids()) == ["0", "1"]
         assert gateway.admin.stats()["websocket_connections_total"] >= 3
         assert gateway.admin.stats()["connections_total"] == gateway.admin.stats()["websocket_connections_total"]
 
         with pytest.raises(ConnectionConfigError) as untrusted:  # a setting to fix: not retried
-            EventHubsHook("eh_untrusted").get_partition_ids()
+            EventHubHook("eh_untrusted").get_partition_ids()
         assert not untrusted.value.retryable and "ca_bundle" in str(untrusted.value)
 
 
@@ -235,7 +235,7 @@ def test_a_namespace_reached_at_a_custom_endpoint_address_keeps_its_own_name(
         "connection_string": conn_str, "transport": "websocket",
         "custom_endpoint_address": event_hubs.websocket_address,
     }))
-    hook = EventHubsHook("eh_private_link")
+    hook = EventHubHook("eh_private_link")
     assert hook.get_partition_ids() == ["0", "1", "2", "3"]
     endpoint = hook.get_endpoint()
     assert endpoint.namespace == "orders-prod.servicebus.windows.net"

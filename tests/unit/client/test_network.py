@@ -12,7 +12,7 @@ from azure.eventhub import TransportType
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import ConnectionConfigError
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
 CONN_STR = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=a2V5;EntityPath=orders"
 PROXY_SECRET = "pr0xy-s3cret-value"
@@ -106,7 +106,7 @@ def test_connection_fields_reach_the_endpoint_and_bad_ones_name_the_connection(m
     fields = {"connection_string": CONN_STR, "proxy_host": "proxy.corp", "proxy_port": 3128, "proxy_username": "svc",
               "proxy_password": PROXY_SECRET}
     monkeypatch.setenv("AIRFLOW_CONN_EH_NET", json.dumps({"conn_type": "azure_event_hubs", "extra": fields}))
-    endpoint = EventHubsHook("eh_net").get_endpoint()
+    endpoint = EventHubHook("eh_net").get_endpoint()
     assert endpoint.network.proxy_port == 3128 and endpoint.network.transport == "websocket"
     assert PROXY_SECRET not in repr(endpoint)
     assert PROXY_SECRET not in str(redact(f"password={PROXY_SECRET}"))  # registered with the masker
@@ -114,7 +114,7 @@ def test_connection_fields_reach_the_endpoint_and_bad_ones_name_the_connection(m
     monkeypatch.setenv("AIRFLOW_CONN_EH_NET", json.dumps({"conn_type": "azure_event_hubs",
                                                           "extra": {"connection_string": CONN_STR, "transport": "udp"}}))
     with pytest.raises(ConnectionConfigError, match="eh_net.*field 'transport' is 'udp'"):
-        EventHubsHook("eh_net").get_endpoint()
+        EventHubHook("eh_net").get_endpoint()
 
 
 def test_the_connection_form_offers_every_network_field() -> None:

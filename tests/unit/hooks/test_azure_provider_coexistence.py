@@ -52,4 +52,4 @@ def test_wasb_connections_get_the_azure_providers_hook_and_event_hubs_ours(disco
     found, _ = discovered
     wasb_hook = "airflow.providers.microsoft.azure.hooks.wasb.WasbHook"
     assert (found["core"], found["task_runtime"], found["get_hook"]) == (wasb_hook, wasb_hook, "WasbHook")
-    assert found["event_hubs"] == "airflow_provider_eh.hooks.event_hubs.EventHubsHook"
+    assert found["event_hubs"] == "airflow_provider_eh.hooks.event_hubs.EventHubHook"

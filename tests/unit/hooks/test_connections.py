@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint
 from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
 SECRET = "c2VjcmV0LWtleS12YWx1ZQ=="
 CONN_STR = f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey={SECRET}"
@@ -22,7 +22,7 @@ def _set(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> Non
 
 def test_connection_string_with_entity_path_gives_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     _set(monkeypatch, "eh", conn_type="azure_event_hubs", extra={"connection_string": CONN_STR + ";EntityPath=orders"})
-    endpoint = EventHubsHook("eh").get_endpoint()
+    endpoint = EventHubHook("eh").get_endpoint()
     assert (endpoint.fully_qualified_namespace, endpoint.eventhub_name) == ("ns.servicebus.windows.net", "orders")
     assert endpoint.credential_kind == "connection_string"
 
@@ -32,8 +32,8 @@ def test_hub_argument_wins_over_entity_path_and_field(monkeypatch: pytest.Monkey
         monkeypatch, "eh", conn_type="azure_event_hubs",
         extra={"connection_string": CONN_STR + ";EntityPath=orders", "eventhub_name": "audit"},
     )
-    assert EventHubsHook("eh", eventhub_name="payments").get_endpoint().eventhub_name == "payments"
-    assert EventHubsHook("eh").get_endpoint("clicks").eventhub_name == "clicks"
+    assert EventHubHook("eh", eventhub_name="payments").get_endpoint().eventhub_name == "payments"
+    assert EventHubHook("eh").get_endpoint("clicks").eventhub_name == "clicks"
 
 
 def test_prefixed_extra_fields_from_older_forms_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,22 +41,22 @@ def test_prefixed_extra_fields_from_older_forms_are_read(monkeypatch: pytest.Mon
         monkeypatch, "eh", conn_type="azure_event_hubs",
         extra={"extra__azure_event_hubs__connection_string": CONN_STR, "extra__azure_event_hubs__eventhub_name": "orders"},
     )
-    assert EventHubsHook("eh").get_endpoint().eventhub_name == "orders"
+    assert EventHubHook("eh").get_endpoint().eventhub_name == "orders"
 
 
 def test_service_principal_needs_a_tenant_and_names_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     _set(monkeypatch, "eh_sp", conn_type="azure_event_hubs", host="ns.servicebus.windows.net", login="app", password="pw",
          extra={"eventhub_name": "orders"})
     with pytest.raises(ConnectionConfigError, match=r"Connection 'eh_sp': .*tenant_id"):
-        EventHubsHook("eh_sp").get_endpoint()
+        EventHubHook("eh_sp").get_endpoint()
 
 
 def test_service_principal_and_default_credential_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     _set(monkeypatch, "eh_sp", conn_type="azure_event_hubs", host="ns.servicebus.windows.net", login="app", password="pw",
          extra={"eventhub_name": "orders", "tenant_id": "t"})
     _set(monkeypatch, "eh_mi", conn_type="azure_event_hubs", host="ns.servicebus.windows.net", extra={"eventhub_name": "orders"})
-    assert EventHubsHook("eh_sp").get_endpoint().credential_kind == "client_secret"
-    assert EventHubsHook("eh_mi").get_endpoint().credential_kind == "default_azure_credential"
+    assert EventHubHook("eh_sp").get_endpoint().credential_kind == "client_secret"
+    assert EventHubHook("eh_mi").get_endpoint().credential_kind == "default_azure_credential"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_service_principal_and_default_credential_kinds(monkeypatch: pytest.Monk
 def test_bad_event_hubs_connection_names_connection_and_field(monkeypatch: pytest.MonkeyPatch, fields: dict, message: str) -> None:
     _set(monkeypatch, "broken_eh", conn_type="azure_event_hubs", **fields)
     with pytest.raises(ConnectionConfigError) as err:
-        EventHubsHook("broken_eh").get_endpoint()
+        EventHubHook("broken_eh").get_endpoint()
     assert "Connection 'broken_eh'" in str(err.value) and message in str(err.value)
 
 
@@ -85,7 +85,7 @@ def test_connection_secrets_are_registered_with_the_masker(monkeypatch: pytest.M
     from airflow.providers.common.compat.sdk import redact
 
     _set(monkeypatch, "eh", conn_type="azure_event_hubs", extra={"connection_string": CONN_STR + ";EntityPath=o"})
-    EventHubsHook("eh").get_endpoint()
+    EventHubHook("eh").get_endpoint()
     assert SECRET not in str(redact(f"key={SECRET}"))
 
 

@@ -9,7 +9,7 @@ from azure.core.exceptions import ClientAuthenticationError, ResourceNotFoundErr
 
 from airflow_provider_eh.errors import CredentialRefusedError, ProducerStateStoreError
 from airflow_provider_eh.hooks.blob import BlobStorageHook
-from airflow_provider_eh.hooks.event_hubs import EventHubsHook
+from airflow_provider_eh.hooks.event_hubs import EventHubHook
 
 ACCOUNT_KEY = "QWNjb3VudEtleS1ub3QtdG8tYmUtc2hvd24tYW55d2hlcmU="
 PROXY_PASSWORD = "pr0xy-pass-not-to-show"
@@ -46,7 +46,7 @@ def test_an_event_hubs_site_names_the_custom_address_and_proxy(monkeypatch: pyte
         "connection_string": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=k3y-k3y-k3y",
         "eventhub_name": "orders", "proxy_host": "proxy.corp", "proxy_port": "3128", "proxy_username": "svc",
         "proxy_password": PROXY_PASSWORD, "custom_endpoint_address": "sb://gw.corp:8443"})
-    hook = EventHubsHook("eh_site")
+    hook = EventHubHook("eh_site")
     site = hook.failure_site(hook.get_endpoint(), consumer_group="analytics")
     assert (site.address, site.proxy, site.address_field, site.hub) == ("gw.corp:8443", "proxy.corp:3128",
                                                                         "custom_endpoint_address", "orders")
@@ -77,7 +77,7 @@ def test_the_endpoint_a_hook_reads_names_its_connection_wherever_it_fails(monkey
     connection(monkeypatch, "eh_named", conn_type="azure_event_hubs", extra={
         "connection_string": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=k3y-k3y-k3y",
         "eventhub_name": "orders"})
-    endpoint = EventHubsHook("eh_named").get_endpoint()
+    endpoint = EventHubHook("eh_named").get_endpoint()
     assert endpoint.conn_id == "eh_named" and endpoint.with_hub("other").conn_id == "eh_named"
     mapped = provider_error(ConnectionLostError("lost"), site_of(endpoint))
     assert mapped is not None and str(mapped).startswith("Connection 'eh_named': Event Hub 'orders' at ns.servicebus")
