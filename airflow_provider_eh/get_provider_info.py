@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_eh import __version__
+
 _INTEGRATION = "Azure Event Hubs"
 
 _SECRET = {"type": ["string", "null"], "format": "password"}
@@ -262,8 +264,6 @@ def connection_type(name: str) -> dict[str, Any]:
 
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow's ProvidersManager."""
-    from airflow_provider_eh import __version__
-
     info: dict[str, Any] = {
         "package-name": "airflow-provider-eh",
         "name": "Azure Event Hubs (exactly-once)",

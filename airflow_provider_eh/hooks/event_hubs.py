@@ -30,6 +30,7 @@ from airflow_provider_eh.client.failures import FailureSite, provider_error
 from airflow_provider_eh.client.network import FIELDS as NETWORK_FIELDS
 from airflow_provider_eh.client.network import NetworkOptions
 from airflow_provider_eh.errors import ConnectionConfigError, ConnectionUnreachableError, EventHubsProviderError
+from airflow_provider_eh.get_provider_info import connection_type
 from airflow_provider_eh.hooks._connection import extra_field, masked
 
 if TYPE_CHECKING:
@@ -148,7 +149,6 @@ class _EventHubsConnection:
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        from airflow_provider_eh.get_provider_info import connection_type
 
         behaviour = connection_type(CONN_TYPE)["ui-field-behaviour"]
         return {

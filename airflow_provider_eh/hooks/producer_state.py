@@ -24,7 +24,9 @@ from airflow.sdk import BaseHook
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite
 from airflow_provider_eh.errors import ProducerStateStoreError, UnreadableVariableError
+from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 from airflow_provider_eh.publishing.document import StateKey
+from airflow_provider_eh.publishing.publisher import IdempotentPublisher
 from airflow_provider_eh.publishing.state import OperationTimer, ProducerStateStore
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
@@ -174,7 +176,6 @@ class ProducerStateHook(BaseHook):
         if self.backend == "variable":
             return VariableProducerStateStore(AirflowVariables(), on_operation=timer)
         from airflow_provider_eh.hooks.blob import BlobStorageHook
-        from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
 
         assert self.container is not None
         hook = BlobStorageHook(self.wasb_conn_id)
@@ -203,7 +204,6 @@ def published_batch(producer_group: str, identity: str, *, generation: int = 0, 
     :param wasb_conn_id: the ``wasb`` connection of the state container's account.
     """
     from airflow_provider_eh.hooks.event_hubs import EventHubHook
-    from airflow_provider_eh.publishing.publisher import IdempotentPublisher
     from airflow_provider_eh.spark.datasource.options import identity_batch_id
 
     endpoint = EventHubHook(event_hubs_conn_id).get_endpoint(eventhub_name)

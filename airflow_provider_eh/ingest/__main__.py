@@ -36,6 +36,7 @@ from airflow_provider_eh.errors import EventHubsProviderError, SinkConfigError
 from airflow_provider_eh.ingest.admin import complete_session, replay_dead_letters
 from airflow_provider_eh.ingest.processor import BatchProcessor
 from airflow_provider_eh.ingest.rows import load_row_function
+from airflow_provider_eh.ingest.sinks.delta import MERGE, DeltaIngestStore, DeltaTarget
 from airflow_provider_eh.ingest.sinks.sql.store import SqlIngestStore, Stream
 from airflow_provider_eh.ingest.sinks.sql.tables import DEFAULT_PREFIX
 
@@ -112,8 +113,6 @@ def _decoder(args: argparse.Namespace, connections: Callable[[], Connections]) -
 
 def _delta(args: argparse.Namespace, connections: Callable[[], Connections]) -> int:
     """``list`` and ``replay`` on a Delta sink."""
-    from airflow_provider_eh.ingest.sinks.delta import MERGE, DeltaIngestStore, DeltaTarget
-
     try:
         options = connections().delta_storage_options(args.delta, args.wasb_conn_id)
     except EventHubsProviderError as exc:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.lineage import path_dataset
 from airflow_provider_eh.operators.base_publish import BasePublishOperator
 from airflow_provider_eh.operators.deprecated_arguments import DeprecatedSparkArguments, record_of
 from airflow_provider_eh.operators.settings import Delivery, EventMapping, EventSchema, ProducerState, SparkOutput
@@ -227,8 +228,6 @@ class SparkToEventHubOperator(BasePublishOperator, DeprecatedSparkArguments):
 
     def lineage_inputs(self) -> list[tuple[str, str]]:
         """The Spark output read, for OpenLineage: its path (a table is named as is, without namespace)."""
-        from airflow_provider_eh.lineage import path_dataset
-
         if self.path:
             return [path_dataset(self.path)]
         return [("spark", self.table)] if self.table else []

@@ -36,6 +36,8 @@ from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.ledgers import producer_state_blobs
 from airflow_provider_eh.plugins.readers.reading import Reading, Source, iso, partition_sort_key
 from airflow_provider_eh.plugins.urls import URL_PREFIX, base_path
+from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+from airflow_provider_eh.publishing.document import StateKey
 
 STATIC = Path(__file__).with_name("static")
 #: the template fields that tell each kind of task, whatever its class is called
@@ -244,8 +246,6 @@ PUBLISH_RESULT = ("status", "events", "first_seq", "last_seq", "service_last_seq
 
 def _blob_ledgers(reading: Reading, group: str) -> tuple[Any, set[str]]:
     """The state container's store and the partitions with a state of ``group``."""
-    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-
     endpoint = reading.endpoint
     container = reading.container(reading.source.state_container or "")
     found = {b.partition for b in producer_state_blobs(container, endpoint.namespace, endpoint.eventhub_name)
@@ -269,8 +269,6 @@ def _ledger_entries(reading: Reading, store: Any, found: set[str], group: str, b
                     partitions: set[str]) -> dict[str, dict[str, Any]]:
     """Per partition of ``group`` (``found`` with a state in ``store``, and ``partitions``): the batch's entry in
     its ledger."""
-    from airflow_provider_eh.publishing.document import StateKey
-
     endpoint = reading.endpoint
     entries = {}
     for pid in sorted(found | partitions, key=partition_sort_key):

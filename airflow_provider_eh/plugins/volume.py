@@ -30,6 +30,7 @@ from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.ledgers import blob_states, read_states
 from airflow_provider_eh.plugins.readers.reading import Reading
 from airflow_provider_eh.plugins.redaction import log_failure
+from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.records import parse_time
 
 BUCKET_SECONDS = 300
@@ -163,8 +164,6 @@ def published_volume(reading: Reading, now: datetime, since: datetime, bucket_se
 def _readable_states(reading: Reading, container: Any, store: Any, blobs: list[Any]) -> list[tuple[Any, Any]]:
     """``(state key, state)`` of the producer states in ``container`` that could be read: one unreadable ledger must
     not hide the others (the overview names it)."""
-    from airflow_provider_eh.publishing.document import StateKey
-
     endpoint = reading.endpoint
     states = []
     for blob, state, exc in read_states(reading, container, store, blobs, STATE_THREADS):

@@ -23,6 +23,7 @@ from typing import Any
 from airflow_provider_eh.client.failures import StoreRole
 from airflow_provider_eh.errors import ConnectionConfigError, ViewReadError
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, DEFAULT_WASB_CONN_ID, Reading, Source, read_failure
+from airflow_provider_eh.plugins.redaction import failure
 
 CONN_TYPE = "azure_event_hubs"
 #: the settings of a source that a connection's extras or the provider's configuration may give
@@ -181,7 +182,6 @@ def _hub_places(reading: Reading, namespace: str, may_read_variable: Callable[[s
     from airflow_provider_eh.checkpoints.blob_layout import namespace_spellings
     from airflow_provider_eh.client.endpoint import canonical_namespace
     from airflow_provider_eh.plugins.readers.variables import variable_states
-    from airflow_provider_eh.plugins.redaction import failure
 
     source = reading.source
     canonical = canonical_namespace(namespace)

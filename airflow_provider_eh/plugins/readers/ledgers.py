@@ -18,6 +18,8 @@ from airflow_provider_eh.errors import EventHubsProviderError, ViewReadError
 from airflow_provider_eh.plugins.cache import Cache
 from airflow_provider_eh.plugins.readers.reading import CONTAINER_HINT, Reading, iso, partition_sort_key, read_failure
 from airflow_provider_eh.plugins.redaction import failure
+from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
+from airflow_provider_eh.publishing.document import StateKey
 from airflow_provider_eh.publishing.open_batches import is_stale as is_stale  # the view's rule is the health check's
 from airflow_provider_eh.publishing.open_batches import open_batches as find_open_batches
 
@@ -81,8 +83,6 @@ def read_states(reading: Reading, container: Any, store: Any, blobs: Iterable[St
                 threads: int = READ_THREADS) -> list[tuple[StateBlob, Any, BaseException | None]]:
     """``(blob, state or None, the error reading it or None)`` of each of ``blobs``, in order, read ``threads`` at a
     time (only those whose ETag moved since they were last read)."""
-    from airflow_provider_eh.publishing.document import StateKey
-
     endpoint = reading.endpoint
 
     def read(blob: StateBlob) -> tuple[StateBlob, Any, BaseException | None]:
@@ -152,8 +152,6 @@ def producer_groups(reading: Reading, now: datetime | None = None,
 def blob_states(reading: Reading) -> tuple[Any, Any, list[StateBlob]] | None:
     """The source's state container, a store reading it and the hub's producer states in it; ``None`` without a
     state container. A failed listing names the container."""
-    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-
     source = reading.source
     if not source.state_container:
         return None
@@ -170,7 +168,6 @@ def blob_states(reading: Reading) -> tuple[Any, Any, list[StateBlob]] | None:
 
 
 def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, Any]]]:
-    from airflow_provider_eh.publishing.document import StateKey
 
     found = blob_states(reading)
     if found is None:
@@ -194,7 +191,6 @@ def _blob_ledgers(reading: Reading, now: datetime) -> list[tuple[str, dict[str, 
 def _variable_ledgers(reading: Reading, now: datetime, may_read: Callable[[str], bool]) -> list[tuple[str, dict[str, Any]]]:
     """The hub's ledgers kept in Airflow Variables (one query for the keys, one for the documents)."""
     from airflow_provider_eh.plugins.readers.variables import hub_states, store_of
-    from airflow_provider_eh.publishing.document import StateKey
 
     endpoint = reading.endpoint
     try:
@@ -218,9 +214,6 @@ def ledger_history(reading: Reading, group: str, partition: str, before: int | N
                    backend: str = "blob") -> dict[str, Any]:
     """One page of a partition's committed batches, newest first (the ledger's history records, read by
     ordinal: a page costs ``limit`` small reads however long the history)."""
-    from airflow_provider_eh.publishing.blob_store import BlobProducerStateStore
-    from airflow_provider_eh.publishing.document import StateKey
-
     source = reading.source
     endpoint = reading.endpoint
     key = StateKey.of(endpoint, group, partition)
