@@ -1,6 +1,6 @@
 """The flat arguments that the settings records (:mod:`~airflow_provider_eh.operators.settings`) replaced.
 
-They still work until :data:`~airflow_provider_eh.operators.deprecation.REMOVED_IN`: each class here declares
+They still work until :data:`~airflow_provider_eh.deprecation.REMOVED_IN`: each class here declares
 them, so Airflow accepts them in an operator's call, in ``.partial()`` and in ``default_args``, and keeps the
 ones given in ``given_deprecated_arguments``; the operator builds its records from them (:func:`record_of`) with a
 warning naming the record to pass instead. A record and its deprecated arguments given together are refused.
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseOperator
 
-from airflow_provider_eh.operators.deprecation import REMOVED_IN
+from airflow_provider_eh.deprecation import REMOVED_IN
 
 T = TypeVar("T")
 

@@ -20,6 +20,7 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_eh import metrics
 from airflow_provider_eh.client.failures import FailureSite, is_storage_error
+from airflow_provider_eh.deprecation import REMOVED_IN
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.event_hubs import EventHubHook
 from airflow_provider_eh.ingest import (
@@ -38,7 +39,6 @@ from airflow_provider_eh.ingest.sinks.delta import (
 )
 from airflow_provider_eh.lineage import table_dataset
 from airflow_provider_eh.operators.deprecated_arguments import DeprecatedIngestArguments, record_of
-from airflow_provider_eh.operators.deprecation import REMOVED_IN
 from airflow_provider_eh.operators.hub_lineage import HubLineage
 from airflow_provider_eh.operators.ingest_base import (
     DELTA,

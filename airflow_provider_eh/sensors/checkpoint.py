@@ -22,10 +22,10 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_provider_eh import metrics
 from airflow_provider_eh.checkpoints.lag import CheckpointProgress
 from airflow_provider_eh.client.failures import SENSOR_ONLY_READS, storage_failure
+from airflow_provider_eh.deprecation import renamed_argument
 from airflow_provider_eh.hooks.blob import BlobStorageHook
 from airflow_provider_eh.hooks.checkpoints import CheckpointHook
 from airflow_provider_eh.hooks.event_hubs import EventHubHook
-from airflow_provider_eh.operators.deprecation import renamed_argument
 from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.triggers.checkpoint import EventHubCheckpointTrigger
 from airflow_provider_eh.triggers.reported import task_error

@@ -53,10 +53,10 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh import metrics
+from airflow_provider_eh.deprecation import REMOVED_IN
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
-from airflow_provider_eh.operators.deprecation import REMOVED_IN
 from airflow_provider_eh.triggers.await_match import await_match
 from airflow_provider_eh.triggers.filters import load_filter
 from airflow_provider_eh.triggers.payload import batch_payload, behind, last_reported
