@@ -303,9 +303,10 @@ def project_url_problems(artifact: Path) -> list[str]:
 
 
 def site_page(url: str) -> Path | None:
-    """The page of ``docs/`` a documentation site address shows (``<site>ingestion/`` is ``docs/ingestion.md``)."""
+    """The file of ``docs/`` a documentation site address shows (``<site>ingestion/`` is ``docs/ingestion.md``,
+    ``<site>how-it-works.svg`` is ``docs/how-it-works.svg``)."""
     route = urlsplit(url).path.removeprefix(urlsplit(SITE).path).strip("/")
-    for candidate in (f"{route}.md", f"{route}/index.md") if route else ("index.md",):
+    for candidate in (f"{route}.md", f"{route}/index.md", route) if route else ("index.md",):  # a page, or a file
         if (REPO / "docs" / candidate).is_file():
             return REPO / "docs" / candidate
     return None
@@ -330,7 +331,7 @@ def link_problems(description: str, name: str) -> list[str]:
             if page is None:
                 problems.append(f"{name}: the long description links {target!r}, a page the documentation site "
                                 f"does not have (no docs/ file for it)")
-            elif anchor and anchor not in doc_links.anchors_of(page):
+            elif anchor and (page.suffix != ".md" or anchor not in doc_links.anchors_of(page)):
                 problems.append(f"{name}: the long description links {target!r}: "
                                 f"{page.relative_to(REPO)} has no heading #{anchor}")
     return problems
