@@ -13,7 +13,12 @@ checkout can reach the wheel). Then, for every artifact:
 - the license: the Apache License text as a regular file (``endpoint/LICENSE`` is a symlink to the
   repository's; an sdist must carry the file, not the link);
 - the provider's wheel: no module reads a path relative to a checkout (``parents[`` path arithmetic,
-  ``node_modules``, ``requirements/dev.lock``, ``.local``).
+  ``node_modules``, ``requirements/dev.lock``, ``.local``);
+- the project URLs a package index shows: ``Documentation``, ``Source``, ``Changelog`` and ``Issues``, each an
+  ``https://`` address;
+- the long description's links, as the package index shows them: each one absolute (``https://``) or an anchor
+  of the description itself; one into the documentation site names a page of ``docs/`` and, with an anchor, a
+  heading of that page. The check reads the form of the links, offline: it fetches nothing.
 
 Warnings of the build backend (a readme not found, a deprecated setting) fail the check too.
 Standard library and twine (``requirements/dev.in``).
@@ -41,6 +46,12 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+try:
+    from scripts import doc_links
+except ImportError:  # run as `python scripts/release.py`: its own folder is on the path
+    import doc_links  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECTED = REPO / "scripts" / "release"
@@ -56,6 +67,10 @@ CHECKOUT_REFERENCES = {
 # Backend output that is no finding: setuptools says so on every build under uv
 BENIGN_WARNINGS = re.compile(r"byte-compiling is disabled")
 WARNING = re.compile(r"\b\w*Warning: |\bwarning: ")
+# The project URLs every distribution declares, as the package index names them (core metadata's Project-URL)
+PROJECT_URLS = ("Documentation", "Source", "Changelog", "Issues")
+# The documentation site (mkdocs.yml's docs/, built with directory URLs: docs/connections.md is <site>connections/)
+SITE = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]["Documentation"]
 LICENSE_MARKERS = ("Apache License", "Version 2.0, January 2004", "END OF TERMS AND CONDITIONS")
 
 
@@ -278,6 +293,56 @@ def checkout_reference_problems(artifact: Path) -> list[str]:
     return problems
 
 
+def project_url_problems(artifact: Path) -> list[str]:
+    """The project URLs the package index shows: each of :data:`PROJECT_URLS` set, to an ``https://`` address."""
+    text, where = _metadata(artifact)
+    urls = dict(value.split(", ", 1) for value in email.parser.Parser().parsestr(text, headersonly=True).get_all(
+        "Project-URL", []) if ", " in value)
+    return [f"{artifact.name}: {where} has no Project-URL {label!r} (pyproject.toml's [project.urls])"
+            for label in PROJECT_URLS if not urls.get(label, "").startswith("https://")]
+
+
+def site_page(url: str) -> Path | None:
+    """The file of ``docs/`` a documentation site address shows (``<site>ingestion/`` is ``docs/ingestion.md``,
+    ``<site>how-it-works.svg`` is ``docs/how-it-works.svg``)."""
+    route = urlsplit(url).path.removeprefix(urlsplit(SITE).path).strip("/")
+    for candidate in (f"{route}.md", f"{route}/index.md", route) if route else ("index.md",):  # a page, or a file
+        if (REPO / "docs" / candidate).is_file():
+            return REPO / "docs" / candidate
+    return None
+
+
+def link_problems(description: str, name: str) -> list[str]:
+    """Each link of a long description that does not resolve on the package index, with why."""
+    problems = []
+    for match in doc_links.LINK.finditer(doc_links.prose_of(description)):
+        target = match["target"]
+        url, _, anchor = target.partition("#")
+        if not url:
+            headings = {doc_links.slug(line.lstrip("#")) for line in doc_links.FENCE.sub("", description).splitlines()
+                        if line.startswith("#")}
+            if anchor not in headings:
+                problems.append(f"{name}: the long description links #{anchor}, which is none of its headings")
+        elif not url.startswith("https://"):
+            problems.append(f"{name}: the long description links {target!r}, which does not resolve on the package "
+                            f"index: link the documentation site ({SITE}...) or another https:// address")
+        elif url.startswith(SITE):
+            page = site_page(url)
+            if page is None:
+                problems.append(f"{name}: the long description links {target!r}, a page the documentation site "
+                                f"does not have (no docs/ file for it)")
+            elif anchor and (page.suffix != ".md" or anchor not in doc_links.anchors_of(page)):
+                problems.append(f"{name}: the long description links {target!r}: "
+                                f"{page.relative_to(REPO)} has no heading #{anchor}")
+    return problems
+
+
+def long_description_problems(artifact: Path) -> list[str]:
+    """:func:`link_problems` of the long description an artifact's metadata carries."""
+    text, _ = _metadata(artifact)
+    return link_problems(email.parser.Parser().parsestr(text).get_payload(), artifact.name)
+
+
 def twine_problems(artifacts: Sequence[Path]) -> list[str]:
     """``twine check --strict``: each artifact's metadata and long description render."""
     run = subprocess.run([sys.executable, "-m", "twine", "--no-color", "check", "--strict", *map(str, artifacts)],
@@ -305,6 +370,8 @@ def check(artifacts: Sequence[Path]) -> list[str]:
         problems += license_problems(artifact)
         problems += file_list_problems(artifact)
         problems += checkout_reference_problems(artifact)
+        problems += project_url_problems(artifact)
+        problems += long_description_problems(artifact)
     return problems + twine_problems(artifacts)
 
 

@@ -180,3 +180,22 @@ def test_the_release_check_names_a_file_the_list_does_not_and_a_linked_license(
         sdist.addfile(readme, io.BytesIO(b"# "))
     assert release.license_problems(linked) == [f"{linked.name}: LICENSE is a link to '../LICENSE', not the file"]
     assert f"{linked.name}: not in the expected list: LICENSE -> ../LICENSE" in release.file_list_problems(linked)
+
+
+def test_the_long_description_links_only_what_resolves_on_the_package_index() -> None:
+    """A relative link, a plain-http one, a page the site lacks and a heading its page lacks are each named;
+    an absolute link into the site, to a page and heading of docs/, and an anchor of the description pass."""
+    site = release.SITE
+    description = (f"# Title\n\n## Install\n\n[ok]({site}connections/#networks) [home]({site}) [up](#install) "
+                   f"[web](https://example.org/x) `[code](docs/x.md)`\n"
+                   f"[rel](docs/index.md) [plain](http://example.org/) [gone]({site}no-such-page/) "
+                   f"[moved]({site}connections/#no-such-heading) [self](#nowhere)\n")
+    problems = release.link_problems(description, "x.whl")
+    assert len(problems) == 5, problems
+    for fragment in ("'docs/index.md'", "'http://example.org/'", "no-such-page", "no-such-heading", "#nowhere"):
+        assert [p for p in problems if fragment in p], (fragment, problems)
+
+
+def test_both_distributions_declare_the_project_urls_a_package_index_shows(artifacts: dict[tuple[str, str], Path]) -> None:
+    assert {a.name: release.project_url_problems(a) for a in artifacts.values()} == {a.name: [] for a in artifacts.values()}
+    assert release.SITE.startswith("https://") and release.site_page(release.SITE) == REPO / "docs" / "index.md"

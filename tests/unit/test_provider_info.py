@@ -67,4 +67,4 @@ def test_the_provider_info_the_package_and_pyproject_toml_name_one_version() -> 
     import airflow_provider_eh
 
     declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
-    assert get_provider_info()["versions"] == [airflow_provider_eh.__version__] == [declared] == ["1.0.0"]
+    assert get_provider_info()["versions"] == [airflow_provider_eh.__version__] == [declared] == ["1.1.0"]
