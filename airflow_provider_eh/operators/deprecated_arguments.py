@@ -101,7 +101,7 @@ class DeprecatedIngestArguments(BaseOperator):
 
 
 class DeprecatedPublishArguments(BaseOperator):
-    """The flat arguments of the publishing operators: now :class:`BlobState` / :class:`VariableState`,
+    """The flat arguments of the publishing operators: now :class:`ProducerState`,
     :class:`Delivery` and :class:`EventSchema`."""
 
     given_deprecated_arguments: dict[str, Any]

@@ -225,7 +225,7 @@ class Delivery:
     How a partition's send is fenced and retried.
 
     :param hub_fencing: ``"auto"``: attach the sender links as idempotent producers where the hub and the
-        installed SDK offer it, else fence by the claim's lease (a warning in the log); ``"required"``: fail
+        installed SDK offer it, else fence by the claim's lease (the log says which held); ``"required"``: fail
         before anything is sent where they cannot; ``False``: the lease alone.
     :param lease_only_batch_bytes: where a send is fenced by the lease alone, each SDK batch holds at most this
         many bytes (1024 to 1048576; what a publisher that stalls mid-send can land twice per partition).
