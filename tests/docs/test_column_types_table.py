@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
+from tests.support.scripts import load_script
 
 def _script():
-    spec = importlib.util.spec_from_file_location("column_types_table", REPO / "scripts" / "column_types_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("column_types_table")
 
 
 def test_the_typed_events_page_holds_the_table_the_sinks_mappings_make() -> None:
