@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.scripts import load_script
 
+
 def _script():
     return load_script("column_types_table")
 

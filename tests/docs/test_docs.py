@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.stack import example_env
 from scripts import doc_links
 from tests.conftest import REPO
 from tests.support.airflow_home import migrated_home
+from tests.support.stack import example_env
 
 DOCS = REPO / "docs"
 EXAMPLES = DOCS / "examples"
