@@ -230,16 +230,23 @@ class BatchProcessor:
             return
         columns = getattr(self.row_function, "columns", None)
         fields: dict[str, Any] = {}
+        changed: dict[str, Any] = {}  # a field another schema of the batch gives another type: its column must hold both
         seen: set[str | None] = set()
         for event in events:
             if event.content_type in seen:
                 continue
             seen.add(event.content_type)
             for name, kind in self.decoder.fields(event.content_type).items():
-                if (columns is None or name in columns) and name not in fields:
+                if columns is not None and name not in columns:
+                    continue
+                if name not in fields:
                     fields[name] = kind
+                elif fields[name] != kind:
+                    changed[name] = kind
         if fields:
             tx.prepare_columns(self.table, fields)
+        if changed:
+            tx.prepare_columns(self.table, changed)
 
     def _undecodable(self, tx: BatchTransaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
         tx.dead_letter(event, UNDECODABLE, _undecodable_text(event, exc))

@@ -137,3 +137,25 @@ def test_json_schema_formats_land_as_instants_dates_uuids_and_nested_json(
         types = dict(sinks.query(db, f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{table}'"))
         assert types == {"id": "bigint", "value": "double precision", "at": "timestamp with time zone", "day": "date",
                          "ref": "uuid", "place": "jsonb"}
+
+
+@pytest.mark.parametrize("sink", ["sqlite", "postgres"])
+def test_a_field_whose_new_type_its_column_cannot_hold_is_named_before_anything_of_the_batch_is_written(
+        sink: str, endpoint: Any, hub: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    from airflow_provider_eh.errors import SinkConfigError
+
+    db: Any = str(tmp_path / "sink.db") if sink == "sqlite" else {"postgres": request.getfixturevalue("postgres")}
+    table = "changed_" + hub.replace("-", "_")
+    produce(endpoint, hub, tmp_path, [1], EVERYTHING, {})
+    assert run(endpoint, hub, sql_store(db, hub), table)["events"] == 1
+    changed = copy.deepcopy(NEWER)
+    changed["fields"][2] = {"name": "small", "type": "string"}  # an int before: its column is an integer one
+    produce(endpoint, hub, tmp_path, [3], changed, {"small": "three", "rating": 1.0})
+    column, fix = {"sqlite": ("INTEGER", r"copy the table into one whose column small is TEXT"),
+                   "postgres": ("integer", rf"ALTER TABLE {table} ALTER COLUMN small TYPE TEXT USING small::TEXT")}[sink]
+    with pytest.raises(SinkConfigError, match=rf"Table '{table}': the schema of the events has field 'small' as string and "
+                                              rf"its column is {column}, which cannot hold it; .*{fix}.*Nothing of the batch"):
+        run(endpoint, hub, sql_store(db, hub), table)
+    assert [(r["id"], r["small"]) for r in dict_rows(db, table)] == [(1, -1)]
+    assert "rating" not in dict_rows(db, table)[0]  # no column added either
+    assert sinks.query(db, "SELECT sequence_number FROM eh_ingest_dead_letter") == []

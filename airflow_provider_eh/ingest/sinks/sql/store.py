@@ -49,6 +49,7 @@ class Transaction:
         self._k = store.stream.key
         self.savepoints = 0
         self._waiting: list[bytes] = []  # rendered statements that go with the next one
+        self._json: dict[str, frozenset[str]] = {}  # the JSON columns by table, of the batch's schemas
         self._calls = 0  # calls that sent (or began to send) statements to the server so far
 
     def _exec(self, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -107,7 +108,9 @@ class Transaction:
     def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
         """Create ``table`` from the schema's ``fields``, or add the columns it lacks (:mod:`.shape`)."""
         prepare(self, table, fields, self._store.columns, evolve=self._store.evolve_columns)
-        self._store.json_columns[table] = frozenset(n for n, f in fields.items() if f.kind in JSON_KINDS)
+        json = frozenset(n for n, f in fields.items() if f.kind in JSON_KINDS)
+        self._json[table] = json = self._json.get(table, frozenset()) | json  # of every schema of the batch
+        self._store.json_columns[table] = json
 
     # -- checkpoint -------------------------------------------------------------------------
 
@@ -336,7 +339,7 @@ class SqlIngestStore:
                  evolve_columns: bool = True):
         self.conn = conn
         self.evolve_columns = evolve_columns
-        self.columns: dict[str, set[str]] = {}  # the target tables' columns as read, lower-cased
+        self.columns: dict[str, dict[str, str]] = {}  # the target tables' columns as read, lower-cased: declared types
         self.json_columns: dict[str, frozenset[str]] = {}  # the columns of JSON kinds, by the typed events' schemas
         self.stream = stream
         self.prefix = identifier(prefix + "x", "table prefix")[:-1]
