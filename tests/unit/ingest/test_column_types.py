@@ -192,3 +192,38 @@ def test_a_field_whose_new_type_its_sqlite_column_cannot_hold_is_an_error_before
         assert processor.process(tx, "0", [encoded(registry, 4, {**avro_row(4), "small": 2**40}, wider)]).rows == 1
     assert [(r["id"], r["small"]) for r in sql_rows(db)] == [(1, -1), (4, 2**40)]
     store.close()
+
+
+def test_a_value_its_column_refused_is_loaded_by_replay_once_the_column_holds_it(tmp_path) -> None:
+    from airflow_provider_eh.ingest import replay_dead_letters
+
+    registry = Registry()
+    db = tmp_path / "sink.db"
+    with sqlite3.connect(db) as conn:  # a STRICT table whose ref column was declared BLOB by mistake
+        conn.execute("CREATE TABLE readings (id INTEGER, ref BLOB, label TEXT) STRICT")
+    reading = {"type": "record", "name": "Reading", "fields": [
+        {"name": "id", "type": "long"}, {"name": "ref", "type": ["null", {"type": "string", "logicalType": "uuid"}]},
+        {"name": "label", "type": "string"}]}
+    ref = "12345678-1234-5678-1234-567812345678"
+    events = [encoded(registry, n, {"id": n, "ref": ref if n == 2 else None, "label": f"r{n}"}, reading) for n in (1, 2, 3)]
+    store = SqlIngestStore(sqlite3.connect(db), STREAM)
+    processor = BatchProcessor("readings", json_rows(), decoder=TypedDecoder(Endpoint(registry)))
+    with store.transaction() as tx:
+        assert processor.process(tx, "0", events).rows == 2
+    [letter] = store.dead_letters()
+    assert letter.reason == "row_rejected" and letter.event.sequence_number == 2
+    assert "event 2 of partition 0: table 'readings'" in letter.error
+    assert "cannot store TEXT value in BLOB column readings.ref" in letter.error, letter.error
+    store.close()
+
+    with sqlite3.connect(db) as conn:  # the fix: SQLite changes a column's type by copying the table
+        conn.executescript("ALTER TABLE readings RENAME TO readings_old; "
+                           "CREATE TABLE readings (id INTEGER, ref TEXT, label TEXT) STRICT; "
+                           "INSERT INTO readings SELECT * FROM readings_old; DROP TABLE readings_old;")
+    store = SqlIngestStore(sqlite3.connect(db), STREAM)
+    replay = BatchProcessor("readings", json_rows(), decoder=TypedDecoder(Endpoint(registry)))
+    assert replay_dead_letters(store, replay) == {"replayed": [["0", 2]], "failed": []}
+    assert [(r["id"], r["ref"], r["label"]) for r in sql_rows(db, "readings")] == [
+        (1, None, "r1"), (2, ref, "r2"), (3, None, "r3")]
+    assert store.dead_letters(status="dead") == [] and len(store.dead_letters(status="replayed")) == 1
+    store.close()
