@@ -81,13 +81,17 @@ def json_default(value: Any) -> Any:
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with every part JSON does not hold replaced by :func:`json_default`'s text (for payloads and XCom)."""
+    """``value`` with every part JSON does not hold in a JSON form (for payloads, filters and XCom): a duration as
+    ``{"months", "days", "milliseconds"}`` (its three counts apart, as Avro has them), anything else as
+    :func:`json_default`'s text (an instant ISO 8601 with its offset, a local time without)."""
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, Duration):
+        return {"months": value.months, "days": value.days, "milliseconds": value.milliseconds}
     return json_default(value)
 
 
