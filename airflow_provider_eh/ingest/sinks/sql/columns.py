@@ -9,6 +9,7 @@ those are text in the forms of :mod:`.values`, which SQLite's date and time func
 
 from __future__ import annotations
 
+import functools
 import re
 
 from airflow_provider_eh.client.schema_types import KINDS, FieldType
@@ -107,6 +108,7 @@ _FAMILIES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=512)
 def family(declared: str, database: str) -> str | None:
     """The family of a column's declared type (``None``: one the sink does not judge, e.g. a user-defined type);
     SQLite by its type affinity, its own rules: only ``INTEGER`` and ``REAL`` affinities refuse a kind."""
