@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import functools
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -55,6 +56,7 @@ class TypedContent:
     schema_id: str
 
 
+@functools.lru_cache(maxsize=1024)  # a few content types, one per schema: each event of a batch asks several times
 def typed_content(content_type: str | None) -> TypedContent | None:
     """The format and schema id of a content type of Microsoft's encoders; ``None`` for any other (or none)."""
     if not content_type or "+" not in content_type:

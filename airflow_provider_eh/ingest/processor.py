@@ -28,7 +28,7 @@ replayed; a sink without them is refused, naming the setting, before an event is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_eh.client.typed_events import TypedDecoder, typed_content
@@ -206,7 +206,7 @@ class BatchProcessor:
         other event as it is."""
         if event.decoded is not None or event.content_type is None or typed_content(event.content_type) is None:
             return event
-        return replace(event, decoded=self.decoder.decode(event.body, event.content_type))
+        return event.with_decoded(self.decoder.decode(event.body, event.content_type))
 
     def _decode_all(self, tx: BatchTransaction, events: Sequence[IngestEvent]) -> dict[int, Any] | None:
         """The batch's typed events decoded (by index: the event, or its :class:`UndecodableEventError`), and the table
