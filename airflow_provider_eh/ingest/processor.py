@@ -245,7 +245,7 @@ class BatchProcessor:
                     changed[name] = kind
         if fields:
             tx.prepare_columns(self.table, fields)
-        if changed:
+        if changed and getattr(tx, "checks_every_schema", False):  # a Delta column has one exact type: the first's
             tx.prepare_columns(self.table, changed)
 
     def _undecodable(self, tx: BatchTransaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:

@@ -105,6 +105,9 @@ class Transaction:
         (DB-API 2.0 names both at the top of the driver's module), or a value no column type holds."""
         return isinstance(exc, self._store.data_errors)
 
+    #: a field two schemas of a batch type differently is checked against its column for both
+    checks_every_schema = True
+
     def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
         """Create ``table`` from the schema's ``fields``, or add the columns it lacks (:mod:`.shape`)."""
         prepare(self, table, fields, self._store.columns, evolve=self._store.evolve_columns)
