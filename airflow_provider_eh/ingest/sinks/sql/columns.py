@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 
 from airflow_provider_eh.client.schema_types import KINDS, FieldType
 
@@ -49,6 +50,11 @@ assert tuple(SQL_TYPES) == KINDS, "a kind without a column type"
 
 #: the kinds whose columns hold JSON: every value of them is written as JSON text
 JSON_KINDS = frozenset({"array", "map", "record", "union", "json"})
+
+def json_fields(fields: Mapping[str, FieldType]) -> frozenset[str]:
+    """The fields of JSON kinds: their columns take every value as JSON text."""
+    return frozenset(name for name, kind in fields.items() if kind.kind in JSON_KINDS)
+
 
 #: the largest decimal each database declares (wider ones are text: no digit is lost)
 _MAX_PRECISION = {"sqlite": 0, "postgres": 1000, "mysql": 65}

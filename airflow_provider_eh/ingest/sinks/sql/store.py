@@ -17,7 +17,7 @@ from airflow_provider_eh.client.schema_types import FieldType
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, utc_now
-from airflow_provider_eh.ingest.sinks.sql.columns import JSON_KINDS
+from airflow_provider_eh.ingest.sinks.sql.columns import json_fields
 from airflow_provider_eh.ingest.sinks.sql.dialects import Dialect
 from airflow_provider_eh.ingest.sinks.sql.events import (
     EVENT_COLUMNS,
@@ -105,15 +105,12 @@ class Transaction:
         (DB-API 2.0 names both at the top of the driver's module), or a value no column type holds."""
         return isinstance(exc, self._store.data_errors)
 
-    #: a field two schemas of a batch type differently is checked against its column for both
-    checks_every_schema = True
+    checks_every_schema = True  # a field two schemas of a batch type differently is checked against its column for both
 
     def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
         """Create ``table`` from the schema's ``fields``, or add the columns it lacks (:mod:`.shape`)."""
         prepare(self, table, fields, self._store.columns, evolve=self._store.evolve_columns)
-        json = frozenset(n for n, f in fields.items() if f.kind in JSON_KINDS)
-        self._json[table] = json = self._json.get(table, frozenset()) | json  # of every schema of the batch
-        self._store.json_columns[table] = json
+        self._store.json_columns[table] = self._json[table] = self._json.get(table, frozenset()) | json_fields(fields)
 
     # -- checkpoint -------------------------------------------------------------------------
 
