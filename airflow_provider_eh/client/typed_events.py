@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import functools
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -55,6 +56,7 @@ class TypedContent:
     schema_id: str
 
 
+@functools.lru_cache(maxsize=1024)  # a few content types, one per schema: each event of a batch asks several times
 def typed_content(content_type: str | None) -> TypedContent | None:
     """The format and schema id of a content type of Microsoft's encoders; ``None`` for any other (or none)."""
     if not content_type or "+" not in content_type:
@@ -81,13 +83,17 @@ def json_default(value: Any) -> Any:
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with every part JSON does not hold replaced by :func:`json_default`'s text (for payloads and XCom)."""
+    """``value`` with every part JSON does not hold in a JSON form (for payloads, filters and XCom): a duration as
+    ``{"months", "days", "milliseconds"}`` (its three counts apart, as Avro has them), anything else as
+    :func:`json_default`'s text (an instant ISO 8601 with its offset, a local time without)."""
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, Duration):
+        return {"months": value.months, "days": value.days, "milliseconds": value.milliseconds}
     return json_default(value)
 
 

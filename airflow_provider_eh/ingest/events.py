@@ -76,6 +76,13 @@ class IngestEvent:
         })
         return event
 
+    def with_decoded(self, value: Any) -> IngestEvent:
+        """This event with its decoded value (as :func:`dataclasses.replace` would, set in one step as
+        :meth:`received` does: a typed batch makes one per event)."""
+        event = _new(type(self))
+        _set(event, "__dict__", {**self.__dict__, "decoded": value})
+        return event
+
     @classmethod
     def from_event_data(cls, partition_id: str, event: Any) -> IngestEvent:
         """Build from an SDK ``EventData`` received from ``partition_id``."""

@@ -28,7 +28,7 @@ replayed; a sink without them is refused, naming the setting, before an event is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_eh.client.typed_events import TypedDecoder, typed_content
@@ -206,7 +206,7 @@ class BatchProcessor:
         other event as it is."""
         if event.decoded is not None or event.content_type is None or typed_content(event.content_type) is None:
             return event
-        return replace(event, decoded=self.decoder.decode(event.body, event.content_type))
+        return event.with_decoded(self.decoder.decode(event.body, event.content_type))
 
     def _decode_all(self, tx: BatchTransaction, events: Sequence[IngestEvent]) -> dict[int, Any] | None:
         """The batch's typed events decoded (by index: the event, or its :class:`UndecodableEventError`), and the table
@@ -230,16 +230,23 @@ class BatchProcessor:
             return
         columns = getattr(self.row_function, "columns", None)
         fields: dict[str, Any] = {}
+        changed: dict[str, Any] = {}  # a field another schema of the batch gives another type: its column must hold both
         seen: set[str | None] = set()
         for event in events:
             if event.content_type in seen:
                 continue
             seen.add(event.content_type)
             for name, kind in self.decoder.fields(event.content_type).items():
-                if (columns is None or name in columns) and name not in fields:
+                if columns is not None and name not in columns:
+                    continue
+                if name not in fields:
                     fields[name] = kind
+                elif fields[name] != kind:
+                    changed[name] = kind
         if fields:
             tx.prepare_columns(self.table, fields)
+        if changed and getattr(tx, "checks_every_schema", False):  # a Delta column has one exact type: the first's
+            tx.prepare_columns(self.table, changed)
 
     def _undecodable(self, tx: BatchTransaction, event: IngestEvent, exc: UndecodableEventError, result: BatchResult) -> None:
         tx.dead_letter(event, UNDECODABLE, _undecodable_text(event, exc))

@@ -282,7 +282,7 @@ class EventHubIngestOperator(HubLineage, SqlSinkOperator, DeprecatedIngestArgume
     def _delta_store(self, endpoint: Any) -> DeltaIngestStore:
         return delta_store(endpoint, self.consumer_group, self.table, self.sink_wasb_conn_id, mode=self.delta_mode,
                            merge_keys=self.merge_keys, partition_by=self.partition_by,
-                           dead_letter_table=self.dead_letter_table)
+                           dead_letter_table=self.dead_letter_table, evolve_columns=self.evolve_columns)
 
     def count(self, hub: str, batch: IngestedBatch) -> None:
         """The metrics of one committed batch: its rows, dead letters and duplicates, its time, and the
@@ -381,7 +381,8 @@ class EventHubDeadLetterReplayOperator(SqlSinkOperator):
                 processor = BatchProcessor("delta_table", self._row_function(), decoder=decoder)
                 processor.table = self.table  # a path or URI: named in the processor's messages
                 store = delta_store(endpoint, self.consumer_group, self.table, self.sink_wasb_conn_id, mode=self.delta_mode,
-                                    merge_keys=self.merge_keys, dead_letter_table=self.dead_letter_table)
+                                    merge_keys=self.merge_keys, dead_letter_table=self.dead_letter_table,
+                                    evolve_columns=self.evolve_columns)
             else:
                 processor = BatchProcessor(self.table, self._row_function(), decoder=decoder)
                 store = self._store(endpoint)

@@ -55,14 +55,15 @@ DELTA_SINK_ARGUMENTS = {"table": "table", "wasb_conn_id": "wasb_conn_id", "delta
 def delta_store(
     endpoint: Any, consumer_group: str, table: str, wasb_conn_id: str, *, mode: str = APPEND,
     merge_keys: Sequence[str] | None = None, partition_by: Sequence[str] | None = None,
-    dead_letter_table: str | None = None,
+    dead_letter_table: str | None = None, evolve_columns: bool = True,
 ) -> DeltaIngestStore:
-    """The Delta table ``table`` of the hub's stream, with the ``wasb`` connection's credentials for an Azure URI."""
+    """The Delta table ``table`` of the hub's stream, with the ``wasb`` connection's credentials for an Azure URI;
+    ``evolve_columns``: add a column for a field a typed event's schema gains (:class:`DeltaSink`)."""
     require_extra("deltalake", f"A Delta sink (table {table!r})")
     target = DeltaTarget(
         str(table), delta_storage_options(str(table), wasb_conn_id), mode=mode,
         merge_keys=list(merge_keys) if merge_keys else None, partition_by=list(partition_by) if partition_by else None,
-        dead_letter_uri=dead_letter_table or None,
+        dead_letter_uri=dead_letter_table or None, evolve_columns=evolve_columns,
     )
     return DeltaIngestStore(target, Stream(endpoint.namespace, endpoint.eventhub_name, consumer_group))
 
@@ -110,6 +111,7 @@ class SqlSinkOperator(DeprecatedSinkArguments):
         self.table = record.table
         self.sql_conn_id = record.conn_id if isinstance(record, SqlSink) else None
         self.state_table_prefix = record.state_table_prefix if isinstance(record, SqlSink) else DEFAULT_PREFIX
+        self.evolve_columns = record.evolve_columns
         delta = record if isinstance(record, DeltaSink) else DeltaSink(record.table)
         self.sink_wasb_conn_id = delta.wasb_conn_id
         self.delta_mode = delta.mode
@@ -157,7 +159,7 @@ class SqlSinkOperator(DeprecatedSinkArguments):
         store = SqlIngestStore(
             _sql_connection(str(self.sql_conn_id)),
             Stream(endpoint.namespace, endpoint.eventhub_name, self.consumer_group),
-            prefix=self.state_table_prefix,
+            prefix=self.state_table_prefix, evolve_columns=self.evolve_columns,
         )
         store.verify_table(self.table)
         return store

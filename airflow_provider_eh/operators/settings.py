@@ -54,11 +54,15 @@ class SqlSink:
     :param conn_id: an Airflow SQL connection of type ``sqlite``, ``postgres`` or ``mysql`` (MySQL or MariaDB).
         (templated)
     :param state_table_prefix: prefix of the state tables (checkpoint, dedupe, dead_letter, session, deferred).
+    :param evolve_columns: when a typed event's schema has a field the table has no column for (a new version
+        gained it), add the column (``ALTER TABLE ... ADD COLUMN``) before the batch is written; ``False``: fail
+        instead, naming the field and the column to add. A missing table is created from the schema either way.
     """
 
     table: str
     conn_id: str = "sqlite_default"
     state_table_prefix: str = DEFAULT_PREFIX
+    evolve_columns: bool = True
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class DeltaSink:
     :param merge_keys: the key columns of ``mode="merge"``. (templated)
     :param partition_by: partition columns of a table the first batch creates. (templated)
     :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
+    :param evolve_columns: when a typed event's schema has a field the table has no column for (a new version
+        gained it), add the column (a commit of its own) before the batch is written; ``False``: fail instead,
+        naming the field. A missing table is created from the schema either way.
     """
 
     table: str
@@ -80,6 +87,7 @@ class DeltaSink:
     merge_keys: tuple[str, ...] | None = None
     partition_by: tuple[str, ...] | None = None
     dead_letter_table: str | None = None
+    evolve_columns: bool = True
 
     def __post_init__(self) -> None:
         _one_of("DeltaSink", "mode", self.mode, (APPEND, MERGE))

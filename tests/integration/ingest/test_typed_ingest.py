@@ -30,6 +30,7 @@ from eventhubs_local import EmulatorProcess
 from tests.conftest import connection_env, unique_name
 from tests.support.events import fire_trigger
 from tests.support.tls import Certificates, make_certificates
+from tests.support.typed_columns import EVERYTHING, avro_row, tagged
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "typed-ingest-key"
 CONN_ID, NO_REGISTRY_ID, BAD_KEY_ID, WASB_ID = "eh_typed_in", "eh_typed_no_registry", "eh_typed_bad_key", "wasb_typed_in"
@@ -47,6 +48,9 @@ ORDER_JSON = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title"
               "properties": {"order_id": {"type": "integer"}, "amount": {"type": "integer"},
                              "customer": {"type": "string"}},
               "required": ["order_id", "amount", "customer"]}
+
+
+EVERY_TYPE = {**EVERYTHING, "fields": [f for f in EVERYTHING["fields"] if f["name"] != "amount"]}  # filters read amount
 
 
 def order(order_id: int, amount: int, customer: str = "c") -> dict[str, Any]:
@@ -258,6 +262,8 @@ def test_the_trigger_filter_and_the_sensor_match_on_decoded_fields(
     ids = send_elsewhere(endpoint, hub, [
         avro("0", order(1, 5)), avro("0", order(2, 500, "big")), json_schema("0", order(3, 700, "json")),
         avro("0", order(4, 900), kind="corrupt"), other("0", "plain", order(5, 999)),
+        {"partition": "1", "kind": "avro", "row": tagged({k: v for k, v in avro_row(2).items() if k != "amount"}),
+         "schema": EVERY_TYPE, "group": AVRO_GROUP},
     ], tmp_path)
 
     # the event trigger: the filter keeps the big typed orders by their decoded amount; the payload carries
@@ -274,6 +280,14 @@ def test_the_trigger_filter_and_the_sensor_match_on_decoded_fields(
     json.dumps(payload)  # what reaches the asset event is JSON
     assert [(r["body"], r["schema_id"]) for r in read_events(payload, CONN_ID)] == [
         (order(2, 500, "big"), ids[1]), (order(3, 700, "json"), ids[2])]  # read back, decoded alike
+    # every Avro type in its JSON-safe form
+    (everything,) = read_events({"eventhub": hub, "consumer_group": "$Default", "partitions": {"1": {"first": 0, "last": 0}}},
+                                CONN_ID)
+    assert {k: everything["body"][k] for k in ("price", "ref", "day", "ts_ms", "local_ms", "raw", "span", "address")} == {
+        "price": "2.02", "ref": "12345678-1234-5678-1234-567812345602", "day": "2026-03-02",
+        "ts_ms": "2026-03-01T00:00:02.217000+00:00", "local_ms": "2026-03-01T09:00:02.005000", "raw": "AgD/",
+        "span": {"months": 2, "days": 2, "milliseconds": 3003},
+        "address": {"street": "Main 2", "since": "2020-01-02", "deposit": "99.50"}}
 
     # the await sensor (its trigger, then execute_complete as the task resumes): the first big typed order,
     # and a corrupt one found by its decode error

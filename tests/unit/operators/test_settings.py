@@ -199,3 +199,23 @@ def test_the_spark_operator_takes_its_output_and_mapping_as_records() -> None:
     assert {f: getattr(before, f) for f in fields} == {f: getattr(after, f) for f in fields}
     with pytest.raises(ValueError, match=r"pass output=SparkOutput\(path=\.\.\., format=\.\.\.\) or"):
         SparkToEventHubOperator(task_id="none")
+
+
+@pytest.mark.parametrize("evolve", [True, False])
+def test_the_sinks_evolve_columns_reaches_the_operators_store(evolve: bool, tmp_path: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from airflow_provider_eh.operators.ingest_base import delta_store
+
+    monkeypatch.setenv("AIRFLOW_CONN_EVOLVE_DB", json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "sink.db")}))
+    endpoint = type("Endpoint", (), {"namespace": "ns.local", "eventhub_name": "hub"})()
+    sql_kwargs = {} if evolve else {"evolve_columns": False}
+    for op in (_quiet(sink=SqlSink("t", conn_id="evolve_db", **sql_kwargs)),
+               EventHubDeadLetterReplayOperator(task_id="replay", sink=SqlSink("t", conn_id="evolve_db", **sql_kwargs))):
+        store = op._store(endpoint)
+        assert (op.evolve_columns, store.evolve_columns) == (evolve, evolve)
+        store.close()
+    ingest = _quiet(sink=DeltaSink(str(tmp_path / "d"), evolve_columns=evolve))
+    assert ingest._delta_store(endpoint).target.evolve_columns is evolve
+    assert delta_store(endpoint, "$Default", str(tmp_path / "d"), "w", evolve_columns=evolve).target.evolve_columns is evolve

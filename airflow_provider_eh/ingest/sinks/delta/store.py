@@ -224,9 +224,14 @@ class DeltaIngestStore:
             )
 
     def prepare_columns(self, fields: Mapping[str, FieldType]) -> None:
-        """Create a missing table from ``fields`` (at the batch's commit), or add the columns the table lacks."""
+        """Create a missing table from ``fields`` (at the batch's commit; a column already planned keeps its type), or
+        add the columns the table lacks."""
         if self._table is None:
-            self._new_schema = arrow_schema(fields)
+            planned, fresh = self._new_schema, arrow_schema(fields)
+            for column in fresh if planned is not None else ():
+                if column.name not in planned.names:
+                    planned = planned.append(column)
+            self._new_schema = fresh if planned is None else planned
         elif prepare_table(self._table, self.target.uri, fields, evolve=self.target.evolve_columns):
             self._table.update_incremental()
             self._schema = None

@@ -17,7 +17,7 @@ from airflow_provider_eh.client.schema_types import FieldType
 from airflow_provider_eh.errors import DeadLetterNotFoundError, PartitionTakenOverError
 from airflow_provider_eh.ingest.events import IngestEvent
 from airflow_provider_eh.ingest.sinks.contract import NO_CHECKPOINT, PartitionCheckpoint, Stream, utc_now
-from airflow_provider_eh.ingest.sinks.sql.columns import JSON_KINDS
+from airflow_provider_eh.ingest.sinks.sql.columns import json_fields
 from airflow_provider_eh.ingest.sinks.sql.dialects import Dialect
 from airflow_provider_eh.ingest.sinks.sql.events import (
     EVENT_COLUMNS,
@@ -49,6 +49,7 @@ class Transaction:
         self._k = store.stream.key
         self.savepoints = 0
         self._waiting: list[bytes] = []  # rendered statements that go with the next one
+        self._json: dict[str, frozenset[str]] = {}  # the JSON columns by table, of the batch's schemas
         self._calls = 0  # calls that sent (or began to send) statements to the server so far
 
     def _exec(self, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -104,10 +105,12 @@ class Transaction:
         (DB-API 2.0 names both at the top of the driver's module), or a value no column type holds."""
         return isinstance(exc, self._store.data_errors)
 
+    checks_every_schema = True  # a field two schemas of a batch type differently is checked against its column for both
+
     def prepare_columns(self, table: str, fields: Mapping[str, FieldType]) -> None:
         """Create ``table`` from the schema's ``fields``, or add the columns it lacks (:mod:`.shape`)."""
         prepare(self, table, fields, self._store.columns, evolve=self._store.evolve_columns)
-        self._store.json_columns[table] = frozenset(n for n, f in fields.items() if f.kind in JSON_KINDS)
+        self._store.json_columns[table] = self._json[table] = self._json.get(table, frozenset()) | json_fields(fields)
 
     # -- checkpoint -------------------------------------------------------------------------
 
@@ -336,7 +339,7 @@ class SqlIngestStore:
                  evolve_columns: bool = True):
         self.conn = conn
         self.evolve_columns = evolve_columns
-        self.columns: dict[str, set[str]] = {}  # the target tables' columns as read, lower-cased
+        self.columns: dict[str, dict[str, str]] = {}  # the target tables' columns as read, lower-cased: declared types
         self.json_columns: dict[str, frozenset[str]] = {}  # the columns of JSON kinds, by the typed events' schemas
         self.stream = stream
         self.prefix = identifier(prefix + "x", "table prefix")[:-1]
