@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import unique_name
 from tests.support.delivery_times import (  # noqa: F401 (what the tests import from here)
     SINK_TABLE,
     Key,
@@ -35,7 +36,6 @@ from tests.support.delivery_times import (  # noqa: F401 (what the tests import 
     wait_for_receivers,
 )
 from tests.support.events import event_dags_folder
-from tests.conftest import unique_name
 
 DAG_ID = "eh_on_new_orders"
 WATCHER_GROUP = "airflow-watcher"

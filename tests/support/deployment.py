@@ -36,14 +36,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-
 from eventhubs_local import EmulatorAdmin
-from eventhubs_local.launcher import command as event_hubs_command
-from eventhubs_local.launcher import connection_string as event_hubs_connection_string
 from eventhubs_local.azurite import command as azurite_command
 from eventhubs_local.azurite import connection_string as azurite_connection_string
-from tests.support.databases import postgres_database, start_postgres
+from eventhubs_local.launcher import command as event_hubs_command
+from eventhubs_local.launcher import connection_string as event_hubs_connection_string
 from eventhubs_local.ports import free_port
+
+from tests.support.databases import postgres_database, start_postgres
 from tests.support.stack import SCHEMA_GROUPS, example_env
 from tests.support.standalone import AirflowApi, StandaloneError, standalone_env
 from tests.support.tls import make_certificates

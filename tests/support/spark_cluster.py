@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import psutil
+from eventhubs_local.ports import free_port, wait_listening
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from airflow_provider_eh.testing.crash import CLAIM_ENV, PAUSE_ENV
-from eventhubs_local.ports import free_port, wait_listening
 from scripts import release
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

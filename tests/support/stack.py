@@ -24,6 +24,7 @@ from typing import Any
 from eventhubs_local.azurite import command as azurite_command
 from eventhubs_local.azurite import connection_string as azurite_connection_string
 from eventhubs_local.launcher import command, connection_string, spawn
+
 from tests.support.tls import make_certificates
 
 REPO = Path(__file__).resolve().parents[2]

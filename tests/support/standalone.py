@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from eventhubs_local.ports import free_port
 
 

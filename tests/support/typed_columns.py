@@ -9,11 +9,15 @@ to ``AvroEncoder`` (a local timestamp as the ``long`` the ``avro`` package takes
 
 from __future__ import annotations
 
+import copy
 import datetime
 import decimal
+import hashlib
 import json
 import uuid
 from typing import Any
+
+from airflow_provider_eh.ingest import IngestEvent, Stream
 
 UTC = datetime.UTC
 
@@ -142,3 +146,51 @@ def tagged(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"$bytes": base64.b64encode(value).decode()}
     return value
+
+
+# ---- encoding events in one process: a registry of schemas by id, and events as ingestion receives them ----
+
+STREAM = Stream("ns.local", "hub", "$Default")
+
+
+class Registry:
+    """A Schema Registry client of one process: schemas by id, the id a hash of the definition."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, str] = {}
+
+    def register_schema(self, group: str, name: str, definition: str, fmt: str, **kwargs: Any) -> Any:
+        schema_id = hashlib.sha256(definition.encode()).hexdigest()[:32]
+        self.schemas[schema_id] = definition
+        return type("Props", (), {"id": schema_id, "format": fmt})()
+
+    get_schema_properties = register_schema
+
+    def get_schema(self, schema_id: str, **kwargs: Any) -> Any:
+        return type("Schema", (), {"definition": self.schemas[schema_id]})()
+
+    def close(self) -> None:
+        pass
+
+
+class Endpoint:
+    fully_qualified_namespace = "ns.local"
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    def client(self) -> Registry:
+        return self.registry
+
+
+def encoded(registry: Registry, seq: int, row: dict[str, Any], schema: dict[str, Any] = EVERYTHING) -> IngestEvent:
+    from azure.schemaregistry.encoder.avroencoder import AvroEncoder
+
+    message = AvroEncoder(client=registry, group_name="g", auto_register=True).encode(row, schema=json.dumps(schema))
+    return IngestEvent("0", seq, str(seq), None, message["content"], {}, message["content_type"])
+
+
+def with_field(field: dict[str, Any]) -> dict[str, Any]:
+    schema = copy.deepcopy(EVERYTHING)
+    schema["fields"].append(field)
+    return schema

@@ -7,10 +7,10 @@ import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import airflow
 import jsonschema
 import pytest
 
-import airflow
 from airflow_provider_eh.get_provider_info import get_provider_info
 
 _AIRFLOW = Path(airflow.__file__).parent

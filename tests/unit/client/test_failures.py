@@ -316,7 +316,7 @@ def test_a_missing_state_container_is_the_stores_error_naming_the_argument() -> 
 
 
 def test_a_storage_account_that_answers_403_refuses_the_credential() -> None:
-    forbidden = HttpResponseError(message=f"AuthorizationPermissionMismatch sig=T0KEN-SIGNATURE-VALUE")
+    forbidden = HttpResponseError(message="AuthorizationPermissionMismatch sig=T0KEN-SIGNATURE-VALUE")
     forbidden.status_code = 403
     assert isinstance(mapped(forbidden, BLOB_SITE), CredentialRefusedError)
     assert isinstance(mapped(ClientAuthenticationError(message="Server failed to authenticate"), BLOB_SITE),

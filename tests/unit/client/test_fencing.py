@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_eh.client.fencing import (
-    MAX_OWNER_LEVEL, MAX_SEQUENCE, PRODUCER_SEQUENCE, FencedLink, fenced_error, open_fenced,
+    MAX_OWNER_LEVEL,
+    MAX_SEQUENCE,
+    PRODUCER_SEQUENCE,
+    FencedLink,
+    fenced_error,
+    open_fenced,
     producer_group_id,
 )
 from airflow_provider_eh.errors import FencingRangeError, ProducerDisconnectedError

@@ -9,7 +9,6 @@ import uuid
 import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
-
 from eventhubs_local import codec, events, frames, messages
 
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-
 from eventhubs_local.avro_schema import AvroSchemaError, incompatibilities, parse
 
 

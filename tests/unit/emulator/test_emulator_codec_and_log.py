@@ -7,11 +7,10 @@ import time
 import pytest
 from azure.eventhub._pyamqp import _decode, _encode
 from azure.eventhub._pyamqp.message import Message, Properties
-
 from eventhubs_local import codec, events, frames
+from eventhubs_local.attach import parse_start
 from eventhubs_local.auth import AuthError, SasValidator, sign
 from eventhubs_local.entities import Refused as LinkRefused
-from eventhubs_local.attach import parse_start
 from eventhubs_local.log import PartitionLog
 
 

@@ -8,7 +8,6 @@ import struct
 
 import pytest
 from azure.eventhub._pyamqp import _decode, performatives
-
 from eventhubs_local import codec, dispatch, frames
 from eventhubs_local.broker import Broker
 from eventhubs_local.connection import Connection

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from azure.eventhub._pyamqp import _encode
 from azure.eventhub._pyamqp.message import Message
-
 from eventhubs_local import codec, events, idempotence
 from eventhubs_local.log import PartitionLog
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from eventhubs_local.auth import SasValidator, sign
 from eventhubs_local.registry import Registry, RegistryError
 from eventhubs_local.registry_http import RegistryServer

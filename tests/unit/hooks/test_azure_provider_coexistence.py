@@ -10,10 +10,9 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 # requirements/dev.lock installs the Azure provider: without it this must fail, not skip
 import airflow.providers.microsoft.azure  # noqa: E402,F401
+import pytest
 
 _DISCOVER = """
 import json, logging, sys, warnings

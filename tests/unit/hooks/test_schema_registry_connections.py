@@ -9,11 +9,11 @@ import time
 from urllib.parse import parse_qs
 
 import pytest
+from eventhubs_local.auth import SasValidator
 
 from airflow_provider_eh.client.schema_registry import SharedAccessKeyCredential
 from airflow_provider_eh.errors import ConnectionConfigError
 from airflow_provider_eh.hooks.schema_registry import SchemaRegistryHook
-from eventhubs_local.auth import SasValidator
 
 LOCAL = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=root;SharedAccessKey=local-secret;UseDevelopmentEmulator=true"
 AZURE = "Endpoint=sb://MyNs.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=azure-secret"

@@ -6,7 +6,6 @@ hub, Postgres and MariaDB are in ``tests/integration/ingest/test_typed_columns.p
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import sqlite3
 from typing import Any
@@ -15,53 +14,19 @@ import pytest
 
 from airflow_provider_eh.client.typed_events import TypedDecoder
 from airflow_provider_eh.errors import SinkConfigError
-from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SqlIngestStore, Stream, json_rows
-from tests.support.typed_columns import COLUMNS, EVERYTHING, avro_row, expected, read_back
-
-STREAM = Stream("ns.local", "hub", "$Default")
-
-
-class Registry:
-    """A Schema Registry client of one process: schemas by id, the id a hash of the definition."""
-
-    def __init__(self) -> None:
-        self.schemas: dict[str, str] = {}
-
-    def register_schema(self, group: str, name: str, definition: str, fmt: str, **kwargs: Any) -> Any:
-        schema_id = hashlib.sha256(definition.encode()).hexdigest()[:32]
-        self.schemas[schema_id] = definition
-        return type("Props", (), {"id": schema_id, "format": fmt})()
-
-    get_schema_properties = register_schema
-
-    def get_schema(self, schema_id: str, **kwargs: Any) -> Any:
-        return type("Schema", (), {"definition": self.schemas[schema_id]})()
-
-    def close(self) -> None:
-        pass
-
-
-class Endpoint:
-    fully_qualified_namespace = "ns.local"
-
-    def __init__(self, registry: Registry):
-        self.registry = registry
-
-    def client(self) -> Registry:
-        return self.registry
-
-
-def encoded(registry: Registry, seq: int, row: dict[str, Any], schema: dict[str, Any] = EVERYTHING) -> IngestEvent:
-    from azure.schemaregistry.encoder.avroencoder import AvroEncoder
-
-    message = AvroEncoder(client=registry, group_name="g", auto_register=True).encode(row, schema=json.dumps(schema))
-    return IngestEvent("0", seq, str(seq), None, message["content"], {}, message["content_type"])
-
-
-def with_field(field: dict[str, Any]) -> dict[str, Any]:
-    schema = copy.deepcopy(EVERYTHING)
-    schema["fields"].append(field)
-    return schema
+from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SqlIngestStore, json_rows
+from tests.support.typed_columns import (
+    COLUMNS,
+    EVERYTHING,
+    STREAM,
+    Endpoint,
+    Registry,
+    avro_row,
+    encoded,
+    expected,
+    read_back,
+    with_field,
+)
 
 
 def sql_rows(db: Any, table: str = "everything") -> list[dict[str, Any]]:
@@ -101,45 +66,6 @@ def test_every_avro_type_lands_in_a_sqlite_table_created_from_the_schema_and_a_n
         with store.transaction() as tx:
             processor.process(tx, "0", [encoded(registry, 4, {**avro_row(4), "extra": 1}, newest)])
     store.close()
-
-
-def test_every_avro_type_lands_in_a_delta_table_created_from_the_schema(tmp_path) -> None:
-    from deltalake import DeltaTable
-
-    from airflow_provider_eh.ingest.sinks.delta import DeltaIngestStore, DeltaTarget
-
-    registry = Registry()
-    uri = str(tmp_path / "everything")
-    processor = BatchProcessor(uri, json_rows(), decoder=TypedDecoder(Endpoint(registry)))
-    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
-    with store.transaction() as tx:
-        result = processor.process(tx, "0", [encoded(registry, n, avro_row(n)) for n in (1, 2)])
-        tx.advance_checkpoint("0", -1, 2, "2", "me")
-    assert (result.rows, result.dead_letters) == (2, 0)
-    table = DeltaTable(uri)
-    types = {f.name: str(f.type) for f in table.schema().fields}
-    assert types["price"] == 'PrimitiveType("decimal(10,2)")' and types["ts_ms"] == 'PrimitiveType("timestamp")'
-    assert types["day"] == 'PrimitiveType("date")' and types["address"].startswith("StructType(")
-    assert types["lines"].startswith("ArrayType(StructType(")
-    assert table.protocol().min_reader_version == 1 and table.protocol().min_writer_version == 2
-    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
-    for n, row in zip((1, 2), rows, strict=True):
-        want = expected("delta", n)
-        assert {c: read_back("delta", row[c], c) for c in COLUMNS} == {c: want[c] for c in COLUMNS}
-
-    # a field gained: a column added; a field whose type changed: an error naming it and what to do
-    newer = with_field({"name": "rating", "type": ["null", "double"], "default": None})
-    store = DeltaIngestStore(DeltaTarget(uri), STREAM)
-    with store.transaction() as tx:
-        processor.process(tx, "0", [encoded(registry, 3, {**avro_row(3), "rating": 4.5}, newer)])
-        tx.advance_checkpoint("0", 2, 3, "3", "me")
-    assert sorted((r["id"], r["rating"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist()) == [
-        (1, None), (2, None), (3, 4.5)]
-    changed = copy.deepcopy(EVERYTHING)
-    changed["fields"][2] = {"name": "small", "type": "string"}
-    with pytest.raises(SinkConfigError, match=r"field 'small' as string .* has it as PrimitiveType\(\"integer\"\).*new table"):
-        with store.transaction() as tx:
-            processor.process(tx, "0", [encoded(registry, 4, {**avro_row(4), "small": "x"}, changed)])
 
 
 def test_a_value_the_sink_cannot_hold_is_a_dead_letter_naming_partition_sequence_field_and_type(tmp_path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,7 +13,6 @@ from airflow_provider_eh.ingest import (
     IngestEvent,
     SessionConfig,
     SqlIngestStore,
-    Stream,
     complete_session,
     json_rows,
     replay_dead_letters,

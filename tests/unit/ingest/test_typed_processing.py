@@ -4,14 +4,18 @@ kept with their content type while deferred or dead-lettered, decoded again when
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 import pytest
 
 from airflow_provider_eh.client.typed_events import TypedDecoder
-from airflow_provider_eh.ingest import BatchProcessor, IngestEvent, SessionConfig, SqlIngestStore, Stream, json_rows
-from airflow_provider_eh.ingest import replay_dead_letters
+from airflow_provider_eh.ingest import (
+    BatchProcessor,
+    IngestEvent,
+    SessionConfig,
+    json_rows,
+    replay_dead_letters,
+)
 from tests.support.sql_batches import apply, sqlite_store
 
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "t",

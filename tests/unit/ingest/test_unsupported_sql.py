@@ -43,7 +43,7 @@ def test_an_airflow_connection_of_an_unsupported_type_is_refused_before_it_is_op
         _sql_connection("warehouse")
     assert str(refused.value) == (
         "SQL connection 'warehouse' is of type 'mssql', which ingestion does not support; supported connection "
-        f"types: mysql, postgres, sqlite (SQLite (sqlite3); Postgres (psycopg2, psycopg); MySQL/MariaDB (pymysql, MySQLdb))."
+        "types: mysql, postgres, sqlite (SQLite (sqlite3); Postgres (psycopg2, psycopg); MySQL/MariaDB (pymysql, MySQLdb))."
     )
 
 

@@ -26,8 +26,8 @@ from airflow_provider_eh.errors import (
     ProxyRefusedError,
     UnknownEventHubError,
 )
-from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.operators.hub_lineage import HubLineage
+from airflow_provider_eh.operators.task_errors import airflow_errors
 from airflow_provider_eh.publishing.driver import Progress, carry_progress
 from airflow_provider_eh.spark.errors import executor_failure
 

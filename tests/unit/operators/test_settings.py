@@ -206,8 +206,6 @@ def test_the_sinks_evolve_columns_reaches_the_operators_store(evolve: bool, tmp_
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from airflow_provider_eh.operators.ingest_base import delta_store
-
     monkeypatch.setenv("AIRFLOW_CONN_EVOLVE_DB", json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "sink.db")}))
     endpoint = type("Endpoint", (), {"namespace": "ns.local", "eventhub_name": "hub"})()
     sql_kwargs = {} if evolve else {"evolve_columns": False}
@@ -216,6 +214,3 @@ def test_the_sinks_evolve_columns_reaches_the_operators_store(evolve: bool, tmp_
         store = op._store(endpoint)
         assert (op.evolve_columns, store.evolve_columns) == (evolve, evolve)
         store.close()
-    ingest = _quiet(sink=DeltaSink(str(tmp_path / "d"), evolve_columns=evolve))
-    assert ingest._delta_store(endpoint).target.evolve_columns is evolve
-    assert delta_store(endpoint, "$Default", str(tmp_path / "d"), "w", evolve_columns=evolve).target.evolve_columns is evolve

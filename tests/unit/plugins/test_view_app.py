@@ -4,7 +4,6 @@ and failures that never repeat an error's text."""
 from __future__ import annotations
 
 import inspect
-
 import re
 import subprocess
 import sys

@@ -7,7 +7,7 @@ from azure.eventhub import EventData
 from azure.eventhub._common import EventDataBatch
 
 from airflow_provider_eh.publishing.batching import add_encoded, add_event, fast_path_available
-from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampedMessageEncoder, StampEncoder
 
 
 def fill(mode: str) -> list[EventDataBatch]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_eh.errors import ProducerDisconnectedError
-from airflow_provider_eh.publishing import blob_store, claim as claim_module
+from airflow_provider_eh.publishing import blob_store
+from airflow_provider_eh.publishing import claim as claim_module
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from airflow_provider_eh.errors import ProducerDisconnectedError
-from airflow_provider_eh.publishing.hold_relay import HoldRelay, HoldTicket, HoldWatch, address_towards, parse_address
 from airflow_provider_eh.publishing.claim import StateClaim
 from airflow_provider_eh.publishing.document import ProducerState, StateKey
+from airflow_provider_eh.publishing.hold_relay import HoldRelay, HoldTicket, HoldWatch, address_towards, parse_address
 from airflow_provider_eh.publishing.variable_store import VariableProducerStateStore
 
 KEY = StateKey("ns", "hub", "g", "0")

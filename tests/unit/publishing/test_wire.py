@@ -11,7 +11,7 @@ from azure.eventhub import EventData
 
 from airflow_provider_eh.publishing import sender, wire
 from airflow_provider_eh.publishing.batching import tracing_enabled
-from airflow_provider_eh.publishing.wire import StampEncoder, StampedMessageEncoder
+from airflow_provider_eh.publishing.wire import StampedMessageEncoder, StampEncoder
 
 
 def random_properties(rng: random.Random) -> dict | None:

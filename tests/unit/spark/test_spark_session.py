@@ -14,7 +14,12 @@ from pyspark.sql import SparkSession
 from airflow_provider_eh.errors import SparkUnavailableError
 from airflow_provider_eh.spark import session as spark_session
 from airflow_provider_eh.spark.session import (
-    SparkSettings, apply_connect_conf, connect_session, find_spark_home, get_session, require_spark_distribution,
+    SparkSettings,
+    apply_connect_conf,
+    connect_session,
+    find_spark_home,
+    get_session,
+    require_spark_distribution,
 )
 
 LOCAL = SparkSettings(master="local[2]")
