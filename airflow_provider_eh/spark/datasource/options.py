@@ -141,7 +141,8 @@ class BlobLocation:
         return ContainerClient(self.account_url, self.container, credential=credential, **kwargs)
 
 
-def _endpoint(opts: _Options) -> EventHubsEndpoint:
+def _endpoint(opts: _Options, purpose: str = "publish to") -> EventHubsEndpoint:
+    """The hub of the options; ``purpose`` says what the hub is for in the errors ("publish to", "read from")."""
     network_fields = {field_name: opts.text(option) for option, field_name in _NETWORK.items()}
     try:
         network = NetworkOptions.from_fields({k: v for k, v in network_fields.items() if v is not None})
@@ -160,13 +161,13 @@ def _endpoint(opts: _Options) -> EventHubsEndpoint:
     namespace = opts.text("fullyQualifiedNamespace")
     if not namespace:
         raise DataSourceOptionError(
-            "no hub to publish to: give option 'connectionString' (a SAS connection string of the namespace or hub), "
+            f"no hub to {purpose}: give option 'connectionString' (a SAS connection string of the namespace or hub), "
             "or 'fullyQualifiedNamespace' (<namespace>.servicebus.windows.net) with 'eventHubName' and, for a service "
             "principal, 'tenantId', 'clientId' and 'clientSecret' (else the cluster's managed identity or "
             "DefaultAzureCredential is used)"
         )
     if not hub:
-        raise DataSourceOptionError("option 'eventHubName' is missing: the hub to publish to")
+        raise DataSourceOptionError(f"option 'eventHubName' is missing: the hub to {purpose}")
     return EventHubsEndpoint(
         fully_qualified_namespace=namespace.split("://", 1)[-1].strip("/"), eventhub_name=hub,
         tenant_id=opts.text("tenantId"), client_id=opts.text("clientId"), client_secret=opts.text("clientSecret"),
