@@ -120,6 +120,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
         begin = check_offset(start, "the query's start offset")
         states = self._refresh()
+        self._checkpoint(begin)  # Spark asks from ``start`` once every micro-batch before it is in the sink
         if isinstance(limit, ReadAllAvailable):
             return plan_end(begin, states, target=self._target)
         total = limit.max_rows if isinstance(limit, ReadMaxRows) else None
@@ -142,6 +143,16 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         yield from read_range(self.options, partition.range)
 
     def commit(self, end: dict[str, int]) -> None:
+        self._checkpoint(check_offset(end, "the committed offset"))
+
+    def _checkpoint(self, done: dict[str, int]) -> None:
+        """With ``checkpointContainer``: the consumer group's checkpoints at ``done``, the query's next start.
+
+        Spark calls ``commit`` for a micro-batch only when it starts the next one, so a query with nothing new
+        to read would leave its last micro-batch out of the checkpoints for as long; ``latestOffset(start)`` comes
+        once every micro-batch up to ``start`` is in the sink, and writes them too (a partition's checkpoint is
+        written only when it moved).
+        """
         if self.options.checkpoints is None:
             return
         from airflow_provider_eh.spark.datasource.consumer_checkpoints import CheckpointWriter
@@ -149,7 +160,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._writer is None:
             self._writer = CheckpointWriter(self.options)
         known = {p: (s.end - 1, s.last_offset) for p, s in self._states.items()}
-        self._writer.write(check_offset(end, "the committed offset"), known)
+        self._writer.write(done, known)
 
     def stop(self) -> None:
         if self._hub is not None:
