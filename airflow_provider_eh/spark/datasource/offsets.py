@@ -87,13 +87,15 @@ def _order(partition_id: str) -> tuple[int, int | str]:
 
 
 def plan_end(start: Mapping[str, int], hub: Mapping[str, PartitionState], *, max_total: int | None = None,
-             max_per_partition: int | None = None, target: Mapping[str, int] | None = None) -> dict[str, int]:
+             max_per_partition: int | None = None, target: Mapping[str, int] | None = None,
+             bounds: Mapping[str, int] | None = None) -> dict[str, int]:
     """
     The end offset of the next micro-batch from ``start``.
 
     A partition the hub has and ``start`` lacks (added to the hub since) starts at its beginning. Each partition
     goes to the hub's end, or ``target``'s (``Trigger.AvailableNow``: what there was when the query started; a
-    partition it lacks stays where it is), at most ``max_per_partition`` events further, and all of them at most
+    partition it lacks stays where it is), or its bound in ``bounds`` (the ending positions; a partition it lacks
+    has none), whichever comes first, at most ``max_per_partition`` events further, and all of them at most
     ``max_total`` events further (:func:`fair_shares`). A partition ``start`` names and the hub no longer lists
     keeps its offset.
     """
@@ -101,6 +103,8 @@ def plan_end(start: Mapping[str, int], hub: Mapping[str, PartitionState], *, max
     available: dict[str, int] = {}
     for p, state in hub.items():
         end = state.end if target is None else min(state.end, target.get(p, begin[p]))
+        if bounds is not None and p in bounds:
+            end = min(end, bounds[p])
         n = max(0, end - begin[p])
         available[p] = n if max_per_partition is None else min(n, max_per_partition)
     if max_total is not None:

@@ -27,6 +27,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from airflow_provider_eh.spark.datasource.hub_state import Hub
 from airflow_provider_eh.spark.datasource.offsets import PartitionState, check_offset, plan_end
+from airflow_provider_eh.spark.datasource.positions import LATEST, TIME
 from airflow_provider_eh.spark.datasource.ranges import EventRange, read_range, read_schema
 from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 
@@ -90,10 +91,11 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._hub: Hub | None = None
         self._target: dict[str, int] | None = None  # Trigger.AvailableNow: the ends when the query started
         self._states: dict[str, PartitionState] = {}
+        self._bounds: dict[str, int] = {}  # ending positions resolved for good
         self._writer: Any = None
 
     def __getstate__(self) -> dict[str, Any]:  # the executors get the options only
-        return {"options": self.options, "_hub": None, "_target": None, "_states": {}, "_writer": None}
+        return {"options": self.options, "_hub": None, "_target": None, "_states": {}, "_bounds": {}, "_writer": None}
 
     def _hub_now(self) -> Hub:
         if self._hub is None:
@@ -121,11 +123,30 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         begin = check_offset(start, "the query's start offset")
         states = self._refresh()
         self._checkpoint(begin)  # Spark asks from ``start`` once every micro-batch before it is in the sink
+        bounds = self._ending(states)
         if isinstance(limit, ReadAllAvailable):
-            return plan_end(begin, states, target=self._target)
+            return plan_end(begin, states, target=self._target, bounds=bounds)
         total = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return plan_end(begin, states, max_total=None if total == _NO_TOTAL else total,
-                        max_per_partition=self.options.max_events_per_partition, target=self._target)
+                        max_per_partition=self.options.max_events_per_partition, target=self._target, bounds=bounds)
+
+    def _ending(self, states: dict[str, PartitionState]) -> dict[str, int]:
+        """Where ``endingPosition(s)`` stop each partition that has one (``latest``: none, the stream goes on).
+
+        An enqueued time the partition has not reached yet bounds it at its end for now, and is asked again
+        next time: events enqueued before it may still come.
+        """
+        found = dict(self._bounds)
+        for p, state in states.items():
+            position = self.options.end_of(p)
+            if p in found or position.kind == LATEST:
+                continue
+            if position.kind == TIME and position.enqueued_time is not None and (
+                    state.last_enqueued_time is None or state.last_enqueued_time < position.enqueued_time):
+                found[p] = state.end
+                continue
+            found[p] = self._bounds[p] = self._hub_now().positions({p: state}, self.options.end_of, start=False)[p]
+        return found
 
     def reportLatestOffset(self) -> dict[str, int] | None:  # noqa: N802
         return {p: s.end for p, s in self._states.items()} or None

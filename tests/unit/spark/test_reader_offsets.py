@@ -64,6 +64,8 @@ def test_new_partitions_start_at_their_beginning_and_available_now_stops_at_its_
     assert plan_end({"0": 4}, states, max_total=4) == {"0": 6, "1": 5}
     assert plan_end({"0": 4}, states, target={"0": 7}) == {"0": 7, "1": 3}  # added after the query started: not read
     assert plan_end({"0": 4, "9": 2}, states) == {"0": 10, "1": 8, "9": 2}  # a partition the hub no longer lists
+    assert plan_end({"0": 4}, states, bounds={"0": 6}) == {"0": 6, "1": 8}  # an ending position bounds its partition
+    assert plan_end({"0": 4}, states, target={"0": 9, "1": 8}, bounds={"0": 6}) == {"0": 6, "1": 8}
     with pytest.raises(ValueError, match="partition 0 has offset 'x'"):
         check_offset({"0": "x"}, "the start")
 
