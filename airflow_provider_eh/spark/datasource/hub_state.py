@@ -21,11 +21,18 @@ from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 
 
 class Hub:
-    """The driver's view of the hub, on one consumer client; close it (a context manager)."""
+    """The driver's view of the hub; close it (a context manager).
+
+    The management requests go through the package's producer client (:mod:`~airflow_provider_eh.client.lean`:
+    one kept management link on the process's shared connection), a few milliseconds each where the SDK's
+    consumer client opens a link per request (about 0.4 s each, per partition and per trigger). The consumer
+    client is opened only to resolve an enqueued time.
+    """
 
     def __init__(self, options: ReadOptions):
         self.options = options
-        self._client = options.endpoint.consumer(options.consumer_group)
+        self._client = options.endpoint.producer()
+        self._consumer: Any = None
 
     def __enter__(self) -> Hub:
         return self
@@ -35,6 +42,8 @@ class Hub:
 
     def close(self) -> None:
         self._client.close()
+        if self._consumer is not None:
+            self._consumer.close()
 
     def partition_ids(self) -> list[str]:
         return [str(p) for p in self._client.get_partition_ids()]
@@ -63,7 +72,9 @@ class Hub:
         if state.last_enqueued_time is None or state.last_enqueued_time < when:
             return state.end
         received: list[Any] = []
-        consumer = sdk_internals.create_consumer(self._client, self.options.consumer_group, state.partition_id, when,
+        if self._consumer is None:
+            self._consumer = self.options.endpoint.consumer(self.options.consumer_group)
+        consumer = sdk_internals.create_consumer(self._consumer, self.options.consumer_group, state.partition_id, when,
                                                  received.extend, event_position_inclusive=True, prefetch=1)
         deadline = time.monotonic() + self.options.receive_timeout
         try:
