@@ -257,7 +257,6 @@ class SchemaOptions:
 
 
 def _schema(opts: _Options, endpoint: EventHubsEndpoint) -> SchemaOptions | None:
-    from airflow_provider_eh.client.schema_registry import registry_endpoint
     from airflow_provider_eh.publishing.typed import compatibility_mode, load_definition, schema_format
 
     group = opts.text("schemaGroup")
@@ -284,15 +283,21 @@ def _schema(opts: _Options, endpoint: EventHubsEndpoint) -> SchemaOptions | None
     auto = (opts.text("autoRegisterSchema") or "false").lower()
     if auto not in ("true", "false"):
         raise DataSourceOptionError(f"option 'autoRegisterSchema' is {auto!r}: give true or false")
+    return SchemaOptions(group, definition, name, fmt, auto == "true", compatibility, _registry(opts, endpoint))
+
+
+def _registry(opts: _Options, endpoint: EventHubsEndpoint) -> Any:
+    """The Schema Registry of the options (``schemaRegistryNamespace``, else the hub's), with the hub's credential."""
+    from airflow_provider_eh.client.schema_registry import registry_endpoint
+
     try:
-        registry = registry_endpoint(
+        return registry_endpoint(
             namespace=opts.text("schemaRegistryNamespace"), connection_string=endpoint.connection_string,
             host=endpoint.fully_qualified_namespace, tenant_id=endpoint.tenant_id, client_id=endpoint.client_id,
             client_secret=endpoint.client_secret, ca_bundle=endpoint.network.ca_bundle,
             managed_identity_client_id=endpoint.managed_identity_client_id, names=_REGISTRY_NAMES)
     except ValueError as exc:
         raise DataSourceOptionError(str(exc)) from None
-    return SchemaOptions(group, definition, name, fmt, auto == "true", compatibility, registry)
 
 
 #: how the registry's inputs are named in errors: the data source's options

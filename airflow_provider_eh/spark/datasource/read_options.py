@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_provider_eh.client.endpoint import EventHubsEndpoint, parse_connection_string
 from airflow_provider_eh.errors import DataSourceOptionError
-from airflow_provider_eh.spark.datasource.options import _REGISTRY_NAMES, BlobLocation, _endpoint, _Options
+from airflow_provider_eh.spark.datasource.options import BlobLocation, _endpoint, _Options, _registry
 from airflow_provider_eh.spark.datasource.positions import EARLIEST, LATEST, Position, parse_position, parse_positions
 
 #: the Scala connector's prefix, read as an alias of the same option without it
@@ -130,8 +130,6 @@ class ReadOptions:
 
 
 def _typed(opts: _ReadOptions, endpoint: EventHubsEndpoint) -> TypedRead | None:
-    from airflow_provider_eh.client.schema_registry import registry_endpoint
-
     definition, name, group = opts.text("schema"), opts.text("schemaName"), opts.text("schemaGroup")
     if not (definition or name):
         if group:
@@ -144,16 +142,7 @@ def _typed(opts: _ReadOptions, endpoint: EventHubsEndpoint) -> TypedRead | None:
     decode_errors = (opts.text("decodeErrors", "fail") or "fail").lower()
     if decode_errors not in _DECODE_ERRORS:
         raise DataSourceOptionError(f"option 'decodeErrors' is {decode_errors!r}: give 'fail' or 'null'")
-    registry = None
-    if opts.text("schemaRegistryNamespace") or name or fmt == "Avro":
-        try:
-            registry = registry_endpoint(
-                namespace=opts.text("schemaRegistryNamespace"), connection_string=endpoint.connection_string,
-                host=endpoint.fully_qualified_namespace, tenant_id=endpoint.tenant_id, client_id=endpoint.client_id,
-                client_secret=endpoint.client_secret, ca_bundle=endpoint.network.ca_bundle,
-                managed_identity_client_id=endpoint.managed_identity_client_id, names=_REGISTRY_NAMES)
-        except ValueError as exc:
-            raise DataSourceOptionError(str(exc)) from None
+    registry = _registry(opts, endpoint) if opts.text("schemaRegistryNamespace") or name or fmt == "Avro" else None
     if not definition:
         if not group:
             raise DataSourceOptionError(f"option 'schemaName' is {name!r} but 'schemaGroup' is not set: name the "

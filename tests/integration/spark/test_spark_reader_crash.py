@@ -13,6 +13,7 @@ import random
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,29 +58,32 @@ def wait_for_progress(folder: Path, more_than: int, proc: subprocess.Popen[str],
     raise AssertionError(f"no micro-batch committed past {more_than} in time")
 
 
-# six driver starts on a loaded machine
-@pytest.mark.timeout(1500)
-def test_driver_killed_five_times_mid_stream_leaves_each_event_once_in_parquet_and_delta(
-        spark: Any, setup: SparkSetup, tmp_path: Path, airflow_free: Path, provider_zip: Path) -> None:
+def crash_and_recover(spark: Any, setup: SparkSetup, tmp_path: Path, start: Callable[[Path], subprocess.Popen[str]], *,
+                      per_partition: int, per_trigger: int, seed: int) -> None:
+    """Fill the hub with ``per_partition`` events on each partition, start the application (``start(config)``) with a
+    trigger each second and ``per_trigger`` events a micro-batch, SIGKILL its driver :data:`KILLS` times once a
+    micro-batch more is committed, then drain with ``availableNow``: the parquet sink and the Delta table each hold
+    every event once, and Airflow was imported neither by the driver nor by a Python worker."""
     from deltalake import DeltaTable
 
     with setup.endpoint.producer() as producer:
         for p in PARTITIONS:
-            for first in range(0, PER_PARTITION, 200):
-                producer.send_batch([EventData(f"{p}:{i}") for i in range(first, first + 200)], partition_id=p)
+            for first in range(0, per_partition, 200):
+                producer.send_batch([EventData(f"{p}:{i}") for i in range(first, min(first + 200, per_partition))],
+                                    partition_id=p)
     out, delta = tmp_path / "parquet", tmp_path / "delta"
     config = tmp_path / "app.json"
     settings = {"name": "orders-reader", "checkpoint": str(tmp_path / "checkpoint"), "parquet": str(out),
                 "delta": str(delta), "trigger": "1 second",
-                "options": {"connectionString": setup.event_hubs.connection_string(setup.hub),
-                            "consumerGroup": "analytics", "maxEventsPerTrigger": "80", "receiveTimeout": "60"}}
+                "options": {"connectionString": setup.event_hubs.connection_string(setup.hub), "consumerGroup": "analytics",
+                            "maxEventsPerTrigger": str(per_trigger), "receiveTimeout": "60"}}
     config.write_text(json.dumps(settings))
 
     seen = 0
     committed_at_kill = []
-    rng = random.Random(55)
+    rng = random.Random(seed)
     for _ in range(KILLS):
-        proc = submit(airflow_free, provider_zip, config)
+        proc = start(config)
         try:
             seen = wait_for_progress(out, seen, proc)
             time.sleep(rng.uniform(0.2, 1.5))  # into the next micro-batch: reading, writing or committing
@@ -89,13 +93,13 @@ def test_driver_killed_five_times_mid_stream_leaves_each_event_once_in_parquet_a
             proc.wait(60)
 
     config.write_text(json.dumps({**settings, "trigger": "availableNow"}))
-    final = submit(airflow_free, provider_zip, config)
-    text, _ = final.communicate(timeout=600)
-    assert final.returncode == 0, text[-4000:]
+    final = start(config)
+    text, err = final.communicate(timeout=600)
+    assert final.returncode == 0, (text + (err or ""))[-4000:]
     report = json.loads([line for line in text.splitlines() if line.startswith('{"read"')][-1])
     assert report["airflow_imported"] is False
 
-    expected = Counter((p, i) for p in PARTITIONS for i in range(PER_PARTITION))
+    expected = Counter((p, i) for p in PARTITIONS for i in range(per_partition))
     rows = spark.read.parquet(str(out)).collect()  # through the sink's log: what Spark's readers see
     assert Counter((r.partition, r.sequenceNumber) for r in rows) == expected
     assert all(r.body == f"{r.partition}:{r.sequenceNumber}" for r in rows)
@@ -104,7 +108,15 @@ def test_driver_killed_five_times_mid_stream_leaves_each_event_once_in_parquet_a
     assert report["read"] == {"parquet": len(expected), "delta": len(expected)}
     # every kill came mid-stream, each run further than the one before
     assert len(committed_at_kill) == KILLS and committed_at_kill == sorted(committed_at_kill)
-    assert committed_at_kill[-1] < len(expected) // 80
+    assert committed_at_kill[-1] < len(expected) // per_trigger
+
+
+# six driver starts on a loaded machine
+@pytest.mark.timeout(1500)
+def test_driver_killed_five_times_mid_stream_leaves_each_event_once_in_parquet_and_delta(
+        spark: Any, setup: SparkSetup, tmp_path: Path, airflow_free: Path, provider_zip: Path) -> None:
+    crash_and_recover(spark, setup, tmp_path, lambda config: submit(airflow_free, provider_zip, config),
+                      per_partition=PER_PARTITION, per_trigger=80, seed=55)
 
 
 def test_the_delta_sink_writes_a_micro_batch_run_again_once(spark: Any, tmp_path: Path) -> None:
