@@ -1,8 +1,8 @@
 """The ``eventhubs`` streaming source on ``local[2]`` vs. the SDK's bare receive loop in one process, over the same hub.
 
 Starts its own local Event Hubs endpoint, fills one 4-partition hub with ``--events`` (100,000) JSON events of about
-150 bytes with four application properties (as ``bench/ingest.py`` does), then, after a small warm-up of both sides,
-``--rounds`` (3) times in turn (which goes first alternates):
+150 bytes with four application properties (``bench/ingest.py``'s events and its plain loop), then, after a small
+warm-up of both sides, ``--rounds`` (3) times in turn (which goes first alternates):
 
 - ``plain``: ``EventHubConsumerClient.receive_batch`` over every partition (batches of 500), counting the events and
   doing nothing else: the floor any consumer pays, on one process (one core for the SDK's pure-Python AMQP);
@@ -22,13 +22,11 @@ load_min=... load_max=...``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _filling import fill  # noqa: E402
-from azure.eventhub import EventData, EventHubConsumerClient  # noqa: E402
+from ingest import plain_receive, publish  # noqa: E402
 
 from airflow_provider_eh.spark.datasource import EventHubsDataSource  # noqa: E402
 from airflow_provider_eh.spark.datasource.delta_batches import DeltaBatchSink  # noqa: E402
@@ -48,44 +45,6 @@ HUB = "bench-read"
 PARTITIONS = 4
 CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g",
         "spark.sql.session.timeZone": "UTC"}
-
-
-def publish(conn_str: str, events: int) -> None:
-    """Fill each partition with ``events // PARTITIONS`` stamped JSON events through the plain SDK."""
-
-    def stamped(p: int, seq: int) -> EventData:
-        event = EventData(json.dumps({"id": f"{p}-{seq}", "amount": seq % 97, "note": "x" * 100}))
-        event.properties = {"eh.group": "bench", "eh.seq": seq, "eh.batch": "b0", "eh.owner": 1}
-        return event
-
-    fill(conn_str, PARTITIONS, events // PARTITIONS, stamped)
-
-
-def plain(conn_str: str, total: int) -> float:
-    """Seconds the SDK's consumer takes to receive ``total`` events from the start of every partition."""
-    consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default")
-    received = 0
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def on_batch(_ctx: object, events: list[EventData]) -> None:
-        nonlocal received
-        with lock:
-            received += len(events)
-            if received >= total:
-                done.set()
-
-    started = time.perf_counter()
-    worker = threading.Thread(target=consumer.receive_batch, daemon=True, kwargs={
-        "on_event_batch": on_batch, "starting_position": "-1", "max_batch_size": 500, "prefetch": 500,
-        "max_wait_time": 0.5})
-    worker.start()
-    if not done.wait(900):
-        raise SystemExit(f"the plain loop received only {received} of {total} events")
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    worker.join(30)
-    return elapsed
 
 
 def spark_read(spark: Any, conn_str: str, folder: Path, *, delta: bool, limit: int | None = None) -> tuple[float, int]:
@@ -136,19 +95,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-read-") as tmp, \
             EmulatorProcess(Path(tmp) / "eh", hubs={HUB: PARTITIONS}, extra_args=["--log-level", "WARNING"]) as eh:
         conn_str = eh.connection_string(HUB)
-        publish(conn_str, total)
+        publish(conn_str, PARTITIONS, total)
         spark, owned = get_session(SparkSettings(master="local[2]", conf=CONF))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             spark.dataSource.register(EventHubsDataSource)
             for delta in (False, True)[: 1 if args.no_delta else 2]:  # warm-up: workers, imports, delta-rs
                 spark_read(spark, conn_str, Path(tmp) / f"warm-{delta}", delta=delta, limit=200)
-            plain(conn_str, min(total, 2_000))
+            plain_receive(conn_str, min(total, 2_000), 500)
             for r in range(args.rounds):
                 loads.append(os.getloadavg()[0])
                 for side in (sides if r % 2 == 0 else list(reversed(sides))):
                     if side == "plain":
-                        eps[side].append(total / plain(conn_str, total))
+                        eps[side].append(total / plain_receive(conn_str, total, 500))
                         continue
                     folder = Path(tmp) / f"{side}-{r}"
                     seconds, batches = spark_read(spark, conn_str, folder, delta=side == "delta")
