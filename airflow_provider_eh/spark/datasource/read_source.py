@@ -25,6 +25,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from airflow_provider_eh.errors import DataSourceOptionError
 from airflow_provider_eh.spark.datasource.hub_state import Hub
 from airflow_provider_eh.spark.datasource.offsets import PartitionState, check_offset, plan_end
 from airflow_provider_eh.spark.datasource.positions import LATEST, TIME
@@ -67,7 +68,7 @@ class EventHubsBatchReader(DataSourceReader):
             wanted = set(options.starting) | set(options.ending)
             unknown = sorted(wanted - set(states))
             if unknown:
-                raise ValueError(f"options 'startingPositions'/'endingPositions' name partition {', '.join(unknown)}, "
+                raise DataSourceOptionError(f"options 'startingPositions'/'endingPositions' name partition {', '.join(unknown)}, "
                                  f"which hub {options.endpoint.eventhub_name!r} does not have (it has "
                                  f"{', '.join(states)})")
             self.start = hub.positions(states, options.start_of, start=True)
