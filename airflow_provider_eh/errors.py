@@ -118,6 +118,10 @@ class DataSourceOptionError(EventHubsProviderError, ValueError):
     """An option of the ``eventhubs`` Spark data source is missing or wrong; the message names it and what to give."""
 
 
+class EventsExpiredError(EventHubsProviderError):
+    """Events a read was to include are no longer in the hub: its retention dropped them before they were read."""
+
+
 class SinkConfigError(EventHubsProviderError):
     """The SQL sink is misconfigured: a table, column or option is missing or not allowed."""
 

@@ -52,7 +52,8 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 #: what the cluster's Python holds besides their dependencies, at this environment's versions
-AIRFLOW_FREE_PACKAGES = ("pyspark", "pyarrow", "azure-eventhub", "azure-storage-blob", "azure-identity", "azure-core")
+AIRFLOW_FREE_PACKAGES = ("pyspark", "pyarrow", "azure-eventhub", "azure-storage-blob", "azure-identity", "azure-core",
+                         "deltalake")
 _COMPLETE = "complete"
 
 # JVMs that start quickly (C1 only) and collect serially: up to eight of them share two cores.

@@ -141,7 +141,8 @@ class BlobLocation:
         return ContainerClient(self.account_url, self.container, credential=credential, **kwargs)
 
 
-def _endpoint(opts: _Options) -> EventHubsEndpoint:
+def _endpoint(opts: _Options, purpose: str = "publish to") -> EventHubsEndpoint:
+    """The hub of the options; ``purpose`` says what the hub is for in the errors ("publish to", "read from")."""
     network_fields = {field_name: opts.text(option) for option, field_name in _NETWORK.items()}
     try:
         network = NetworkOptions.from_fields({k: v for k, v in network_fields.items() if v is not None})
@@ -160,13 +161,13 @@ def _endpoint(opts: _Options) -> EventHubsEndpoint:
     namespace = opts.text("fullyQualifiedNamespace")
     if not namespace:
         raise DataSourceOptionError(
-            "no hub to publish to: give option 'connectionString' (a SAS connection string of the namespace or hub), "
+            f"no hub to {purpose}: give option 'connectionString' (a SAS connection string of the namespace or hub), "
             "or 'fullyQualifiedNamespace' (<namespace>.servicebus.windows.net) with 'eventHubName' and, for a service "
             "principal, 'tenantId', 'clientId' and 'clientSecret' (else the cluster's managed identity or "
             "DefaultAzureCredential is used)"
         )
     if not hub:
-        raise DataSourceOptionError("option 'eventHubName' is missing: the hub to publish to")
+        raise DataSourceOptionError(f"option 'eventHubName' is missing: the hub to {purpose}")
     return EventHubsEndpoint(
         fully_qualified_namespace=namespace.split("://", 1)[-1].strip("/"), eventhub_name=hub,
         tenant_id=opts.text("tenantId"), client_id=opts.text("clientId"), client_secret=opts.text("clientSecret"),
@@ -256,7 +257,6 @@ class SchemaOptions:
 
 
 def _schema(opts: _Options, endpoint: EventHubsEndpoint) -> SchemaOptions | None:
-    from airflow_provider_eh.client.schema_registry import registry_endpoint
     from airflow_provider_eh.publishing.typed import compatibility_mode, load_definition, schema_format
 
     group = opts.text("schemaGroup")
@@ -283,15 +283,21 @@ def _schema(opts: _Options, endpoint: EventHubsEndpoint) -> SchemaOptions | None
     auto = (opts.text("autoRegisterSchema") or "false").lower()
     if auto not in ("true", "false"):
         raise DataSourceOptionError(f"option 'autoRegisterSchema' is {auto!r}: give true or false")
+    return SchemaOptions(group, definition, name, fmt, auto == "true", compatibility, _registry(opts, endpoint))
+
+
+def _registry(opts: _Options, endpoint: EventHubsEndpoint) -> Any:
+    """The Schema Registry of the options (``schemaRegistryNamespace``, else the hub's), with the hub's credential."""
+    from airflow_provider_eh.client.schema_registry import registry_endpoint
+
     try:
-        registry = registry_endpoint(
+        return registry_endpoint(
             namespace=opts.text("schemaRegistryNamespace"), connection_string=endpoint.connection_string,
             host=endpoint.fully_qualified_namespace, tenant_id=endpoint.tenant_id, client_id=endpoint.client_id,
             client_secret=endpoint.client_secret, ca_bundle=endpoint.network.ca_bundle,
             managed_identity_client_id=endpoint.managed_identity_client_id, names=_REGISTRY_NAMES)
     except ValueError as exc:
         raise DataSourceOptionError(str(exc)) from None
-    return SchemaOptions(group, definition, name, fmt, auto == "true", compatibility, registry)
 
 
 #: how the registry's inputs are named in errors: the data source's options

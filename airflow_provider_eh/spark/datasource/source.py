@@ -1,4 +1,4 @@
-"""The ``eventhubs`` data source: PySpark 4's Python Data Source API over the publishing engine.
+"""The ``eventhubs`` data source: PySpark 4's Python Data Source API over the publishing engine and the receiver.
 
 ::
 
@@ -14,7 +14,8 @@
 Executors map and check their rows and stage them in the state container (:mod:`.staging`); the
 driver's ``commit`` publishes the staged batch exactly once (:mod:`.publish`). A streaming query
 (``df.writeStream.format("eventhubs")``) does the same per micro-batch, its identity the query's
-checkpoint (or ``streamId``) and the micro-batch's id. Nothing here imports Apache Airflow.
+checkpoint (or ``streamId``) and the micro-batch's id. ``spark.read.format("eventhubs")`` and
+``spark.readStream.format("eventhubs")`` read a hub (:mod:`.read_source`). Nothing here imports Apache Airflow.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ try:
     from pyspark.sql.datasource import (
         DataSource,
         DataSourceArrowWriter,
+        DataSourceReader,
         DataSourceStreamArrowWriter,
+        DataSourceStreamReader,
         WriterCommitMessage,
     )
 except ImportError as exc:  # the one module of the package that is PySpark classes
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +199,32 @@ def _log_results(options: WriteOptions, what: Any, results: dict[str, Any]) -> N
 
 
 class EventHubsDataSource(DataSource):
-    """The ``eventhubs`` format: write a DataFrame (batch or streaming) to an Event Hub exactly once."""
+    """The ``eventhubs`` format: write a DataFrame (batch or streaming) to an Event Hub exactly once, and read a
+    hub's events (a bounded range, or a stream) into one (:mod:`.read_source`)."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
+
+    def schema(self) -> StructType:
+        from airflow_provider_eh.spark.datasource.read_source import spark_schema
+
+        return spark_schema(self._read_options())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from airflow_provider_eh.spark.datasource.read_source import EventHubsBatchReader
+
+        return EventHubsBatchReader(self._read_options())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's name)
+        from airflow_provider_eh.spark.datasource.read_source import EventHubsStreamReader
+
+        return EventHubsStreamReader(self._read_options())
+
+    def _read_options(self) -> ReadOptions:
+        from airflow_provider_eh.spark.datasource.read_options import ReadOptions
+
+        return ReadOptions.from_options(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> EventHubsWriter:
         options = WriteOptions.from_options(self.options)

@@ -1,0 +1,133 @@
+"""Exactly once from a hub into tables: ``spark.readStream.format("eventhubs")`` into Spark's parquet file sink and, through
+``foreachBatch``, into a Delta table keyed by the micro-batch id, the driver SIGKILLed five times mid-stream and the
+queries restarted from their checkpoints; both tables hold each event once, and nothing is lost.
+
+The application is the example's (``dags/spark_apps/read_event_hubs.py``) under ``spark-submit`` on ``local[2]``, its
+driver and Python workers the cluster tests' Python without Airflow (``airflow_free``), the provider a ``--py-files``
+zip; it reports that Airflow was imported neither by the driver nor by a Python worker."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.eventhub import EventData
+from spark_kit import REPO, SparkSetup
+
+from tests.support.spark_cluster import clean_environment, jvm_options, kill_session, spark_class_archive, spark_home_of
+
+APP = REPO / "dags" / "spark_apps" / "read_event_hubs.py"
+PARTITIONS, PER_PARTITION = ("0", "1", "2", "3"), 400
+KILLS = 5
+
+
+def submit(python: Path, provider_zip: Path, config: Path) -> subprocess.Popen[str]:
+    """The app under ``spark-submit`` (``local[2]``) of ``python``'s Spark, in a session of its own."""
+    home = spark_home_of(python)
+    argv = [str(home / "bin" / "spark-submit"), "--master", "local[2]", "--py-files", str(provider_zip),
+            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+            "--conf", f"spark.driver.extraJavaOptions={jvm_options(spark_class_archive(python))}", str(APP), str(config)]
+    env = {**clean_environment(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(home), "PYSPARK_PYTHON": str(python)}
+    return subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def committed_batches(folder: Path) -> int:
+    """Micro-batches the parquet sink has committed (its ``_spark_metadata`` log)."""
+    log = folder / "_spark_metadata"
+    return len([f for f in log.iterdir() if f.name.isdigit()]) if log.is_dir() else 0
+
+
+def wait_for_progress(folder: Path, more_than: int, proc: subprocess.Popen[str], timeout: float = 300) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = committed_batches(folder)
+        if done > more_than:
+            return done
+        if proc.poll() is not None:
+            raise AssertionError(f"the app ended (exit {proc.returncode}) mid-stream:\n"
+                                 f"{proc.stdout.read()[-4000:] if proc.stdout else ''}")
+        time.sleep(0.3)
+    raise AssertionError(f"no micro-batch committed past {more_than} in time")
+
+
+def crash_and_recover(spark: Any, setup: SparkSetup, tmp_path: Path, start: Callable[[Path], subprocess.Popen[str]], *,
+                      per_partition: int, per_trigger: int, seed: int) -> None:
+    """Fill the hub with ``per_partition`` events on each partition, start the application (``start(config)``) with a
+    trigger each second and ``per_trigger`` events a micro-batch, SIGKILL its driver :data:`KILLS` times once a
+    micro-batch more is committed, then drain with ``availableNow``: the parquet sink and the Delta table each hold
+    every event once, and Airflow was imported neither by the driver nor by a Python worker."""
+    from deltalake import DeltaTable
+
+    with setup.endpoint.producer() as producer:
+        for p in PARTITIONS:
+            for first in range(0, per_partition, 200):
+                producer.send_batch([EventData(f"{p}:{i}") for i in range(first, min(first + 200, per_partition))],
+                                    partition_id=p)
+    out, delta = tmp_path / "parquet", tmp_path / "delta"
+    config = tmp_path / "app.json"
+    settings = {"name": "orders-reader", "checkpoint": str(tmp_path / "checkpoint"), "parquet": str(out),
+                "delta": str(delta), "trigger": "1 second",
+                "options": {"connectionString": setup.event_hubs.connection_string(setup.hub), "consumerGroup": "analytics",
+                            "maxEventsPerTrigger": str(per_trigger), "receiveTimeout": "60"}}
+    config.write_text(json.dumps(settings))
+
+    seen = 0
+    committed_at_kill = []
+    rng = random.Random(seed)
+    for _ in range(KILLS):
+        proc = start(config)
+        try:
+            seen = wait_for_progress(out, seen, proc)
+            time.sleep(rng.uniform(0.2, 1.5))  # into the next micro-batch: reading, writing or committing
+            committed_at_kill.append(committed_batches(out))
+        finally:
+            kill_session(proc.pid)  # the driver's JVM and every Python process it started
+            proc.wait(60)
+
+    config.write_text(json.dumps({**settings, "trigger": "availableNow"}))
+    final = start(config)
+    text, err = final.communicate(timeout=600)
+    assert final.returncode == 0, (text + (err or ""))[-4000:]
+    report = json.loads([line for line in text.splitlines() if line.startswith('{"read"')][-1])
+    assert report["airflow_imported"] is False
+
+    expected = Counter((p, i) for p in PARTITIONS for i in range(per_partition))
+    rows = spark.read.parquet(str(out)).collect()  # through the sink's log: what Spark's readers see
+    assert Counter((r.partition, r.sequenceNumber) for r in rows) == expected
+    assert all(r.body == f"{r.partition}:{r.sequenceNumber}" for r in rows)
+    table = DeltaTable(str(delta)).to_pyarrow_table(columns=["partition", "sequenceNumber"]).to_pylist()
+    assert Counter((r["partition"], r["sequenceNumber"]) for r in table) == expected
+    assert report["read"] == {"parquet": len(expected), "delta": len(expected)}
+    # every kill came mid-stream, each run further than the one before
+    assert len(committed_at_kill) == KILLS and committed_at_kill == sorted(committed_at_kill)
+    assert committed_at_kill[-1] < len(expected) // per_trigger
+
+
+# six driver starts on a loaded machine
+@pytest.mark.timeout(1500)
+def test_driver_killed_five_times_mid_stream_leaves_each_event_once_in_parquet_and_delta(
+        spark: Any, setup: SparkSetup, tmp_path: Path, airflow_free: Path, provider_zip: Path) -> None:
+    crash_and_recover(spark, setup, tmp_path, lambda config: submit(airflow_free, provider_zip, config),
+                      per_partition=PER_PARTITION, per_trigger=80, seed=55)
+
+
+def test_the_delta_sink_writes_a_micro_batch_run_again_once(spark: Any, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    from airflow_provider_eh.spark.datasource.delta_batches import DeltaBatchSink
+
+    sink = DeltaBatchSink(str(tmp_path / "t"), app_id="orders-reader")
+    batch = spark.range(3).selectExpr("cast(id as string) as partition", "id as sequenceNumber")
+    sink(batch, 0)
+    sink(batch, 0)  # Spark runs micro-batch 0 again after a crash before its commit log
+    sink(batch.selectExpr("partition", "sequenceNumber + 3 as sequenceNumber"), 1)
+    assert sorted(r["sequenceNumber"] for r in DeltaTable(str(tmp_path / "t")).to_pyarrow_table().to_pylist()) == list(range(6))
+    assert sink.written_version() == 1
