@@ -79,6 +79,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 LONGEST_FILES = (
     "system/test_deployment.py",
     "integration/spark/test_spark_cluster_without_airflow.py",
+    "integration/spark/test_spark_reader_crash.py",
+    "integration/spark/test_spark_reader_dag.py",
     "compat/test_wheel_on_airflow_floor.py",
     "integration/spark/test_spark_datasource_stream.py",
     "system/test_example_spark_submit.py",

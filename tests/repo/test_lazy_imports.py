@@ -40,6 +40,10 @@ LAZY: dict[str, int] = {
     "queues.py": 1,
     "spark/datasource/__init__.py": 1,
     "spark/datasource/options.py": 4,
+    "spark/datasource/ranges.py": 2,
+    "spark/datasource/read_options.py": 1,
+    "spark/datasource/read_source.py": 1,
+    "spark/datasource/source.py": 4,
 }
 
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 
 from airflow_provider_eh.checkpoints.blob_layout import CHECKPOINT, partition_blob
-from airflow_provider_eh.client.receive import PartitionReader
+from airflow_provider_eh.client.partition_readers import PartitionReader
 from airflow_provider_eh.errors import CheckpointStoreError
 from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 

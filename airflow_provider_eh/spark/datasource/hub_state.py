@@ -23,7 +23,7 @@ from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 class Hub:
     """The driver's view of the hub; close it (a context manager).
 
-    The management requests go through the package's producer client (:mod:`~airflow_provider_eh.client.lean`:
+    The management requests go through the package's producer client (:mod:`~airflow_provider_eh.client.single_connection`:
     one kept management link on the process's shared connection), a few milliseconds each where the SDK's
     consumer client opens a link per request (about 0.4 s each, per partition and per trigger). The consumer
     client is opened only to resolve an enqueued time.

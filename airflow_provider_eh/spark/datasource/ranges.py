@@ -2,7 +2,7 @@
 
 A range is ``[start, end)`` of a partition's sequence numbers, fixed on the driver before the task
 runs, so a task that Spark retries reads exactly the same events. The task opens one link with the
-package's receiver (:class:`~airflow_provider_eh.client.receive.PartitionReader`: events read straight
+package's receiver (:class:`~airflow_provider_eh.client.partition_readers.PartitionReader`: events read straight
 from their AMQP messages, checked against the SDK's ``EventData``) and turns each received batch into
 an Arrow record batch of :func:`read_schema`. No Spark and no Airflow import: the classes Spark calls
 (:mod:`.read_source`) hand the batches over.
@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_eh.client.receive import PartitionReader
-from airflow_provider_eh.client.received import ReceivedFields, fields_of_event_data, plain
+from airflow_provider_eh.client.partition_readers import PartitionReader
+from airflow_provider_eh.client.received_fields import ReceivedFields, fields_of_event_data, plain
 from airflow_provider_eh.errors import EventsExpiredError, IngestStalledError
 from airflow_provider_eh.spark.datasource.read_options import ReadOptions
 
