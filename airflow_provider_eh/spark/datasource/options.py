@@ -422,3 +422,9 @@ class WriteOptions:
         assert self.identity is not None
         identity = self.identity if micro_batch is None else stream_identity(self.identity, micro_batch)
         return identity_batch_id(self.producer_group, identity, self.generation)
+
+
+def pyspark_missing(exc: ImportError) -> ImportError:
+    """The error of a module of PySpark classes (the data source's writer and reader) imported without PySpark 4."""
+    return ImportError("the eventhubs data source needs PySpark 4 (pyspark.sql.datasource): run it on a Spark 4 cluster, "
+                       "or install airflow-provider-eh[spark]", name=exc.name)

@@ -22,10 +22,15 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-
 from airflow_provider_eh.errors import DataSourceOptionError
+from airflow_provider_eh.spark.datasource.options import pyspark_missing
+
+try:
+    from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError as exc:  # PySpark classes, as source.py's
+    raise pyspark_missing(exc) from exc
+
 from airflow_provider_eh.spark.datasource.hub_state import Hub
 from airflow_provider_eh.spark.datasource.offsets import PartitionState, check_offset, plan_end
 from airflow_provider_eh.spark.datasource.positions import LATEST, TIME

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_eh.spark.datasource.options import pyspark_missing
+
 try:
     from pyspark.sql.datasource import (
         DataSource,
@@ -35,12 +37,8 @@ try:
         DataSourceStreamReader,
         WriterCommitMessage,
     )
-except ImportError as exc:  # the one module of the package that is PySpark classes
-    raise ImportError(
-        "the eventhubs data source needs PySpark 4 (pyspark.sql.datasource): run it on a Spark 4 cluster, or "
-        "install airflow-provider-eh[spark]",
-        name=exc.name,
-    ) from exc
+except ImportError as exc:  # one of the two modules of the package that are PySpark classes (read_source the other)
+    raise pyspark_missing(exc) from exc
 
 from airflow_provider_eh.errors import ProducerStateStoreError
 from airflow_provider_eh.spark.datasource.options import FORMAT, DataSourceOptionError, WriteOptions, identity_batch_id
