@@ -43,17 +43,15 @@ loaded by :mod:`airflow_provider_eh.triggers.filters`; the sensor's wait is
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_provider_eh import metrics
-from airflow_provider_eh.deprecation import REMOVED_IN
+from airflow_provider_eh.deprecation import renamed_argument
 from airflow_provider_eh.errors import EventTriggerConfigError
 from airflow_provider_eh.hooks.blob import BlobStorageAsyncHook
 from airflow_provider_eh.hooks.event_hubs import EventHubAsyncHook
@@ -117,14 +115,10 @@ class EventHubEventTrigger(BaseEventTrigger):
     ):
         batch_window = kwargs.pop("batch_window", None)
         super().__init__(**kwargs)
-        if batch_window is not None:
-            warnings.warn(f"{type(self).__name__}(batch_window=...) is deprecated and will be removed in {REMOVED_IN}; "
-                          "pass batch_seconds (the name the ingest operator's Batching gives the same time)",
-                          AirflowProviderDeprecationWarning, stacklevel=2)
-            if batch_seconds is not None and float(batch_seconds) != float(batch_window):
-                raise EventTriggerConfigError(f"batch_seconds={batch_seconds!r} and its deprecated spelling "
-                                              f"batch_window={batch_window!r} disagree; pass batch_seconds only")
-            batch_seconds = batch_window
+        batch_seconds = renamed_argument(
+            None, "batch_seconds", batch_seconds, "batch_window", batch_window, owner=type(self).__name__,
+            old_as=f"{type(self).__name__}(batch_window=...)", error=EventTriggerConfigError,
+            why=" (the name the ingest operator's Batching gives the same time)")
         seconds_named = "batch_seconds" if batch_window is None else "batch_window"  # as the task gave it
         batch_seconds = 10.0 if batch_seconds is None else batch_seconds
         if not eventhub_name:
