@@ -1,7 +1,9 @@
 """A PySpark application that reads a hub with the ``eventhubs`` data source into a lakehouse table, each event once.
 
 What ``eh_spark_backfill_read`` submits with ``SparkSubmitOperator``; it runs on any cluster with the
-provider's wheel and the Azure SDKs (no Apache Airflow there). One argument: a JSON file (or a JSON
+provider's wheel and the Azure SDKs (no Apache Airflow there), by ``spark-submit`` or as a Spark Connect client
+(``SPARK_REMOTE=sc://...``: the queries then run in the Connect server, which needs the provider, the
+Azure SDKs and, for ``delta``, ``deltalake`` and PySpark's ``connect`` extra). One argument: a JSON file (or a JSON
 text) with
 
 - ``options``: the reader's options (the hub, ``consumerGroup``, ``startingPosition``, ``endingPosition``,
@@ -73,9 +75,18 @@ def main(arg: str) -> None:
         from deltalake import DeltaTable
 
         held["delta"] = DeltaTable(config["delta"]).to_pyarrow_table(columns=["sequenceNumber"]).num_rows
-    executors = spark.sparkContext.parallelize(range(2), 2).map(lambda _: "airflow" in sys.modules).collect()
-    print(json.dumps({"read": held, "airflow_imported": "airflow" in sys.modules or any(executors)}), flush=True)
+    print(json.dumps({"read": held, "airflow_imported": "airflow" in sys.modules or _airflow_on_workers(spark)}),
+          flush=True)
     spark.stop()
+
+
+def _airflow_on_workers(spark: Any) -> bool:
+    """Whether a Python worker of the cluster has Airflow loaded: through a UDF, which a Spark Connect session
+    runs as a classic one does."""
+    from pyspark.sql.functions import udf
+
+    loaded = udf(lambda _: "airflow" in sys.modules, "boolean")
+    return any(row[0] for row in spark.range(0, 2, 1, 2).select(loaded("id")).collect())
 
 
 def _triggered(writer: Any, trigger: str) -> Any:

@@ -52,8 +52,10 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 #: what the cluster's Python holds besides their dependencies, at this environment's versions
-AIRFLOW_FREE_PACKAGES = ("pyspark", "pyarrow", "azure-eventhub", "azure-storage-blob", "azure-identity", "azure-core",
-                         "deltalake")
+# what a Spark runtime's Python has: PySpark with its ``connect`` extra (a Spark Connect server runs a query's
+# ``foreachBatch`` function in a Python that is a Connect client of it), the Azure SDKs and ``deltalake``
+AIRFLOW_FREE_PACKAGES = ("pyspark", "pyarrow", "pandas", "numpy", "grpcio", "grpcio-status", "googleapis-common-protos",
+                         "zstandard", "azure-eventhub", "azure-storage-blob", "azure-identity", "azure-core", "deltalake")
 _COMPLETE = "complete"
 
 # JVMs that start quickly (C1 only) and collect serially: up to eight of them share two cores.

@@ -2,19 +2,22 @@
 ``foreachBatch``, into a Delta table keyed by the micro-batch id, the driver SIGKILLed five times mid-stream and the
 queries restarted from their checkpoints; both tables hold each event once, and nothing is lost.
 
-The application is the example's (``dags/spark_apps/read_event_hubs.py``) under ``spark-submit`` on a standalone
-cluster of two workers, its driver and Python workers a Python without Airflow (``airflow_free``), the provider a
-``--py-files`` zip; it reports that Airflow was imported neither by the driver nor by a Python worker, and the
-application had executors on both workers."""
+The application is the example's (``dags/spark_apps/read_event_hubs.py``) on a standalone cluster of two workers
+whose Python has no Airflow (``airflow_free``), the provider a zip: once under ``spark-submit`` (the driver is the
+application's process), once as the client of a Spark Connect server on that cluster (the driver is the server: it
+is the server that is killed and started again, and the client that starts the queries again). The application
+reports that Airflow was imported neither by the driver nor by a Python worker; its executors ran on both workers."""
 
 from __future__ import annotations
 
 import json
 import random
 import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,11 @@ from spark_kit import REPO, SparkSetup
 
 from tests.support.spark_cluster import (
     StandaloneCluster,
+    clean_environment,
     kill_session,
     submit,
 )
+from tests.support.spark_connect import SparkConnectServer
 
 APP = REPO / "dags" / "spark_apps" / "read_event_hubs.py"
 PARTITIONS, PER_PARTITION = ("0", "1", "2", "3"), 400
@@ -52,12 +57,13 @@ def wait_for_progress(folder: Path, more_than: int, proc: subprocess.Popen[str],
     raise AssertionError(f"no micro-batch committed past {more_than} in time")
 
 
-def crash_and_recover(spark: Any, setup: SparkSetup, tmp_path: Path, start: Callable[[Path], subprocess.Popen[str]], *,
+def crash_and_recover(spark: Any, setup: SparkSetup, tmp_path: Path, start: Callable[[Path], Any], *,
                       per_partition: int, per_trigger: int, seed: int) -> None:
-    """Fill the hub with ``per_partition`` events on each partition, start the application (``start(config)``) with a
-    trigger each second and ``per_trigger`` events a micro-batch, SIGKILL its driver :data:`KILLS` times once a
-    micro-batch more is committed, then drain with ``availableNow``: the parquet sink and the Delta table each hold
-    every event once, and Airflow was imported neither by the driver nor by a Python worker."""
+    """Fill the hub with ``per_partition`` events on each partition, start the application (``with start(config) as
+    proc``: its process, whose driver is SIGKILLed when the block ends) with a trigger each second and
+    ``per_trigger`` events a micro-batch, SIGKILL its driver :data:`KILLS` times once a micro-batch more is
+    committed, then drain with ``availableNow``: the parquet sink and the Delta table each hold every event once,
+    and Airflow was imported neither by the driver nor by a Python worker."""
     from deltalake import DeltaTable
 
     with setup.endpoint.producer() as producer:
@@ -77,18 +83,14 @@ def crash_and_recover(spark: Any, setup: SparkSetup, tmp_path: Path, start: Call
     committed_at_kill = []
     rng = random.Random(seed)
     for _ in range(KILLS):
-        proc = start(config)
-        try:
+        with start(config) as proc:  # the driver killed at the block's end
             seen = wait_for_progress(out, seen, proc)
             time.sleep(rng.uniform(0.2, 1.5))  # into the next micro-batch: reading, writing or committing
             committed_at_kill.append(committed_batches(out))
-        finally:
-            kill_session(proc.pid)  # the driver's JVM and every Python process it started
-            proc.wait(60)
 
     config.write_text(json.dumps({**settings, "trigger": "availableNow"}))
-    final = start(config)
-    text, err = final.communicate(timeout=600)
+    with start(config) as final:
+        text, err = final.communicate(timeout=600)
     assert final.returncode == 0, (text + (err or ""))[-4000:]
     report = json.loads([line for line in text.splitlines() if line.startswith('{"read"')][-1])
     assert report["airflow_imported"] is False
@@ -126,10 +128,51 @@ def test_driver_killed_five_times_on_a_two_worker_cluster_leaves_each_event_once
     # the streaming source's planner process on the driver is not given --py-files in client mode (PySpark 4.2):
     # the driver's PYTHONPATH carries the zip to it, as an installed wheel would
     driver_env = {"PYTHONPATH": str(provider_zip)}
-    crash_and_recover(spark, setup, tmp_path, lambda config: submit(
-        spark_cluster, APP, [str(config)], py_files=provider_zip, python=airflow_free, env=driver_env),
-        per_partition=200, per_trigger=40, seed=2)
-    # the applications had an executor on each worker (an executor works in <worker>/<application>/<id>)
-    workers = {p.relative_to(spark_cluster.location).parts[0] for p in Path(spark_cluster.location).glob("worker-*/app-*/*")
-               if p.is_dir()}
-    assert workers == {"worker-0", "worker-1"}, workers
+
+    @contextmanager
+    def submitted(config: Path) -> Iterator[subprocess.Popen[str]]:
+        proc = submit(spark_cluster, APP, [str(config)], py_files=provider_zip, python=airflow_free, env=driver_env)
+        try:
+            yield proc
+        finally:
+            kill_session(proc.pid)  # the driver's JVM and every Python process it started
+            proc.wait(60)
+
+    crash_and_recover(spark, setup, tmp_path, submitted, per_partition=200, per_trigger=40, seed=2)
+    assert executors_on(spark_cluster, since=set()) == {"worker-0", "worker-1"}
+
+
+def executors_on(cluster: StandaloneCluster, since: set[str]) -> set[str]:
+    """The workers that ran an executor of an application not in ``since`` (an executor works in
+    ``<worker>/<application>/<id>``)."""
+    return {p.relative_to(cluster.location).parts[0] for p in Path(cluster.location).glob("worker-*/app-*/*")
+            if p.is_dir() and p.parent.name not in since}
+
+
+@pytest.mark.timeout(1500)
+def test_connect_server_killed_five_times_on_a_two_worker_cluster_leaves_each_event_once(
+        spark: Any, setup: SparkSetup, tmp_path: Path, spark_cluster: StandaloneCluster, airflow_free: Path,
+        provider_zip: Path) -> None:
+    before = {p.name for p in Path(spark_cluster.location).glob("worker-*/app-*")}
+    conf = {**spark_cluster.app_conf(), "spark.pyspark.python": str(airflow_free)}
+    client_env = {**clean_environment(), "PYTHONPATH": str(REPO)}
+
+    @contextmanager
+    def through_connect(config: Path) -> Iterator[subprocess.Popen[str]]:
+        server = SparkConnectServer(tmp_path / "connect", master=spark_cluster.url, python=str(airflow_free), conf=conf,
+                                    py_files=[provider_zip], spark_home=spark_cluster.spark_home).start()
+        assert server._proc is not None
+        client = subprocess.Popen([sys.executable, str(APP), str(config)], env={**client_env, "SPARK_REMOTE": server.url},
+                                  cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            yield client
+        finally:
+            kill_session(server._proc.pid)  # the driver: the server's JVM and every Python process it started
+            server.stop()
+            if client.poll() is None:  # the client, its server gone, has nothing left to do
+                client.kill()
+            client.wait(60)
+
+    crash_and_recover(spark, setup, tmp_path, through_connect, per_partition=100, per_trigger=20, seed=3)
+    assert executors_on(spark_cluster, since=before) == {"worker-0", "worker-1"}
