@@ -259,11 +259,15 @@ class EventSchema:
     :param definition: the schema: an Avro record schema or a JSON Schema, as a dict or JSON text.
     :param file: a file holding the definition instead. (templated)
     :param name: a schema registered already (its latest version is used); with a JSON Schema ``definition``, the
-        name to register it under. (templated)
+        name to register it under (default: its ``title``); an Avro schema is registered under its full name
+        (``namespace.name``), as Microsoft's encoder does. (templated)
     :param format: ``"Avro"`` or ``"Json"`` (JSON Schema).
     :param auto_register: register the definition when the group does not hold it.
     :param compatibility: check against the latest registered version first: ``"Backward"``, ``"Forward"``,
         ``"Full"`` or ``"None"``.
+
+    The operator refuses, when the DAG is parsed, a group without a definition, file or name, both ``definition``
+    and ``file``, or ``auto_register`` without a definition. A ``group`` that renders empty publishes untyped events.
     """
 
     group: str
