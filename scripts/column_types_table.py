@@ -1,10 +1,10 @@
-"""Write the column-type table of docs/typed-events.md from the sinks' own mappings, so the page and the code agree.
+"""Write the column-type table of docs/reference/column-types.md from the sinks' own mappings, so the page and the code agree.
 
 Each kind of schema field (``airflow_provider_eh/client/schema_types.py``) has a column type per SQL database
 (``ingest/sinks/sql/columns.py``) and a Delta type (``ingest/sinks/delta/columns.py``). This script renders them
 between the page's markers::
 
-    python scripts/column_types_table.py          # rewrite the table in docs/typed-events.md
+    python scripts/column_types_table.py          # rewrite the table in docs/reference/column-types.md
     python scripts/column_types_table.py --check  # exit 1 when the page differs from the code
 
 ``tests/docs/test_column_types_table.py`` runs the check.
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PAGE = REPO / "docs" / "typed-events.md"
+PAGE = REPO / "docs" / "reference" / "column-types.md"
 BEGIN = "<!-- column-types: python scripts/column_types_table.py -->"
 END = "<!-- /column-types -->"
 

@@ -71,11 +71,15 @@ class DeltaSink:
     Rows into a Delta table; each batch one Delta commit holding its rows and the partition's checkpoint.
 
     :param table: a local path or an ``abfss://`` / ``az://`` URI; created by the first batch when missing. (templated)
-    :param wasb_conn_id: the ``wasb`` connection whose credentials reach an Azure URI. (templated)
+    :param wasb_conn_id: the ``wasb`` connection whose credentials reach an Azure URI: a connection string, a
+        service principal, an account key or a SAS; with none of them, delta-rs' own managed identity and
+        environment chain. (templated)
     :param mode: ``"append"``, or ``"merge"`` (upsert on ``merge_keys``).
     :param merge_keys: the key columns of ``mode="merge"``. (templated)
     :param partition_by: partition columns of a table the first batch creates. (templated)
-    :param dead_letter_table: the Delta table of dead letters; default ``<table>_dead_letters``. (templated)
+    :param dead_letter_table: the Delta table of dead letters: the event as received (``body_base64``,
+        ``properties_json``), ``reason``, ``error``, ``status`` (``dead``, ``replaying``, ``replayed``), ``attempts``
+        and ``replayed_at``; default ``<table>_dead_letters``. (templated)
     :param evolve_columns: when a typed event's schema has a field the table has no column for (a new version
         gained it), add the column (a commit of its own) before the batch is written; ``False``: fail instead,
         naming the field. A missing table is created from the schema either way.
@@ -259,11 +263,15 @@ class EventSchema:
     :param definition: the schema: an Avro record schema or a JSON Schema, as a dict or JSON text.
     :param file: a file holding the definition instead. (templated)
     :param name: a schema registered already (its latest version is used); with a JSON Schema ``definition``, the
-        name to register it under. (templated)
+        name to register it under (default: its ``title``); an Avro schema is registered under its full name
+        (``namespace.name``), as Microsoft's encoder does. (templated)
     :param format: ``"Avro"`` or ``"Json"`` (JSON Schema).
     :param auto_register: register the definition when the group does not hold it.
     :param compatibility: check against the latest registered version first: ``"Backward"``, ``"Forward"``,
         ``"Full"`` or ``"None"``.
+
+    The operator refuses, when the DAG is parsed, a group without a definition, file or name, both ``definition``
+    and ``file``, or ``auto_register`` without a definition. A ``group`` that renders empty publishes untyped events.
     """
 
     group: str

@@ -1,4 +1,4 @@
-"""docs/typed-events.md holds the column-type table the sinks' mappings make (scripts/column_types_table.py)."""
+"""docs/reference/column-types.md holds the column-type table the sinks' mappings make (scripts/column_types_table.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ def _script():
     return load_script("column_types_table")
 
 
-def test_the_typed_events_page_holds_the_table_the_sinks_mappings_make() -> None:
+def test_the_column_types_page_holds_the_table_the_sinks_mappings_make() -> None:
     from airflow_provider_eh.client.schema_types import KINDS
 
     script = _script()
-    assert script.main(["--check"]) == 0, "docs/typed-events.md differs from the code: run python scripts/column_types_table.py"
+    assert script.main(["--check"]) == 0, "docs/reference/column-types.md differs from the code: run python scripts/column_types_table.py"
     page = script.PAGE.read_text()
     for kind in KINDS:  # every kind is a row
         assert f"\n| {kind} | " in page, kind

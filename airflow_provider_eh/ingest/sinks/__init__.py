@@ -7,6 +7,13 @@
   imported only when one is used).
 
 The engine imports this contract only; operators and the command line choose a sink.
+
+A sink of your own is any object that keeps the contract, given to :class:`~airflow_provider_eh.ingest.IngestRun`:
+a :class:`Sink` reads each partition's checkpoint and opens one :class:`BatchTransaction` per batch, and
+everything the transaction is given (rows, dead letters, dedupe marks, the checkpoint's move) lands when its
+``with`` block ends, or none of it. A store that cannot commit all or nothing, with a compare-and-set on the
+checkpoint, cannot be a sink. In-order sessions need a :class:`SessionTransaction`; a sink without says so with
+``keeps_sessions = False``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Delta sink's column type for each kind of schema field, and values as Arrow takes them (no Airflow import).
 
 A Delta table the sink creates from an event's schema, and a column it adds when the schema gains a field, take
-these types (``docs/typed-events.md`` shows them, generated from :data:`DELTA_TYPES`): Delta's own ``decimal(p,s)``,
+these types (``docs/reference/column-types.md`` shows them, generated from :data:`DELTA_TYPES`): Delta's own ``decimal(p,s)``,
 ``timestamp``, ``date``, structs, arrays and maps, nested as deep as the schema. Delta has no time of day, no
 interval and no UUID type: a time and a UUID are strings (ISO 8601, the UUID's text), a duration a struct of its
 three counts. A local timestamp (no time zone) is ISO 8601 text without offset: Delta's ``timestamp_ntz`` needs a

@@ -1,7 +1,7 @@
 """The SQL sink's column type for each kind of schema field, per database (no Airflow import).
 
 A table the sink creates from an event's schema, and a column it adds when the schema gains a field, take these
-types (``docs/typed-events.md`` shows them as a table, generated from :data:`SQL_TYPES`). Each kind lands as the
+types (``docs/reference/column-types.md`` shows them as a table, generated from :data:`SQL_TYPES`). Each kind lands as the
 database's own type where it has one; nested values (records, arrays, maps, unions of several types) are JSON
 (``JSONB`` on Postgres, ``JSON`` on MariaDB, JSON text on SQLite). SQLite has no decimal, UUID, date or time type:
 those are text in the forms of :mod:`.values`, which SQLite's date and time functions read.
