@@ -12,7 +12,9 @@ evidence (``docs/verification.md``, kept out of the navigation for contributors)
 - no ``127.0.0.1:<port>`` but the local stack's documented ports (the endpoint's AMQP 5672 and admin
   API 5680, its Schema Registry 5681 as the stack starts it, Azurite's blob service 10000): a test's
   free port is an address nobody else has;
-- the changelog a user reads in a minute: a line per change, each under 200 characters of text.
+- the changelog a user reads in a minute: a line per change, each under 200 characters of text;
+- a guide a user reads in a few minutes: at most 125 lines (the exactly-once contract aside); the API
+  reference (``docs/reference/``: tables and docstrings) is not a guide.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ EVIDENCE = {"verification.md", "changelog.md"}
 USER_PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name not in EVIDENCE)]
 EXAMPLE_FILES = {p.name for p in (REPO / "docs" / "examples").glob("*.py")}
 LOCAL_PORTS = {"5672", "5680", "5681", "10000"}
+GUIDE_LINES = 125
+CONTRACT = {"exactly-once.md"}
 HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 IN_PROSE = {
@@ -78,3 +82,10 @@ def test_the_changelog_is_a_line_per_change_each_under_200_characters() -> None:
     assert entries
     long = [line[:80] for line in entries if len(re.sub(r"\]\([^)]*\)", "]", line)) > 200]
     assert long == [], "changelog entries over 200 characters (say the rest in the guides and link them)"
+
+
+def test_every_guide_is_at_most_125_lines() -> None:
+    long = {page.name: lines for page in USER_PAGES if page.name not in CONTRACT
+            and (lines := len(page.read_text().splitlines())) > GUIDE_LINES}
+    assert long == {}, (f"guides over {GUIDE_LINES} lines: say what to do and what is guaranteed; move how it works to "
+                        "docstrings or CONTRIBUTING.md, option tables to docs/reference/")
