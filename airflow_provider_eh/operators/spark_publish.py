@@ -15,8 +15,9 @@ URL needs a Spark distribution and Java in the task (the ``spark`` extra); Spark
 
 **Shipping the package to executors.** Executors import ``airflow_provider_eh`` (with ``azure-eventhub``
 and ``pyarrow``) to build and send events. Either install the provider in the cluster's image
-(``pip install airflow-provider-eh`` in every executor's Python), or ship a wheel with the job:
-``spark_conf={"spark.submit.pyFiles": "/opt/wheels/airflow_provider_eh-<version>-py3-none-any.whl"}``
+(``pip install airflow-provider-eh`` in every executor's Python), or ship the wheel with the job under a
+``.zip`` name (Spark puts only ``.zip``, ``.egg`` and ``.jar`` files on the workers' ``sys.path``):
+``spark_conf={"spark.submit.pyFiles": "/opt/wheels/airflow_provider_eh-<version>.zip"}``
 (the same as ``spark-submit --py-files``); its dependencies (``azure-eventhub``) must then be in the
 executors' environment already, e.g. from a packed virtualenv given as ``spark.archives``. With
 Spark Connect the server's executors need the package installed. Executors reach the hub with the

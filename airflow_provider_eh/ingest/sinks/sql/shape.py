@@ -151,4 +151,4 @@ def _ddl(tx: Any, table: str, statement: str, what: str) -> Any:
             raise
         raise SinkConfigError(
             f"Table {table!r}: could not {what} ({type(exc).__name__}: {exc}); create or alter the table yourself "
-            "with the column types of docs/typed-events.md, or give the connection's user the right to.") from exc
+            "with the column types of docs/reference/column-types.md, or give the connection's user the right to.") from exc
