@@ -85,6 +85,11 @@ class EmulatorAdmin:
         return self._call("POST", "/hubs", {"name": name, "partitions": partitions,
                                             "consumer_groups": list(consumer_groups)})
 
+    def add_partitions(self, hub: str, partitions: int) -> dict[str, Any]:
+        """Raise ``hub``'s partition count to ``partitions`` (the new ones empty), as the service does for a hub of
+        its Premium and Dedicated tiers; ``EmulatorAdminError`` 409 for a lower count, 404 for no such hub."""
+        return self._call("POST", f"/hubs/{quote(hub, safe='')}/partitions", {"partitions": partitions})
+
     def add_consumer_group(self, hub: str, name: str) -> None:
         self._call("POST", f"/hubs/{quote(hub, safe='')}/consumer-groups", {"name": name})
 

@@ -6,6 +6,7 @@ Routes (JSON bodies and replies; errors are ``{"error": "..."}`` with a 4xx stat
 * ``GET /hubs`` -- every hub; ``POST /hubs`` ``{"name", "partitions", "consumer_groups"}`` creates one
   (201; 200 if it already existed with the same partition count)
 * ``DELETE /hubs/<hub>`` -- delete a hub with its events; its clients' links are detached (``amqp:not-found``)
+* ``POST /hubs/<hub>/partitions`` ``{"partitions"}`` -- raise the hub's partition count (never lowered: 409)
 * ``POST /hubs/<hub>/consumer-groups`` ``{"name"}`` -- add a consumer group
 * ``DELETE /hubs/<hub>/consumer-groups/<group>`` -- delete a consumer group (not ``$Default``); its
   receivers are detached
@@ -125,6 +126,8 @@ class AdminServer:
             return 200, found.describe()
         if len(segments) == 2 and segments[0] == "hubs" and method == "DELETE":
             return 200, {"deleted": broker.delete_hub(segments[1]).name}
+        if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "partitions" and method == "POST":
+            return 200, store.add_partitions(segments[1], body.get("partitions")).describe()
         if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "POST":
             hub = store.add_consumer_group(segments[1], _name(body, "name"))
             return 200, hub.describe()

@@ -171,6 +171,26 @@ class Store:
         self._save()
         return hub
 
+    def add_partitions(self, hub_name: str, partitions: object) -> Hub:
+        """Raise a hub's partition count to ``partitions``, as the service's Premium and Dedicated tiers do on an
+        existing hub: the new partitions start empty, the others keep their events; the count never goes down
+        (409). Events sent to the hub (no partition, or a key) spread over every partition from then on."""
+        hub = self.get(hub_name)
+        if hub is None:
+            raise StoreError(f"hub {hub_name!r} does not exist", 404)
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or not partitions <= MAX_PARTITIONS:
+            raise StoreError(f"invalid partition count {partitions!r} for hub {hub_name!r}: up to {MAX_PARTITIONS}")
+        if partitions < hub.partition_count:
+            raise StoreError(f"hub {hub_name!r} has {hub.partition_count} partitions: a partition count can only grow, "
+                             f"not to {partitions}", 409)
+        for index in range(hub.partition_count, partitions):
+            hub.partitions.append(PartitionLog(self._hub_dir(hub.name) / str(index), segment_bytes=self.segment_bytes))
+        if partitions > hub.partition_count:
+            _LOG.info("hub %s grows from %d to %d partitions", hub.name, hub.partition_count, partitions)
+            hub.partition_count = partitions
+            self._save()
+        return hub
+
     def delete_hub(self, name: str) -> Hub:
         """Delete a hub with its consumer groups and events (404 if there is none): gone from
         ``hubs.json`` first, then its partitions are closed and their folder removed."""
