@@ -26,15 +26,20 @@ def send(setup: SparkSetup, per_partition: int, first: int = 0) -> None:
             producer.send_batch([EventData(f"{p}:{i}") for i in range(first, first + per_partition)], partition_id=p)
 
 
-def run_available_now(spark: Any, setup: SparkSetup, tmp_path: Path, **options: str) -> list[int]:
-    """One ``Trigger.AvailableNow`` run of the query into ``tmp_path/out``; the rows of each micro-batch."""
+def start_query(spark: Any, setup: SparkSetup, tmp_path: Path, trigger: dict[str, Any], **options: str) -> Any:
+    """The query from the hub into ``tmp_path/out`` (its checkpoint in ``tmp_path/checkpoint``), started."""
     spark.dataSource.register(EventHubsDataSource)
     stream = (spark.readStream.format("eventhubs")
               .option("connectionString", setup.event_hubs.connection_string(setup.hub))
               .option("consumerGroup", "analytics").option("receiveTimeout", "20").options(**options).load()
               .selectExpr("partition", "sequenceNumber", "cast(body as string) as body"))
-    query = (stream.writeStream.format("parquet").option("path", str(tmp_path / "out"))
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    return (stream.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(**trigger).start())
+
+
+def run_available_now(spark: Any, setup: SparkSetup, tmp_path: Path, **options: str) -> list[int]:
+    """One ``Trigger.AvailableNow`` run of the query into ``tmp_path/out``; the rows of each micro-batch."""
+    query = start_query(spark, setup, tmp_path, {"availableNow": True}, **options)
     query.awaitTermination(240)
     assert query.exception() is None, query.exception()
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
@@ -96,3 +101,23 @@ def test_a_query_starting_at_latest_skips_what_was_there_and_caps_each_partition
     send(setup, 7, first=10)
     assert run_available_now(spark, setup, tmp_path, startingPosition="latest", maxEventsPerPartition="3") == [12, 12, 4]
     assert landed(spark, tmp_path) == [(p, i) for p in PARTITIONS for i in range(10, 17)]
+
+
+def test_partitions_added_to_the_hub_while_the_query_runs_are_read_from_their_beginning(
+        spark: Any, setup: SparkSetup, tmp_path: Path) -> None:
+    send(setup, 5)
+    query = start_query(spark, setup, tmp_path, {"processingTime": "1 second"})
+    try:
+        query.processAllAvailable()
+        assert landed(spark, tmp_path) == [(p, i) for p in PARTITIONS for i in range(5)]
+        setup.event_hubs.admin.add_partitions(setup.hub, 6)  # as on a Premium or Dedicated namespace
+        with setup.endpoint.producer() as producer:
+            for p in ("0", "4", "5"):
+                producer.send_batch([EventData(f"{p}:{i}") for i in range(5 if p == "0" else 0, 8)], partition_id=p)
+        query.processAllAvailable()
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    added = [(p, i) for p in ("4", "5") for i in range(8)]
+    assert landed(spark, tmp_path) == sorted([(p, i) for p in PARTITIONS for i in range(5)] + [("0", i) for i in (5, 6, 7)]
+                                             + added)
