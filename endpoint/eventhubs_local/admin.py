@@ -104,52 +104,19 @@ class AdminServer:
 
     def route(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         broker = self.broker
-        store = broker.store
         segments = [unquote(s) for s in path.strip("/").split("/") if s]
         if segments == ["health"]:
             return 200, {"ok": True}
         if segments == ["stats"] and method == "GET":
             return 200, broker.stats()
-        if segments == ["hubs"]:
-            if method == "GET":
-                return 200, {"hubs": [h.describe() for h in store.hubs.values()]}
-            if method == "POST":
-                groups = body.get("consumer_groups", [])
-                if not isinstance(groups, list):
-                    raise _HttpError(400, "consumer_groups must be a list of names")
-                hub, created = store.create_hub(_name(body, "name"), body.get("partitions", 4), groups)
-                return (201 if created else 200), hub.describe()
-        if len(segments) == 2 and segments[0] == "hubs" and method == "GET":
-            found = store.get(segments[1])
-            if found is None:
-                raise _HttpError(404, f"hub {segments[1]!r} does not exist")
-            return 200, found.describe()
-        if len(segments) == 2 and segments[0] == "hubs" and method == "DELETE":
-            return 200, {"deleted": broker.delete_hub(segments[1]).name}
-        if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "partitions" and method == "POST":
-            return 200, store.add_partitions(segments[1], body.get("partitions")).describe()
-        if len(segments) == 3 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "POST":
-            hub = store.add_consumer_group(segments[1], _name(body, "name"))
-            return 200, hub.describe()
-        if len(segments) == 4 and segments[0] == "hubs" and segments[2] == "consumer-groups" and method == "DELETE":
-            return 200, broker.delete_consumer_group(segments[1], segments[3]).describe()
+        if segments and segments[0] == "hubs":
+            found = self._hubs_route(method, segments[1:], body)
+            if found is not None:
+                return found
         if segments == ["faults"]:
-            if method == "GET":
-                return 200, {"faults": broker.faults.describe()}
-            if method == "POST":
-                params = body.get("params", {})
-                if not isinstance(params, dict):
-                    raise _HttpError(400, "params must be an object")
-                on = body.get("hub")
-                if on is not None and (not isinstance(on, str) or store.get(on) is None):
-                    raise _HttpError(404, f"hub {on!r} does not exist")
-                fault = broker.faults.set(_name(body, "kind"), on, **params)
-                _LOG.info("fault set: %s", fault.describe())
-                return 200, fault.describe()
-            if method == "DELETE":
-                broker.faults.clear()
-                _LOG.info("faults cleared")
-                return 200, {"faults": []}
+            found = self._faults_route(method, body)
+            if found is not None:
+                return found
         if segments == ["schema-groups"] and self.registry is not None:
             if method == "GET":
                 return 200, {"groups": [g.describe() for g in self.registry.groups.values()]}
@@ -163,6 +130,54 @@ class AdminServer:
         if segments == ["retention"] and method == "POST":
             return 200, {"dropped": broker.apply_retention()}
         raise _HttpError(404 if method in ("GET", "POST", "DELETE") else 405, f"no route for {method} {path}")
+
+    def _hubs_route(self, method: str, rest: list[str], body: dict[str, Any]) -> tuple[int, Any] | None:
+        """``/hubs`` and what is under it (``rest``: the path after ``hubs``); None when no route matches."""
+        broker, store = self.broker, self.broker.store
+        if not rest:
+            if method == "GET":
+                return 200, {"hubs": [h.describe() for h in store.hubs.values()]}
+            if method == "POST":
+                groups = body.get("consumer_groups", [])
+                if not isinstance(groups, list):
+                    raise _HttpError(400, "consumer_groups must be a list of names")
+                hub, created = store.create_hub(_name(body, "name"), body.get("partitions", 4), groups)
+                return (201 if created else 200), hub.describe()
+            return None
+        if len(rest) == 1 and method == "GET":
+            found = store.get(rest[0])
+            if found is None:
+                raise _HttpError(404, f"hub {rest[0]!r} does not exist")
+            return 200, found.describe()
+        if len(rest) == 1 and method == "DELETE":
+            return 200, {"deleted": broker.delete_hub(rest[0]).name}
+        if len(rest) == 2 and rest[1] == "partitions" and method == "POST":
+            return 200, store.add_partitions(rest[0], body.get("partitions")).describe()
+        if len(rest) == 2 and rest[1] == "consumer-groups" and method == "POST":
+            return 200, store.add_consumer_group(rest[0], _name(body, "name")).describe()
+        if len(rest) == 3 and rest[1] == "consumer-groups" and method == "DELETE":
+            return 200, broker.delete_consumer_group(rest[0], rest[2]).describe()
+        return None
+
+    def _faults_route(self, method: str, body: dict[str, Any]) -> tuple[int, Any] | None:
+        broker = self.broker
+        if method == "GET":
+            return 200, {"faults": broker.faults.describe()}
+        if method == "POST":
+            params = body.get("params", {})
+            if not isinstance(params, dict):
+                raise _HttpError(400, "params must be an object")
+            on = body.get("hub")
+            if on is not None and (not isinstance(on, str) or broker.store.get(on) is None):
+                raise _HttpError(404, f"hub {on!r} does not exist")
+            fault = broker.faults.set(_name(body, "kind"), on, **params)
+            _LOG.info("fault set: %s", fault.describe())
+            return 200, fault.describe()
+        if method == "DELETE":
+            broker.faults.clear()
+            _LOG.info("faults cleared")
+            return 200, {"faults": []}
+        return None
 
 
 class _HttpError(Exception):
