@@ -56,18 +56,17 @@ def main(arg: str) -> None:
     name = config.get("name", "read-event-hubs")
     spark = SparkSession.builder.appName(name).config("spark.sql.session.timeZone", "UTC").getOrCreate()
     spark.dataSource.register(EventHubsDataSource)
-    rows = spark.readStream.format("eventhubs").options(**config["options"]).load().selectExpr(*COLUMNS)
     trigger = config.get("trigger", "availableNow")
     checkpoint = config["checkpoint"]
     queries = []
     if config.get("parquet"):
-        writer = rows.writeStream.format("parquet").option("path", config["parquet"]).queryName(f"{name}-parquet")
+        writer = _rows(spark, config).writeStream.format("parquet").option("path", config["parquet"]).queryName(f"{name}-parquet")
         queries.append(_triggered(writer, trigger).option("checkpointLocation", f"{checkpoint}/parquet").start())
     if config.get("delta"):
-        writer = rows.writeStream.foreachBatch(DeltaBatchSink(config["delta"], app_id=name)).queryName(f"{name}-delta")
+        sink = DeltaBatchSink(config["delta"], app_id=name)
+        writer = _rows(spark, config).writeStream.foreachBatch(sink).queryName(f"{name}-delta")
         queries.append(_triggered(writer, trigger).option("checkpointLocation", f"{checkpoint}/delta").start())
-    for query in queries:
-        query.awaitTermination()
+    _await_all(spark, queries)
     held = {}
     if config.get("parquet"):
         held["parquet"] = spark.read.parquet(config["parquet"]).count()
@@ -87,6 +86,28 @@ def _airflow_on_workers(spark: Any) -> bool:
 
     loaded = udf(lambda _: "airflow" in sys.modules, "boolean")
     return any(row[0] for row in spark.range(0, 2, 1, 2).select(loaded("id")).collect())
+
+
+def _await_all(spark: Any, queries: list[Any]) -> None:
+    """Wait until every query has ended; the first to fail stops the others and fails the application (rather than
+    leaving the others running while one table stays behind)."""
+    while any(query.isActive for query in queries):
+        try:
+            spark.streams.awaitAnyTermination()
+        except Exception:
+            for query in queries:
+                query.stop()
+            raise
+        spark.streams.resetTerminated()
+    failed = [query.exception() for query in queries if query.exception() is not None]
+    if failed:
+        raise failed[0]
+
+
+def _rows(spark: Any, config: dict[str, Any]) -> Any:
+    """The hub's events as the sinks store them: a DataFrame of its own for each query, so that two queries running
+    at once share no plan (Spark serializes a query's plan into its tasks while the other's thread works on it)."""
+    return spark.readStream.format("eventhubs").options(**config["options"]).load().selectExpr(*COLUMNS)
 
 
 def _triggered(writer: Any, trigger: str) -> Any:
