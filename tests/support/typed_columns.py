@@ -173,13 +173,28 @@ class Registry:
         pass
 
 
+class AsyncRegistry(Registry):
+    """The same registry answering the async decoder: the same schemas by id."""
+
+    async def get_schema(self, schema_id: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().get_schema(schema_id)
+
+    async def close(self) -> None:  # type: ignore[override]
+        pass
+
+
 class Endpoint:
+    """What a decoder asks of an endpoint: its namespace and a registry client (sync or async, the one given)."""
+
     fully_qualified_namespace = "ns.local"
 
     def __init__(self, registry: Registry):
         self.registry = registry
 
     def client(self) -> Registry:
+        return self.registry
+
+    def async_client(self) -> Registry:
         return self.registry
 
 

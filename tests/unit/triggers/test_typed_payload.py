@@ -12,27 +12,7 @@ from typing import Any
 
 from airflow_provider_eh.client.typed_events import AsyncTypedDecoder
 from airflow_provider_eh.triggers.payload import batch_payload, decoded_record
-from tests.support.typed_columns import EVERYTHING, Registry, avro_row
-
-
-class AsyncRegistry(Registry):
-    """The registry of one process, answering the async decoder: the same schemas by id."""
-
-    async def get_schema(self, schema_id: str, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super().get_schema(schema_id)
-
-    async def close(self) -> None:  # type: ignore[override]
-        pass
-
-
-class Endpoint:
-    fully_qualified_namespace = "ns.local"
-
-    def __init__(self, registry: AsyncRegistry):
-        self.registry = registry
-
-    def async_client(self) -> AsyncRegistry:
-        return self.registry
+from tests.support.typed_columns import EVERYTHING, AsyncRegistry, Endpoint, avro_row
 
 
 @dataclass
