@@ -113,6 +113,15 @@ class SparkConnectServer:
             self._log.close()
             self._log = None
 
+    def kill(self) -> None:
+        """SIGKILL the server as a crash would: its JVM and every Python process of its session (``pyspark.daemon``
+        workers move to process groups of their own), then close what :meth:`stop` closes."""
+        from tests.support.spark_cluster import kill_session
+
+        if self._proc is not None:
+            kill_session(self._proc.pid)
+        self.stop()
+
     def tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 

@@ -166,15 +166,13 @@ def test_connect_server_killed_five_times_on_a_two_worker_cluster_leaves_each_ev
     def through_connect(config: Path) -> Iterator[subprocess.Popen[str]]:
         server = SparkConnectServer(tmp_path / "connect", master=spark_cluster.url, python=str(airflow_free), conf=conf,
                                     py_files=[provider_zip], spark_home=spark_cluster.spark_home).start()
-        assert server._proc is not None
         client = subprocess.Popen([sys.executable, str(APP), str(config)], env={**client_env, "SPARK_REMOTE": server.url},
                                   cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             yield client
         finally:
-            kill_session(server._proc.pid)  # the driver: the server's JVM and every Python process it started
-            server.stop()
+            server.kill()  # the driver: the server's JVM and every Python process it started
             if client.poll() is None:  # the client, its server gone, has nothing left to do
                 client.kill()
             client.wait(60)
