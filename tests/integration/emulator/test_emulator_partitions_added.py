@@ -29,6 +29,10 @@ def test_partitions_added_to_a_hub_in_use_start_empty_and_last_across_a_restart(
         with pytest.raises(EmulatorAdminError) as lower:
             endpoint.admin.add_partitions("orders", 3)
         assert lower.value.status == 409 and "only grow" in str(lower.value)
+        for bad in ("8", 2000):  # not a count, or past the service's limit
+            with pytest.raises(EmulatorAdminError) as invalid:
+                endpoint.admin.add_partitions("orders", bad)  # type: ignore[arg-type]
+            assert invalid.value.status == 400 and "invalid partition count" in str(invalid.value)
         with pytest.raises(EmulatorAdminError) as missing:
             endpoint.admin.add_partitions("no-such-hub", 8)
         assert missing.value.status == 404
